@@ -1,0 +1,101 @@
+// Package jobs holds the business jobs the scheduler runs, one file each, and the registry
+// that lists them. A job body is written so that two copies running at once are still
+// correct: it streams its entities in bounded batches, takes a per-entity transaction-level
+// advisory lock with try-lock-and-skip, guards every transition by the current state, and
+// writes only through the run's fenced transaction.
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Job is one business job.
+type Job interface {
+	// Name is the job's public name (DESIGN.md's job table): plan-change, status-sync, ...
+	Name() string
+	// Defaults are the schedule and limits used unless SCHEDULER_JOB_<NAME>_* overrides them.
+	Defaults() Defaults
+	// Run does one run's work and returns its counts. It must honour ctx (cancelled on
+	// timeout, cancel request or loss of leadership) and write only through env.Tx.
+	Run(ctx context.Context, env *Env) (Stats, error)
+}
+
+// Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits.
+type Defaults struct {
+	Schedule string
+	// Timeout is the maximum runtime (ShedLock's lockAtMostFor).
+	Timeout time.Duration
+	// MinGap is the minimum time between two runs' starts (lockAtLeastFor); usually 0.
+	MinGap time.Duration
+}
+
+// Env is what a run gives a job body.
+type Env struct {
+	RunID int64
+	// Tx runs fn in a transaction fenced by the run's epoch: it fails with store.ErrNotLeader,
+	// committing nothing, once this replica has been deposed.
+	Tx func(ctx context.Context, fn func(pgx.Tx) error) error
+	// Pool is for reads outside the fence (streaming candidate ids). Never write through it.
+	Pool *pgxpool.Pool
+	// Log carries run_id, job, epoch and instance_id on every line.
+	Log *slog.Logger
+	// Now is the run's clock; tests inject a fixed one, production uses the database's now()
+	// taken when the run starts.
+	Now time.Time
+	// Params are the run's parameters from a manual trigger ({} for scheduled runs).
+	Params Params
+}
+
+// Params are what a manual trigger may pass to a job.
+type Params struct {
+	// DryRun counts what the run would change and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// ParseParams decodes a run's params, refusing unknown fields.
+func ParseParams(raw json.RawMessage) (Params, error) {
+	var p Params
+	if len(raw) == 0 {
+		return p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&p)
+	return p, err
+}
+
+// Stats are a run's counts, stored in job_runs.stats.
+type Stats struct {
+	Processed     int64 `json:"processed"`
+	Changed       int64 `json:"changed"`
+	SkippedLocked int64 `json:"skipped_locked"`
+	Errors        int64 `json:"errors"`
+	// Detail holds job-specific counts: per tenant, per table, per outcome.
+	Detail map[string]int64 `json:"detail,omitempty"`
+}
+
+// Add adds o's counts to s.
+func (s *Stats) Add(o Stats) {
+	s.Processed += o.Processed
+	s.Changed += o.Changed
+	s.SkippedLocked += o.SkippedLocked
+	s.Errors += o.Errors
+	for k, v := range o.Detail {
+		s.Count(k, v)
+	}
+}
+
+// Count adds n to the job-specific counter key.
+func (s *Stats) Count(key string, n int64) {
+	if s.Detail == nil {
+		s.Detail = map[string]int64{}
+	}
+	s.Detail[key] += n
+}

@@ -1,0 +1,138 @@
+// Package store wraps PostgreSQL: the connection pool and its session settings, migrations,
+// the fenced transaction every job write goes through, and the scheduler's own queries.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sys/unix"
+)
+
+// Options say who is connecting and how fast a vanished peer must be noticed.
+type Options struct {
+	// InstanceID names the replica; it becomes application_name "scheduler:<id>", which the
+	// next leader uses to find and terminate a deposed leader's backends.
+	InstanceID string
+	// LeaseTimeout bounds how long either side of a broken connection may keep believing in it.
+	LeaseTimeout time.Duration
+	// MaxConns caps the pool (default 10).
+	MaxConns int32
+}
+
+const (
+	defaultLeaseTimeout = 5 * time.Second
+	defaultMaxConns     = 10
+	// ApplicationNamePrefix starts every scheduler connection's application_name.
+	ApplicationNamePrefix = "scheduler:"
+)
+
+// DB is the scheduler's handle on PostgreSQL.
+type DB struct {
+	Pool *pgxpool.Pool
+	opts Options
+	conf *pgx.ConnConfig
+}
+
+// Open builds a pool whose every connection carries the session settings of ConnConfig.
+// It does not wait for the database: a replica must start (and answer /readyz 503) while
+// PostgreSQL is down, and connect once it is back.
+func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
+	if opts.MaxConns == 0 {
+		opts.MaxConns = defaultMaxConns
+	}
+	conf, err := ConnConfig(databaseURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	poolConf, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	poolConf.ConnConfig = conf
+	poolConf.MaxConns = opts.MaxConns
+	poolConf.HealthCheckPeriod = 10 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, poolConf)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	return &DB{Pool: pool, opts: opts, conf: conf}, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.Pool.Close() }
+
+// Options returns the options the DB was opened with.
+func (db *DB) Options() Options { return db.opts }
+
+// Connect opens one connection outside the pool with the same settings, for sessions whose
+// state must not be shared: the leader's advisory lock and the LISTEN connection.
+func (db *DB) Connect(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, db.conf.Copy())
+}
+
+// ConnConfig parses the URL and adds the settings that bound a partition (DESIGN.md
+// guarantee 8). The server-side ones are PostgreSQL GUCs sent as startup parameters, so the
+// *server* drops the backends of a replica that vanished, within about the lease; the
+// client-side ones make this replica notice a vanished server just as fast.
+func ConnConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
+	conf, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	lease := opts.LeaseTimeout
+	if lease <= 0 {
+		lease = defaultLeaseTimeout
+	}
+	idle := max(lease/3, time.Second)
+	params := map[string]string{
+		"application_name":                    ApplicationNamePrefix + opts.InstanceID,
+		"tcp_keepalives_idle":                 strconv.Itoa(int(idle / time.Second)),
+		"tcp_keepalives_interval":             "1",
+		"tcp_keepalives_count":                "2",
+		"tcp_user_timeout":                    strconv.Itoa(int(lease / time.Millisecond)),
+		"idle_in_transaction_session_timeout": strconv.Itoa(int(lease / time.Millisecond)),
+	}
+	for k, v := range params {
+		conf.RuntimeParams[k] = v
+	}
+	dialer := &net.Dialer{
+		Timeout: lease,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: idle, Interval: time.Second, Count: 2,
+		},
+		Control: func(network, address string, c syscall.RawConn) error {
+			if network != "tcp" && network != "tcp4" && network != "tcp6" {
+				return nil
+			}
+			var sockErr error
+			err := c.Control(func(fd uintptr) {
+				sockErr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(lease/time.Millisecond))
+			})
+			return errors.Join(err, sockErr)
+		},
+	}
+	conf.DialFunc = dialer.DialContext
+	conf.ConnectTimeout = lease
+	return conf, nil
+}
+
+// Ping checks that the database answers within ctx.
+func (db *DB) Ping(ctx context.Context) error {
+	return db.Pool.Ping(ctx)
+}
+
+// Now returns the database clock. Every time comparison that decides a claim, a lease or a
+// catch-up uses it, never a replica's clock.
+func (db *DB) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
+	return now, err
+}

@@ -1,0 +1,183 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+func TestMigrationsRoundTrip(t *testing.T) {
+	t.Parallel()
+	u := testdb.Empty(t)
+	mg, err := store.NewMigrator(u)
+	require.NoError(t, err)
+	defer mg.Close()
+
+	require.NoError(t, mg.Up())
+	v, dirty, err := mg.Version()
+	require.NoError(t, err)
+	assert.Equal(t, store.SchemaVersion(), v)
+	assert.False(t, dirty)
+
+	require.NoError(t, mg.Down(0))
+	v, _, err = mg.Version()
+	require.NoError(t, err)
+	assert.Zero(t, v)
+	assert.Equal(t, []string{"schema_migrations"}, tables(t, u), "down must remove every table it created")
+
+	require.NoError(t, mg.Up())
+	v, _, err = mg.Version()
+	require.NoError(t, err)
+	assert.Equal(t, store.SchemaVersion(), v)
+}
+
+func TestConcurrentMigrationsApplyOnce(t *testing.T) {
+	t.Parallel()
+	u := testdb.Empty(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mg, err := store.NewMigrator(u)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer mg.Close()
+			errs[i] = mg.Up()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "migrator %d", i)
+	}
+	mg, err := store.NewMigrator(u)
+	require.NoError(t, err)
+	defer mg.Close()
+	v, dirty, err := mg.Version()
+	require.NoError(t, err)
+	assert.Equal(t, store.SchemaVersion(), v)
+	assert.False(t, dirty)
+}
+
+func TestEachTestGetsItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, _ := testdb.Open(t, store.Options{})
+	b, _ := testdb.Open(t, store.Options{})
+	_, err := a.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('isolation-probe', true)`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM job_settings WHERE job = 'isolation-probe'`).Scan(&n))
+	assert.Zero(t, n, "a row written in one test database is visible in another")
+	require.NoError(t, a.Pool.QueryRow(ctx, `SELECT count(*) FROM job_settings WHERE job = 'isolation-probe'`).Scan(&n))
+	assert.Equal(t, 1, n)
+}
+
+func TestConnectionsCarrySessionSettings(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{InstanceID: "replica-7", LeaseTimeout: 3e9})
+	var app, userTimeout, idleTx string
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT current_setting('application_name'), current_setting('tcp_user_timeout'),
+		        current_setting('idle_in_transaction_session_timeout')`).Scan(&app, &userTimeout, &idleTx))
+	assert.Equal(t, "scheduler:replica-7", app)
+	assert.Equal(t, "3s", idleTx)
+	// tcp_user_timeout reads 0 on a Unix socket; over TCP it is the lease in ms.
+	assert.Contains(t, []string{"3000", "3s"}, userTimeout)
+}
+
+func TestFencedRefusesStaleEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 2`)
+	require.NoError(t, err)
+
+	write := func(epoch int64) error {
+		return db.Fenced(ctx, epoch, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ($1)`, fmt.Sprintf("fence-%d", epoch))
+			return err
+		})
+	}
+	require.NoError(t, write(2))
+	err = write(1)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, store.ErrNotLeader), "got %v", err)
+
+	var jobs []string
+	rows, err := db.Pool.Query(ctx, `SELECT job FROM job_settings ORDER BY job`)
+	require.NoError(t, err)
+	jobs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fence-2"}, jobs, "only the current epoch's write may commit")
+}
+
+func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	fenced := make(chan error, 1)
+	go func() {
+		fenced <- db.Fenced(ctx, 1, func(tx pgx.Tx) error {
+			close(inside)
+			<-release
+			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)
+			return err
+		})
+	}()
+	<-inside
+
+	bumped := make(chan error, 1)
+	go func() {
+		_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = epoch + 1, since = clock_timestamp()`)
+		bumped <- err
+	}()
+	// The bump must be blocked by the fenced transaction's FOR SHARE lock: wait until
+	// PostgreSQL reports it waiting on a lock, then let the old transaction finish.
+	require.Eventually(t, func() bool {
+		var waiting int
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE scheduler_leader%'`).Scan(&waiting)
+		return waiting == 1
+	}, 10e9, 10e6)
+	select {
+	case err := <-bumped:
+		t.Fatalf("epoch bump finished while an old-epoch transaction was open: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-fenced)
+	require.NoError(t, <-bumped)
+}
+
+func tables(t *testing.T, u string) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return names
+}

@@ -1,0 +1,246 @@
+// Package testdb gives tests a real PostgreSQL: TEST_DATABASE_URL when set, otherwise a
+// throwaway local cluster started for the test binary (scripts/pg.sh, which installs the
+// server when missing) and removed at the end. Each test gets its own freshly migrated
+// database, cloned from a template, so tests run in parallel without seeing each other.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/migrations"
+)
+
+var (
+	adminURL     string // a URL on the cluster's "postgres" database
+	templateOnce sync.Once
+	templateName string
+	templateErr  error
+)
+
+// Main is the TestMain of every package that uses a database:
+//
+//	func TestMain(m *testing.M) { testdb.Main(m) }
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		adminURL = u
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "scheduler-testpg-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testdb:", err)
+		return 1
+	}
+	port, err := freePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testdb:", err)
+		return 1
+	}
+	script := filepath.Join(RepoRoot(), "scripts", "pg.sh")
+	defer exec.Command(script, "remove", dir).Run()
+	if out, err := exec.Command(script, "start", dir, port).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: start PostgreSQL: %v\n%s", err, out)
+		return 1
+	}
+	adminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", port)
+	return m.Run()
+}
+
+// New creates a migrated database for this test, dropped when the test ends, and returns its URL.
+func New(t testing.TB) string {
+	t.Helper()
+	if adminURL == "" {
+		t.Fatal("testdb: no cluster; call testdb.Main from the package's TestMain")
+	}
+	templateOnce.Do(func() { templateName, templateErr = ensureTemplate() })
+	if templateErr != nil {
+		t.Fatalf("testdb: prepare template database: %v", templateErr)
+	}
+	name := "test_" + randomHex(8)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admin(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, templateName)); err != nil {
+		t.Fatalf("testdb: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := admin(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name)); err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+	})
+	return WithDatabase(adminURL, name)
+}
+
+// Empty creates an empty (unmigrated) database for this test, for migration tests.
+func Empty(t testing.TB) string {
+	t.Helper()
+	if adminURL == "" {
+		t.Fatal("testdb: no cluster; call testdb.Main from the package's TestMain")
+	}
+	name := "test_" + randomHex(8)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admin(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("testdb: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = admin(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
+	})
+	return WithDatabase(adminURL, name)
+}
+
+// Open opens a store.DB on a new test database, closed when the test ends.
+func Open(t testing.TB, opts store.Options) (*store.DB, string) {
+	t.Helper()
+	u := New(t)
+	if opts.InstanceID == "" {
+		opts.InstanceID = "test"
+	}
+	db, err := store.Open(context.Background(), u, opts)
+	if err != nil {
+		t.Fatalf("testdb: open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db, u
+}
+
+// WithDatabase returns u with its database name replaced.
+func WithDatabase(u, name string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		panic(fmt.Sprintf("testdb: TEST_DATABASE_URL must be a URL: %v", err))
+	}
+	parsed.Path = "/" + name
+	return parsed.String()
+}
+
+// RepoRoot finds the module root (the directory holding go.mod) from the working directory.
+func RepoRoot() string {
+	dir, _ := os.Getwd()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("testdb: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ensureTemplate migrates a template database once per schema (its name carries a hash of
+// the migrations), under an advisory lock so that parallel test binaries share it.
+func ensureTemplate() (string, error) {
+	name := "scheduler_tmpl_" + migrationsHash()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('scheduler-testdb-template', 0))`); err != nil {
+		return "", err
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	// Built under a temporary name and renamed when complete, so a crash mid-way never
+	// leaves a half-migrated template behind under the real name.
+	building := name + "_building"
+	if _, err := conn.Exec(ctx, `DROP DATABASE IF EXISTS `+building+` WITH (FORCE)`); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+building); err != nil {
+		return "", err
+	}
+	mg, err := store.NewMigrator(WithDatabase(adminURL, building))
+	if err != nil {
+		return "", err
+	}
+	upErr := mg.Up()
+	closeErr := mg.Close()
+	if upErr != nil || closeErr != nil {
+		return "", fmt.Errorf("migrate template: %w", errors.Join(upErr, closeErr))
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s RENAME TO %s`, building, name)); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+func admin(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func migrationsHash() string {
+	h := sha256.New()
+	_ = fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		h.Write([]byte(path))
+		h.Write(b)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return strings.SplitN(u, "@", 2)[0]
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# pg.sh — a local PostgreSQL for development and tests, installed when missing.
+#
+#   scripts/pg.sh start DIR PORT   initdb DIR (once) and start a server on 127.0.0.1:PORT
+#   scripts/pg.sh stop DIR         stop the server of DIR
+#   scripts/pg.sh remove DIR       stop it and delete DIR
+#   scripts/pg.sh url PORT [DB]    print the connection URL
+#   scripts/pg.sh ensure           print a DATABASE_URL that answers: $DATABASE_URL when set,
+#                                  else the project's own cluster in .pgdata (port 55432),
+#                                  started (and created) when needed, with database "scheduler".
+#
+# initdb refuses to run as root, so as root the server runs as the "postgres" user that
+# Debian's package creates. Authentication is "trust" on 127.0.0.1 only: these clusters
+# are throwaway development databases, never a deployment.
+set -euo pipefail
+
+log() { echo "pg.sh: $*" >&2; }
+
+pg_bindir() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$d" ] || [ ! -x "$d/initdb" ]; then
+    install_server
+    d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  fi
+  echo "$d"
+}
+
+install_server() {
+  log "PostgreSQL server not found; installing Debian's postgresql package"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { log "run as root or install the 'postgresql' package"; exit 1; }
+    sudo="sudo"
+  fi
+  $sudo apt-get update -q >&2
+  # The package's post-install would create and start a system cluster on 5432; we only
+  # want the binaries, so keep it from creating one.
+  $sudo mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.d/scheduler.conf >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q postgresql postgresql-client >&2
+}
+
+# as_owner runs a command as the cluster's owner: postgres when we are root, else ourselves.
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+start() {
+  local dir=$1 port=$2 bin
+  bin=$(pg_bindir)
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
+  chmod 700 "$dir"
+  if [ ! -f "$dir/PG_VERSION" ]; then
+    as_owner "$bin/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
+    cat >>"$dir/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+max_connections = 400
+shared_buffers = 256MB
+# Development and test data only: durability traded for speed.
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+CONF
+  fi
+  if as_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    return 0
+  fi
+  as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null || {
+    log "server did not start; last lines of $dir/server.log:"; tail -n 20 "$dir/server.log" >&2; exit 1; }
+}
+
+stop() {
+  local dir=$1 bin
+  [ -f "$dir/PG_VERSION" ] || return 0
+  bin=$(pg_bindir)
+  as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+url() { echo "postgres://postgres@127.0.0.1:$1/${2:-postgres}?sslmode=disable"; }
+
+ensure() {
+  if [ -n "${DATABASE_URL:-}" ]; then echo "$DATABASE_URL"; return; fi
+  local root port=55432
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  start "$root/.pgdata" "$port"
+  local bin; bin=$(pg_bindir)
+  if ! "$bin/psql" -qtAX "$(url $port)" -c "select 1 from pg_database where datname='scheduler'" | grep -q 1; then
+    "$bin/psql" -qX "$(url $port)" -c "create database scheduler" >/dev/null
+  fi
+  url "$port" scheduler
+}
+
+cmd=${1:-}
+case "$cmd" in
+  start) start "$2" "$3" ;;
+  stop) stop "$2" ;;
+  remove) stop "$2"; rm -rf "$2" ;;
+  url) url "$2" "${3:-}" ;;
+  ensure) ensure ;;
+  bindir) pg_bindir ;;
+  *) echo "usage: $0 start DIR PORT | stop DIR | remove DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
+esac

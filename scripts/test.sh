@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test.sh — the whole suite against a real PostgreSQL: TEST_DATABASE_URL when set, otherwise
+# one throwaway cluster for the run (installed when missing), removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${TEST_DATABASE_URL:-}" ]; then
+  dir=$(mktemp -d /tmp/scheduler-test-pg.XXXXXX)
+  port=$(( 56000 + RANDOM % 4000 ))
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+  trap 'scripts/pg.sh remove "$dir"' EXIT
+  scripts/pg.sh start "$dir" "$port"
+  export TEST_DATABASE_URL
+  TEST_DATABASE_URL=$(scripts/pg.sh url "$port")
+fi
+
+go vet ./...
+# -race everywhere; packages run two at a time on the 2-core machines we have.
+go test -race -count=1 -timeout 15m "$@" ./...

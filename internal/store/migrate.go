@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -105,4 +106,17 @@ func SchemaVersion() uint {
 		}
 	}
 	return latest
+}
+
+// AppliedVersion reads the schema version golang-migrate recorded (0 when none).
+func (db *DB) AppliedVersion(ctx context.Context) (version uint, dirty bool, err error) {
+	var v int64
+	err = db.Pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&v, &dirty)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return uint(v), dirty, nil
 }

@@ -1,0 +1,400 @@
+// Package config loads and validates the scheduler's configuration from the
+// environment, once, at start. Every mistake is reported before anything
+// runs, all at once, each naming the variable and how to fix it; cmd prints
+// the error and exits 2.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/schedule"
+)
+
+// Defaults of the service-wide settings.
+const (
+	httpAddrDefault        = "127.0.0.1:8080"
+	logFormatDefault       = "json"
+	leaseTimeoutDefault    = 5 * time.Second
+	idempotencyTTLDefault  = 24 * time.Hour
+	pollIntervalDefault    = 2 * time.Second
+	shutdownTimeoutDefault = 25 * time.Second
+)
+
+// maxInstanceID keeps "scheduler:<id>" within PostgreSQL's 63-byte
+// application_name: the server cuts longer names, and a new leader finds the
+// old leader's backends by that name.
+const maxInstanceID = 63 - len("scheduler:")
+
+const jobPrefix = "SCHEDULER_JOB_"
+
+// jobSuffixes are the per-job settings, SCHEDULER_JOB_<NAME>_<suffix>.
+var jobSuffixes = []string{"SCHEDULE", "ENABLED", "TIMEOUT", "CATCHUP", "MIN_GAP"}
+
+// JobDefaults is a job's built-in configuration, which the environment can override.
+type JobDefaults struct {
+	Name     string // e.g. "plan-change"
+	Schedule string
+	Timeout  time.Duration
+	MinGap   time.Duration
+}
+
+// Job is a job's validated configuration.
+type Job struct {
+	Name     string
+	Schedule *schedule.Schedule
+	Enabled  bool
+	Timeout  time.Duration // maximum runtime (ShedLock's lockAtMostFor); > 0
+	Catchup  time.Duration // how old a missed slot may be and still run once; 0 disables; default: the schedule's period
+	MinGap   time.Duration // minimum time between the starts of two runs (ShedLock's lockAtLeastFor)
+}
+
+// Config is the validated configuration of one scheduler process.
+type Config struct {
+	DatabaseURL     string
+	HTTPAddr        string
+	InstanceID      string
+	APIToken        string // required when HTTPAddr is not a loopback address
+	LogLevel        slog.Level
+	LogFormat       string // "json" or "text"
+	LeaseTimeout    time.Duration
+	IdempotencyTTL  time.Duration
+	PollInterval    time.Duration // fallback polling for queued manual runs
+	ShutdownTimeout time.Duration
+	Jobs            []Job // in the order of the defaults given to Load
+}
+
+// DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
+// need nothing else (migrate, seed). A problem is recorded on env.
+func DatabaseURL(env *Env) string {
+	const name = "DATABASE_URL"
+	const want = "a PostgreSQL URL such as postgres://user:pass@localhost:5432/scheduler"
+	v, ok := env.lookup(name)
+	if !ok {
+		env.Fail(name, "", want)
+		return ""
+	}
+	if problem := checkDatabaseURL(v); problem != "" {
+		// The value may hold a password: show it with the password hidden.
+		env.Fail(name, redactPassword(v), want+" ("+problem+")")
+		return ""
+	}
+	return v
+}
+
+// Load reads and checks the whole configuration. defaults lists the known
+// jobs; any SCHEDULER_JOB_ variable that is not for one of them is refused,
+// because a typo there would otherwise silently leave a job on its default.
+// The error joins every problem found, including any already recorded on env.
+func Load(env *Env, defaults []JobDefaults) (*Config, error) {
+	c := &Config{
+		DatabaseURL:     DatabaseURL(env),
+		HTTPAddr:        env.String("SCHEDULER_HTTP_ADDR", httpAddrDefault),
+		InstanceID:      env.String("SCHEDULER_INSTANCE_ID", defaultInstanceID()),
+		APIToken:        env.String("SCHEDULER_API_TOKEN", ""),
+		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", leaseTimeoutDefault),
+		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", idempotencyTTLDefault),
+		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", pollIntervalDefault),
+		ShutdownTimeout: env.Duration("SCHEDULER_SHUTDOWN_TIMEOUT", shutdownTimeoutDefault),
+	}
+
+	loopback, ok := checkHTTPAddr(c.HTTPAddr)
+	if !ok {
+		env.Fail("SCHEDULER_HTTP_ADDR", c.HTTPAddr, "host:port such as 127.0.0.1:8080 or 0.0.0.0:8080")
+	} else if !loopback && c.APIToken == "" {
+		// Anyone who can reach the port could otherwise run and cancel jobs.
+		env.Fail("SCHEDULER_API_TOKEN", "", fmt.Sprintf(
+			"a bearer token because SCHEDULER_HTTP_ADDR=%q is reachable from other hosts (set a token, or bind 127.0.0.1:%s)",
+			c.HTTPAddr, portOf(c.HTTPAddr)))
+	}
+	if len(c.InstanceID) > maxInstanceID || !printableASCII(c.InstanceID) {
+		env.Fail("SCHEDULER_INSTANCE_ID", c.InstanceID, fmt.Sprintf(
+			"at most %d printable ASCII characters such as scheduler-1 (it becomes the PostgreSQL application_name scheduler:<id>)", maxInstanceID))
+	}
+
+	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	level := env.String("SCHEDULER_LOG_LEVEL", "info")
+	if l, ok := levels[strings.ToLower(level)]; ok {
+		c.LogLevel = l
+	} else {
+		env.Fail("SCHEDULER_LOG_LEVEL", level, "one of debug, info, warn, error")
+	}
+	format := env.String("SCHEDULER_LOG_FORMAT", logFormatDefault)
+	if c.LogFormat = strings.ToLower(format); c.LogFormat != "json" && c.LogFormat != "text" {
+		env.Fail("SCHEDULER_LOG_FORMAT", format, "one of json, text")
+	}
+
+	// A lease under a second would make a healthy leader step down on every hiccup.
+	atLeast(env, "SCHEDULER_LEASE_TIMEOUT", c.LeaseTimeout, time.Second, `a duration of at least 1s such as "5s"`)
+	atLeast(env, "SCHEDULER_IDEMPOTENCY_TTL", c.IdempotencyTTL, 1, `a duration above 0 such as "24h"`)
+	atLeast(env, "SCHEDULER_POLL_INTERVAL", c.PollInterval, 1, `a duration above 0 such as "2s"`)
+	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
+
+	jobs, err := loadJobs(env, defaults, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.Jobs = jobs
+	if err := env.Err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func loadJobs(env *Env, defaults []JobDefaults, now time.Time) ([]Job, error) {
+	known := make(map[string]string, len(defaults)) // env name -> job name
+	for _, d := range defaults {
+		// A clash here is a bug in the job list, not in the environment.
+		if d.Name == "" {
+			return nil, fmt.Errorf("config: a job has no name")
+		}
+		if other, dup := known[envName(d.Name)]; dup {
+			return nil, fmt.Errorf("config: job names %q and %q share the variables %s%s_*", other, d.Name, jobPrefix, envName(d.Name))
+		}
+		known[envName(d.Name)] = d.Name
+	}
+
+	jobs := make([]Job, 0, len(defaults))
+	for _, d := range defaults {
+		prefix := jobPrefix + envName(d.Name) + "_"
+		j := Job{Name: d.Name, Enabled: env.Bool(prefix+"ENABLED", true)}
+
+		spec := env.String(prefix+"SCHEDULE", d.Schedule)
+		s, err := schedule.Parse(spec)
+		if err != nil {
+			// Drop Parse's own `schedule "<spec>": ` prefix: Error shows the value already.
+			reason := strings.TrimPrefix(err.Error(), fmt.Sprintf("schedule %q: ", spec))
+			env.Fail(prefix+"SCHEDULE", spec, "a valid schedule: "+reason)
+		} else {
+			j.Schedule = s
+		}
+
+		j.Timeout = env.Duration(prefix+"TIMEOUT", d.Timeout)
+		if j.Timeout <= 0 {
+			value := ""
+			if v, ok := env.lookup(prefix + "TIMEOUT"); ok {
+				value = v
+			}
+			env.Fail(prefix+"TIMEOUT", value, `a maximum runtime above 0 such as "10m"`)
+		}
+
+		// By default a missed slot may still run until the next one is due:
+		// a daily job missed at 02:00 still runs at 09:00.
+		var period time.Duration
+		if s != nil {
+			period = s.Period(now)
+		}
+		j.Catchup = env.Duration(prefix+"CATCHUP", period)
+		atLeast(env, prefix+"CATCHUP", j.Catchup, 0, `a duration of 0 (no catch-up) or more such as "1h"`)
+		j.MinGap = env.Duration(prefix+"MIN_GAP", d.MinGap)
+		atLeast(env, prefix+"MIN_GAP", j.MinGap, 0, `a duration of 0 or more such as "30s"`)
+		jobs = append(jobs, j)
+	}
+
+	for _, name := range env.Names(jobPrefix) {
+		if !isJobVar(name, known) {
+			v, _ := env.lookup(name)
+			env.Fail(name, v, unknownJobVarWant(name, known, defaults))
+		}
+	}
+	return jobs, nil
+}
+
+// isJobVar reports whether name is SCHEDULER_JOB_<known job>_<known suffix>.
+// Every split is tried, because job names may themselves contain "_".
+func isJobVar(name string, known map[string]string) bool {
+	rest := strings.TrimPrefix(name, jobPrefix)
+	for _, suffix := range jobSuffixes {
+		if job, ok := strings.CutSuffix(rest, "_"+suffix); ok && known[job] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func unknownJobVarWant(name string, known map[string]string, defaults []JobDefaults) string {
+	rest := strings.TrimPrefix(name, jobPrefix)
+	if _, ok := known[rest]; ok || rest == "" {
+		return fmt.Sprintf("%s%s_<SETTING> with SETTING one of %s", jobPrefix, rest, strings.Join(jobSuffixes, ", "))
+	}
+	longest := "" // of the known jobs rest starts with, so that "PLAN" does not hide "PLAN_CHANGE"
+	for job := range known {
+		if strings.HasPrefix(rest, job+"_") && len(job) > len(longest) {
+			longest = job
+		}
+	}
+	if longest != "" {
+		return fmt.Sprintf("one of the settings %s%s_{%s}", jobPrefix, longest, strings.Join(jobSuffixes, ","))
+	}
+	job := rest
+	for _, suffix := range jobSuffixes {
+		if j, ok := strings.CutSuffix(rest, "_"+suffix); ok {
+			job = j
+			break
+		}
+	}
+	names := make([]string, len(defaults))
+	for i, d := range defaults {
+		names[i] = envName(d.Name)
+	}
+	return fmt.Sprintf("a known job in place of %q: one of %s", job, strings.Join(names, ", "))
+}
+
+// envName is a job name as it appears in variable names: "plan-change" -> "PLAN_CHANGE".
+func envName(job string) string {
+	return strings.ReplaceAll(strings.ToUpper(job), "-", "_")
+}
+
+func atLeast(env *Env, name string, d, min time.Duration, want string) {
+	if d < min {
+		value, _ := env.lookup(name)
+		env.Fail(name, value, want)
+	}
+}
+
+// checkHTTPAddr reports whether addr is a valid host:port and whether its
+// host is a loopback address. An empty host (":8080") listens on every
+// interface, so it is not loopback.
+func checkHTTPAddr(addr string) (loopback, ok bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, false
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return false, false
+	}
+	if host == "localhost" {
+		return true, true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), true
+}
+
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
+// checkDatabaseURL returns what is wrong with a connection string, or "".
+// It checks the form only; whether the server accepts it is found out on
+// connecting.
+func checkDatabaseURL(s string) string {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "malformed URL"
+		}
+		if _, err := url.ParseQuery(u.RawQuery); err != nil {
+			return "malformed query parameters"
+		}
+		return ""
+	}
+	if strings.Contains(s, "://") {
+		return "the scheme must be postgres:// or postgresql://"
+	}
+	if !strings.Contains(s, "=") {
+		return "neither a URL nor a keyword/value string such as host=localhost dbname=scheduler"
+	}
+	if _, err := parseKeywordValue(s); err != nil {
+		return "malformed keyword/value string: " + err.Error()
+	}
+	return ""
+}
+
+// parseKeywordValue parses a libpq keyword/value connection string
+// ("host=localhost dbname='my db'"), with the quoting rules pgx uses.
+func parseKeywordValue(s string) (map[string]string, error) {
+	settings := map[string]string{}
+	for {
+		s = strings.TrimLeft(s, " \t\n\r\v\f")
+		if s == "" {
+			return settings, nil
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return nil, fmt.Errorf("%q has no =", strings.Fields(s)[0])
+		}
+		key := strings.TrimSpace(s[:eq])
+		if key == "" || strings.ContainsAny(key, " \t\n\r\v\f") {
+			return nil, fmt.Errorf("bad keyword %q", key)
+		}
+		s = strings.TrimLeft(s[eq+1:], " \t\n\r\v\f")
+		var value strings.Builder
+		quoted := strings.HasPrefix(s, "'")
+		if quoted {
+			s = s[1:]
+		}
+		i := 0
+		for ; i < len(s); i++ {
+			ch := s[i]
+			switch {
+			case ch == '\\' && i+1 < len(s):
+				i++
+				value.WriteByte(s[i])
+				continue
+			case quoted && ch == '\'':
+			case !quoted && strings.IndexByte(" \t\n\r\v\f", ch) >= 0:
+			default:
+				value.WriteByte(ch)
+				continue
+			}
+			break
+		}
+		if quoted {
+			if i == len(s) {
+				return nil, fmt.Errorf("unterminated quoted value for %s", key)
+			}
+			i++ // closing quote
+		}
+		settings[key] = value.String()
+		s = s[i:]
+	}
+}
+
+// redactPassword hides the password in a connection string that may be too
+// malformed to parse, so that an error message never prints it. When unsure
+// it hides too much rather than too little.
+func redactPassword(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.LastIndex(s, "@"); at > i {
+			if colon := strings.IndexByte(s[i+3:at], ':'); colon >= 0 {
+				s = s[:i+3+colon+1] + "xxxxx" + s[at:]
+			}
+		}
+	}
+	// password=... as a URL query parameter or in keyword/value form.
+	if i := strings.Index(s, "password"); i >= 0 {
+		s = s[:i] + "password=xxxxx"
+	}
+	return s
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultInstanceID is "<hostname>-<pid>", unique across replicas and restarts.
+// A long host name is cut from the left, keeping the end, which is where
+// generated names (Kubernetes pods) differ.
+func defaultInstanceID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "scheduler"
+	}
+	id := fmt.Sprintf("%s-%d", host, os.Getpid())
+	if len(id) > maxInstanceID {
+		id = id[len(id)-maxInstanceID:]
+	}
+	return id
+}

@@ -296,12 +296,29 @@ func (m *Metrics) SetLastSuccess(job string, at time.Time) {
 	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
 }
 
+// Statuses and triggers whose run counters SetJobPeriod creates at zero (store's constants;
+// repeated here because metrics must not import store).
+var (
+	executedStatuses = []string{"succeeded", "failed", "timed_out", "abandoned"}
+	triggers         = []string{"schedule", "manual", "catch-up", "recovery"}
+)
+
 // SetJobPeriod exposes the longest expected gap between the job's slots, which the
 // SchedulerJobStuck alert compares with the time since its last success. A period of 0 (a
-// disabled job) removes the series, so a disabled job never alerts.
+// disabled job) removes the series, so a disabled job never alerts. Call it once per
+// configured job at start.
+//
+// It also creates the job's run counters at 0: increase() cannot see the first increment of
+// a series that appears with value 1, so without this a job's first failure would never
+// reach the failure-ratio alert.
 func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
 	if m == nil {
 		return
+	}
+	for _, status := range executedStatuses {
+		for _, trigger := range triggers {
+			m.runsTotal.WithLabelValues(job, status, trigger)
+		}
 	}
 	if period <= 0 {
 		m.expectedPeriod.DeleteLabelValues(job)

@@ -143,6 +143,11 @@ func TestJobStateGauges(t *testing.T) {
 	assert.Nil(t, series(families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "rounds-open"}),
 		"a disabled job has no expected period, so it cannot alert as stuck")
 	assert.Equal(t, 1.0, value(t, families, "scheduler_job_paused", map[string]string{"job_name": "status-sync"}))
+	for _, status := range []string{"succeeded", "failed", "timed_out", "abandoned"} {
+		assert.Equal(t, 0.0, value(t, families, "scheduler_runs_total",
+			map[string]string{"job_name": "status-sync", "status": status, "trigger": "schedule"}),
+			"the first failure must be an increase from an existing 0, or increase() misses it")
+	}
 }
 
 func TestLeadershipMetrics(t *testing.T) {

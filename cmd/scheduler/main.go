@@ -34,6 +34,7 @@ Usage:
   scheduler migrate down [N|--all] revert N migrations (default 1)
   scheduler migrate version       print the applied schema version
   scheduler seed [flags]          load demo data (idempotent)
+  scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
   scheduler version               print the build version
 
 Run "scheduler <command> --help" for a command's flags. Configuration comes from the
@@ -63,6 +64,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return migrateCmd(ctx, rest, environ, stdout, stderr)
 	case "seed":
 		return seedCmd(ctx, rest, environ, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(environ, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return exitOK

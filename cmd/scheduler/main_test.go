@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -189,4 +190,28 @@ func jsonLines(r io.Reader) <-chan map[string]any {
 		}
 	}()
 	return ch
+}
+
+func TestHealthcheckFollowsReadyz(t *testing.T) {
+	t.Parallel()
+	ready := true
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/readyz" || !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	env := []string{"SCHEDULER_HTTP_ADDR=" + srv.Listener.Addr().String()}
+
+	code, _, stderr := runCLI(t, env, "healthcheck")
+	assert.Equal(t, exitOK, code, stderr)
+	mu.Lock()
+	ready = false
+	mu.Unlock()
+	code, _, stderr = runCLI(t, env, "healthcheck")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "not ready")
 }

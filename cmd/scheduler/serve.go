@@ -15,6 +15,8 @@ import (
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -44,7 +46,16 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	if err != nil {
 		return configError(stderr, err)
 	}
-	log := newLogger(stdout, cfg.LogLevel, cfg.LogFormat).With("instance_id", cfg.InstanceID)
+	log := logging.ForInstance(logging.New(stdout, cfg.LogLevel, cfg.LogFormat), cfg.InstanceID)
+	m := metrics.New()
+	m.SetInstanceID(cfg.InstanceID)
+	for _, j := range cfg.Jobs {
+		var period time.Duration
+		if j.Enabled {
+			period = j.Schedule.Period(time.Now())
+		}
+		m.SetJobPeriod(j.Name, period)
+	}
 
 	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{InstanceID: cfg.InstanceID, LeaseTimeout: cfg.LeaseTimeout})
 	if err != nil {

@@ -127,12 +127,8 @@ func (w *WebhookSender) Send(ctx context.Context, m Message) (string, error) {
 		if errors.Is(err, errPermanent) || attempt >= w.s.MaxAttempts || ctx.Err() != nil {
 			return "", lastErr
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return "", errors.Join(lastErr, ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, wait); err != nil {
+			return "", errors.Join(lastErr, err)
 		}
 		wait *= 2
 	}

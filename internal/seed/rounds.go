@@ -46,23 +46,30 @@ FROM groups g
 WHERE g.name ~ '^seed-group-[0-9]+$'
   AND NOT EXISTS (SELECT 1 FROM group_settings s WHERE s.group_id = g.id)`
 
-// roundsPromptsSQL gives each seed group without prompts ten of them, eight active (more
-// than rounds-create's 7-round window, so it never has to repeat one), except groups 2 and
-// every 10 000th, which get only inactive prompts (rounds-create skips them as no_prompt).
+// roundsPromptsSQL gives each seed group without prompts a few of them, the last one
+// inactive: four for most groups (so rounds-create falls back to the least recently used
+// prompt once all three active ones are in its 7-round window) and ten for every 10th group
+// (nine active: more than the window, so it never has to repeat one). Group 2 and every
+// 10 000th get only inactive prompts (rounds-create skips them as no_prompt). Few rows per
+// group keep a 100 000-group seed within seconds: each prompt row costs a foreign-key check.
 const roundsPromptsSQL = `
+WITH seed_groups AS (
+    SELECT g.id, g.name, substr(g.name, 12)::int AS n
+    FROM groups g
+    WHERE g.name ~ '^seed-group-[0-9]+$'
+      AND NOT EXISTS (SELECT 1 FROM group_prompts p WHERE p.group_id = g.id)
+)
 INSERT INTO group_prompts (group_id, text, is_active)
-SELECT g.id,
-       format('Prompt %s of %s', k, g.name),
-       k <= 8 AND substr(g.name, 12)::int <> 2 AND substr(g.name, 12)::int % 10000 <> 0
-FROM groups g
-CROSS JOIN generate_series(1, 10) AS k
-WHERE g.name ~ '^seed-group-[0-9]+$'
-  AND NOT EXISTS (SELECT 1 FROM group_prompts p WHERE p.group_id = g.id)
-ORDER BY g.id, k`
+SELECT s.id,
+       format('Prompt %s of %s', k, s.name),
+       k < size AND s.n <> 2 AND s.n % 10000 <> 0
+FROM seed_groups s
+CROSS JOIN LATERAL (SELECT CASE WHEN s.n % 10 = 5 THEN 10 ELSE 4 END) AS c (size)
+CROSS JOIN LATERAL generate_series(1, c.size) AS k`
 
 // Rounds seeds groups for the rounds jobs: groups spread over every region time zone
-// PostgreSQL knows, each with a drop time (some inside DST gaps and overlaps) and ten
-// prompts (two inactive), a tenth of them inactive, and a few with no active prompt. It
+// PostgreSQL knows, each with a drop time (some inside DST gaps and overlaps) and a few
+// prompts (one inactive), a tenth of them inactive, and a few with no active prompt. It
 // returns how many groups it inserted: 0 when they all exist already.
 func Rounds(ctx context.Context, pool *pgxpool.Pool, groups int) (int, error) {
 	var inserted int64

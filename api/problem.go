@@ -11,24 +11,24 @@ const problemBase = "https://scheduler.dev/problems/"
 
 // Problem types, each with the title it always carries.
 var (
-	probInvalidRequest     = problemType{"invalid-request", "The request is invalid"}
-	probInvalidJSON        = problemType{"invalid-json", "The request body is not valid JSON for this route"}
-	probBodyTooLarge       = problemType{"body-too-large", "The request body is too large"}
-	probUnsupportedMedia   = problemType{"unsupported-media-type", "The request body must be application/json"}
-	probInvalidKey         = problemType{"invalid-idempotency-key", "The Idempotency-Key header is not a UUID v4"}
-	probKeyReused          = problemType{"idempotency-key-reused", "The Idempotency-Key was used with another request"}
-	probKeyInProgress      = problemType{"idempotency-key-in-progress", "A request with this Idempotency-Key is still in progress"}
-	probInvalidCursor      = problemType{"invalid-cursor", "The cursor is invalid"}
-	probUnauthorized       = problemType{"unauthorized", "A valid bearer token is required"}
-	probJobNotFound        = problemType{"job-not-found", "No such job"}
-	probRunNotFound        = problemType{"run-not-found", "No such run"}
-	probNotFound           = problemType{"not-found", "No such route"}
-	probMethodNotAllowed   = problemType{"method-not-allowed", "Method not allowed on this route"}
-	probJobDisabled        = problemType{"job-disabled", "The job is disabled"}
-	probRunFinished        = problemType{"run-finished", "The run has already finished"}
-	probNoLeader           = problemType{"no-leader", "No replica has been elected leader yet"}
+	probInvalidRequest      = problemType{"invalid-request", "The request is invalid"}
+	probInvalidJSON         = problemType{"invalid-json", "The request body is not valid JSON for this route"}
+	probBodyTooLarge        = problemType{"body-too-large", "The request body is too large"}
+	probUnsupportedMedia    = problemType{"unsupported-media-type", "The request body must be application/json"}
+	probInvalidKey          = problemType{"invalid-idempotency-key", "The Idempotency-Key header is not a UUID v4"}
+	probKeyReused           = problemType{"idempotency-key-reused", "The Idempotency-Key was used with another request"}
+	probKeyInProgress       = problemType{"idempotency-key-in-progress", "A request with this Idempotency-Key is still in progress"}
+	probInvalidCursor       = problemType{"invalid-cursor", "The cursor is invalid"}
+	probUnauthorized        = problemType{"unauthorized", "A valid bearer token is required"}
+	probJobNotFound         = problemType{"job-not-found", "No such job"}
+	probRunNotFound         = problemType{"run-not-found", "No such run"}
+	probNotFound            = problemType{"not-found", "No such route"}
+	probMethodNotAllowed    = problemType{"method-not-allowed", "Method not allowed on this route"}
+	probJobDisabled         = problemType{"job-disabled", "The job is disabled"}
+	probRunFinished         = problemType{"run-finished", "The run has already finished"}
+	probNoLeader            = problemType{"no-leader", "No replica has been elected leader yet"}
 	probDatabaseUnavailable = problemType{"database-unavailable", "The database did not answer"}
-	probInternal           = problemType{"internal", "Internal error"}
+	probInternal            = problemType{"internal", "Internal error"}
 )
 
 type problemType struct {

@@ -143,8 +143,22 @@ type RunFilter struct {
 // every page an index range scan that starts at the cursor (job_runs_job_id_idx, or the
 // status/trigger indexes of migration 0006), so a deep page costs what the first one does.
 func (db *DB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
-	// Only fixed predicates with placeholders are joined; each filter combination is its own
-	// statement, so the planner sees which index applies.
+	sql, args := listRunsSQL(f)
+	rows, err := db.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Run, error) { return ScanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
+	}
+	return runs, nil
+}
+
+// listRunsSQL joins only fixed predicates with placeholders; each filter combination is its
+// own statement, so the planner sees which index applies (a catch-all "$2 IS NULL OR
+// status = $2" would defeat the indexes once pgx's cached statement goes generic).
+func listRunsSQL(f RunFilter) (string, []any) {
 	where := []string{"job = $1"}
 	args := []any{f.Job}
 	add := func(cond string, v any) {
@@ -167,17 +181,8 @@ func (db *DB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 		add("id < $%d", f.BeforeID)
 	}
 	args = append(args, f.Limit)
-	sql := `SELECT ` + RunColumns + ` FROM job_runs WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
-	rows, err := db.Pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
-	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Run, error) { return ScanRun(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
-	}
-	return runs, nil
+	return `SELECT ` + RunColumns + ` FROM job_runs WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
 }
 
 // CancelOutcome says what CancelRun did.

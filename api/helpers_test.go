@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,31 +55,29 @@ func testJobs(t testing.TB) []config.Job {
 	}
 }
 
-var openAPIRouter routers.Router
-
-func loadOpenAPI(t testing.TB) routers.Router {
-	t.Helper()
-	if openAPIRouter != nil {
-		return openAPIRouter
-	}
+// loadOpenAPI loads and validates openapi.yaml once per test binary.
+var loadOpenAPI = sync.OnceValues(func() (routers.Router, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(OpenAPI)
-	require.NoError(t, err, "openapi.yaml must load")
-	require.NoError(t, doc.Validate(loader.Context), "openapi.yaml must be a valid OpenAPI document")
-	router, err := gorillamux.NewRouter(doc)
-	require.NoError(t, err)
-	openAPIRouter = router
-	return router
-}
+	if err != nil {
+		return nil, fmt.Errorf("openapi.yaml must load: %w", err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		return nil, fmt.Errorf("openapi.yaml must be a valid OpenAPI document: %w", err)
+	}
+	return gorillamux.NewRouter(doc)
+})
 
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
 	s := NewServer(Config{DB: db, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken})
 	s.pollInterval = 10 * time.Millisecond
+	router, err := loadOpenAPI()
+	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &testAPI{t: t, db: db, server: s, http: ts, router: loadOpenAPI(t)}
+	return &testAPI{t: t, db: db, server: s, http: ts, router: router}
 }
 
 // response is an answer read in full.

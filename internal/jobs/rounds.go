@@ -35,9 +35,7 @@ const (
 	detailNoSettings  = "no_settings"
 )
 
-// errDryRun rolls back a dry run's batch: the batch runs exactly as a real one would, so its
-// counts are what a real run would change, and then commits nothing.
-var errDryRun = errors.New("dry run: roll back")
+// errDryRun (lock.go) rolls back a dry run's batch.
 
 // inBatchTx runs fn in the run's fenced transaction, rolled back instead of committed when
 // the run is a dry run.

@@ -2,7 +2,4 @@ package main
 
 import "context"
 
-func benchRounds(ctx context.Context, b *bench) error    { return nil }
-func benchRetention(ctx context.Context, b *bench) error { return nil }
-func benchAPI(ctx context.Context, b *bench) error       { return nil }
-func benchHandover(ctx context.Context, b *bench) error  { return nil }
+func benchHandover(ctx context.Context, b *bench) error { return nil }

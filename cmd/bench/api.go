@@ -23,8 +23,8 @@ import (
 // Request rates of the load generator: fixed, so latencies are not inflated by the
 // generator queueing behind itself.
 const (
-	historyRate = 100 // GET requests a second
-	triggerRate = 25  // trigger + cancel pairs a second
+	historyRate = 200 // GET requests a second
+	triggerRate = 50  // trigger + cancel pairs a second
 )
 
 func benchAPI(ctx context.Context, b *bench) error {

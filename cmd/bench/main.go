@@ -48,7 +48,7 @@ var (
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
 		historyRows: 1_000_000, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
-		writerWindow: 5 * time.Second,
+		writerWindow: 3 * time.Second,
 	}
 )
 

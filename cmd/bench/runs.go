@@ -37,7 +37,20 @@ func (b *bench) runsTemplate(ctx context.Context, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = pool.Exec(ctx, oldRunsSQL, n)
+	// Loading into the table without its secondary indexes (migrations 0001 and 0006) and building them afterwards
+	// (sorted, in one pass) is several times faster than maintaining them row by row.
+	_, err = pool.Exec(ctx, `DROP INDEX job_runs_slot_key, job_runs_job_id_idx, job_runs_job_status_id_idx, job_runs_job_trigger_id_idx`)
+	if err == nil {
+		_, err = pool.Exec(ctx, oldRunsSQL, n)
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, `
+SET maintenance_work_mem = '256MB';
+CREATE UNIQUE INDEX job_runs_slot_key ON job_runs (job, scheduled_at) WHERE scheduled_at IS NOT NULL;
+CREATE INDEX job_runs_job_id_idx ON job_runs (job, id DESC);
+CREATE INDEX job_runs_job_status_id_idx ON job_runs (job, status, id DESC);
+CREATE INDEX job_runs_job_trigger_id_idx ON job_runs (job, trigger, id DESC);`)
+	}
 	pool.Close()
 	if err != nil {
 		return "", fmt.Errorf("insert %d job runs: %w", n, err)

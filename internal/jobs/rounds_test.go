@@ -142,7 +142,7 @@ func closedRound(t *testing.T, db *store.DB, groupID, promptID int64, date strin
 	require.NoError(t, err)
 }
 
-// scheduledRound inserts a scheduled round of the group for date and returns its id.
+// insertScheduledRound inserts a scheduled round of the group for date and returns its id.
 func insertScheduledRound(t *testing.T, db *store.DB, groupID, promptID int64, date string) int64 {
 	t.Helper()
 	var id int64

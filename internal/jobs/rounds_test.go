@@ -17,7 +17,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
 
 // roundsDB is a fresh migrated database whose leader row is at epoch 1, so that a run's
 // fenced transactions commit without a leader.

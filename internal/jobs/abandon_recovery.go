@@ -215,7 +215,7 @@ func (j *AbandonRecovery) settleOrphans(ctx context.Context, env *Env, st *Stats
 		}
 		var seen, locked, failed int64
 		var msgs []Message
-		err := batchTx(ctx, env, func(tx pgx.Tx) error {
+		err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, orphanBatch, j.Name(), RecoveryTemplate, j.s.ClaimTimeout, lastAt, lastID,
 				j.sender.Provider(), j.sender.Idempotent(), orphanReason, j.s.BatchSize,
 			).Scan(&seen, &locked, &failed, &msgs, &lastAt, &lastID)
@@ -251,7 +251,7 @@ func (j *AbandonRecovery) claimAndSend(ctx context.Context, env *Env, st *Stats)
 		}
 		var seen, locked, marked int64
 		var msgs []Message
-		err := batchTx(ctx, env, func(tx pgx.Tx) error {
+		err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, claimBatch, j.Name(), cutoff, lastAt, lastID, j.s.BatchSize, env.Now,
 				j.sender.Provider(), RecoveryTemplate,
 			).Scan(&seen, &locked, &marked, &msgs, &lastAt, &lastID)

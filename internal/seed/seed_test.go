@@ -12,8 +12,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
-
 func TestMembersSeedsARealisticMixOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

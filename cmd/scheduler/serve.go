@@ -41,12 +41,17 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 		return exitUsage
 	}
-	registry := jobs.Builtin()
-	cfg, err := config.Load(config.NewEnv(environ), jobDefaults(registry))
+	env := config.NewEnv(environ)
+	settings := jobs.LoadSettings(env)
+	// The registry is built before the logger exists only to learn the jobs' defaults; the
+	// one the replica runs is built below with the real logger.
+	cfg, err := config.Load(env, jobDefaults(jobs.Builtin(settings, slog.Default())))
 	if err != nil {
 		return configError(stderr, err)
 	}
 	log := logging.ForInstance(logging.New(stdout, cfg.LogLevel, cfg.LogFormat), cfg.InstanceID)
+	registry := jobs.Builtin(settings, log)
+	_ = registry // run by the engine once elected
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)
 	for _, j := range cfg.Jobs {

@@ -17,7 +17,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-
 // roundsDB is a fresh migrated database whose leader row is at epoch 1, so that a run's
 // fenced transactions commit without a leader.
 func roundsDB(t *testing.T) *store.DB {

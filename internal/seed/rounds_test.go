@@ -11,7 +11,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-
 type roundsCounts struct {
 	Groups, Inactive, Zones, Settings, Prompts, ActivePrompts, NoActivePrompt, GapDropTimes int
 }

@@ -127,3 +127,21 @@ func TestHTTPServerTimeoutsOutlastTheLongestWait(t *testing.T) {
 	assert.NotZero(t, srv.ReadTimeout)
 	assert.NotZero(t, srv.IdleTimeout)
 }
+
+func TestRecorderCountsReplaysConflictsAndRoutes(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	for range 2 {
+		res := a.do("POST", "/v1/jobs/plan-change/runs", `{"reason":"m"}`, header{"Idempotency-Key": key1})
+		require.Equal(t, http.StatusAccepted, res.Status)
+	}
+	res := a.do("POST", "/v1/jobs/plan-change/runs", `{"reason":"n"}`, header{"Idempotency-Key": key1})
+	require.Equal(t, http.StatusConflict, res.Status)
+
+	res = a.do("GET", "/metrics", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	body := string(res.Body)
+	assert.Contains(t, body, "scheduler_idempotency_replays_total 1\n")
+	assert.Contains(t, body, "scheduler_idempotency_conflicts_total 1\n")
+	assert.Contains(t, body, `route="/v1/jobs/{name}/runs"`)
+}

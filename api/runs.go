@@ -172,6 +172,7 @@ func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.IdempotencyRecord, hash string) {
 	switch {
 	case rec.RequestHash != hash:
+		s.cfg.Recorder.IdempotencyConflict()
 		writeProblem(w, r, http.StatusConflict, probKeyReused,
 			"this Idempotency-Key was first used with another request body; use a new key for a new request",
 			FieldError{Field: "Idempotency-Key", Detail: "already used with another body"})
@@ -188,6 +189,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.Idemp
 			return
 		}
 		b, _ := json.Marshal(&v)
+		s.cfg.Recorder.IdempotencyReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
 		writeRawRun(w, rec.ResponseStatus, v.ID, b)
 	}

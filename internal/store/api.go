@@ -253,9 +253,9 @@ type LeaderInfo struct {
 	Since      *time.Time
 }
 
-// LeaderRow reads scheduler_leader. (The engine's store/leader.go may provide the same as
-// db.Leader; this one is the API's until they are merged.)
-func (db *DB) LeaderRow(ctx context.Context) (LeaderInfo, error) {
+// LeaderForAPI reads scheduler_leader. (The engine's db.Leader reads the same row; once
+// merged, the API can use it and this goes.)
+func (db *DB) LeaderForAPI(ctx context.Context) (LeaderInfo, error) {
 	var l LeaderInfo
 	err := db.Pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
 		Scan(&l.Epoch, &l.InstanceID, &l.Since)
@@ -265,8 +265,9 @@ func (db *DB) LeaderRow(ctx context.Context) (LeaderInfo, error) {
 	return l, nil
 }
 
-// Instance is one replica's heartbeat row.
-type Instance struct {
+// InstanceRow is one replica's heartbeat row. (The engine's store.Instance has the same
+// fields; once merged, the API can use db.Instances and this goes.)
+type InstanceRow struct {
 	InstanceID string    `json:"instance_id"`
 	Host       string    `json:"host"`
 	Version    string    `json:"version"`
@@ -277,14 +278,14 @@ type Instance struct {
 }
 
 // InstancesForAPI lists scheduler_instances. (Until the engine's db.Instances is merged.)
-func (db *DB) InstancesForAPI(ctx context.Context) ([]Instance, error) {
+func (db *DB) InstancesForAPI(ctx context.Context) ([]InstanceRow, error) {
 	rows, err := db.Pool.Query(ctx, `
 		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
 		FROM scheduler_instances ORDER BY instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Instance])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[InstanceRow])
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -130,7 +131,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		const prefix = "Bearer "
 		h := r.Header.Get("Authorization")
 		given := ""
-		if len(h) > len(prefix) && equalFoldASCII(h[:len(prefix)], prefix) {
+		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
 			given = h[len(prefix):]
 		}
 		gotH := sha256.Sum256([]byte(given))
@@ -145,25 +146,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // limitBody caps every request body; reading past the cap fails with *http.MaxBytesError,

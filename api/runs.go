@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -334,11 +335,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := store.RunFilter{Job: j.Name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
-	if f.Status != "" && !contains(runStatuses, f.Status) {
+	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
 		return
 	}
-	if f.Trigger != "" && !contains(runTriggers, f.Trigger) {
+	if f.Trigger != "" && !slices.Contains(runTriggers, f.Trigger) {
 		fieldProblem(w, r, probInvalidRequest, "trigger", fmt.Sprintf("trigger must be one of %s; got %q", strings.Join(runTriggers, ", "), f.Trigger))
 		return
 	}
@@ -430,15 +431,6 @@ func decodeCursor(c, fp string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // runID parses {id}, or answers 400 and returns 0.

@@ -4,13 +4,33 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+const (
+	// idempotencyTTLDefault is how long an Idempotency-Key is remembered.
+	idempotencyTTLDefault = 24 * time.Hour
+	// maxBodyBytes caps every request body; a trigger body is a reason and a few params.
+	maxBodyBytes = 64 << 10
+	// maxWait caps ?wait on a trigger; NewHTTPServer's WriteTimeout is above it.
+	maxWait = 5 * time.Minute
+	// queryTimeout bounds each database call of a request, so a stuck database turns into a
+	// 503 instead of a hung connection.
+	queryTimeout = 10 * time.Second
 )
 
 // Config is what the API needs from the rest of the service.
@@ -18,24 +38,160 @@ type Config struct {
 	DB         *store.DB
 	InstanceID string
 	Log        *slog.Logger
+	// Jobs are the configured jobs, in the order the API lists them.
+	Jobs []config.Job
+	// APIToken, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
+	APIToken string
+	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24 h).
+	IdempotencyTTL time.Duration
+	// Metrics serves GET /metrics (default: Recorder's registry when set, else
+	// promhttp.Handler() on the default registry).
+	Metrics http.Handler
+	// Recorder counts requests by route and Idempotency-Key replays and conflicts; nil
+	// records nothing.
+	Recorder *metrics.Metrics
 }
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg Config
+	cfg    Config
+	jobs   map[string]*config.Job
+	names  []string
+	tokenH [sha256.Size]byte
+	// pollInterval is how often ?wait re-reads the run; tests shorten it.
+	pollInterval time.Duration
 }
 
-// NewServer builds the API.
+// NewServer builds the API, filling Config's defaults.
 func NewServer(cfg Config) *Server {
-	return &Server{cfg: cfg}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = idempotencyTTLDefault
+	}
+	if cfg.Metrics == nil && cfg.Recorder != nil {
+		cfg.Metrics = cfg.Recorder.Handler()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = promhttp.Handler()
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), pollInterval: 100 * time.Millisecond}
+	for i := range cfg.Jobs {
+		j := &s.cfg.Jobs[i]
+		s.jobs[j.Name] = j
+		s.names = append(s.names, j.Name)
+	}
+	s.tokenH = sha256.Sum256([]byte(cfg.APIToken))
+	return s
 }
 
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	// The metrics middleware sits inside the recoverer, which answers its panics.
+	r.Use(s.requestID, s.logRequests, s.recoverPanics, s.cfg.Recorder.HTTPMiddleware, limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, http.StatusMethodNotAllowed, probMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; see /openapi.yaml", r.Method, r.URL.Path))
+	})
+
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
+	r.Get("/openapi.yaml", serveOpenAPI)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Get("/leader", s.getLeader)
+		r.Get("/instances", s.listInstances)
+		r.Get("/locks", s.listLocks)
+		r.Get("/jobs", s.listJobs)
+		r.Get("/jobs/{name}", s.getJob)
+		r.Post("/jobs/{name}/pause", s.pauseJob)
+		r.Post("/jobs/{name}/resume", s.resumeJob)
+		r.Post("/jobs/{name}/runs", s.triggerRun)
+		r.Get("/jobs/{name}/runs", s.listRuns)
+		r.Get("/runs/{id}", s.getRun)
+		r.Post("/runs/{id}/cancel", s.cancelRun)
+	})
 	return r
+}
+
+// authenticate requires the bearer token on /v1 when one is configured. Both sides are
+// hashed first so the constant-time comparison does not leak the token's length either.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.APIToken == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		const prefix = "Bearer "
+		h := r.Header.Get("Authorization")
+		given := ""
+		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
+			given = h[len(prefix):]
+		}
+		gotH := sha256.Sum256([]byte(given))
+		if given == "" || subtle.ConstantTimeCompare(gotH[:], s.tokenH[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler"`)
+			detail := "send the API token (SCHEDULER_API_TOKEN) as \"Authorization: Bearer <token>\""
+			if h != "" {
+				detail = "the bearer token is wrong; " + detail
+			}
+			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody caps every request body; reading past the cap fails with *http.MaxBytesError,
+// which readBody turns into a 413.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxBodyBytes {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, probBodyTooLarge,
+				fmt.Sprintf("the body has %d bytes; at most %d are accepted", r.ContentLength, maxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a handler's panic into a 500 problem and a log line, so one bad
+// request cannot take the replica down (DESIGN.md guarantee 9).
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.cfg.Log.ErrorContext(r.Context(), "http handler panicked", "panic", v,
+					"request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path)
+				writeProblem(w, r, http.StatusInternalServerError, probInternal,
+					"the request failed inside the replica; report it with its request_id")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// databaseProblem answers a failed database call: 503, since the cause is almost always a
+// database that is down or overloaded, and the client may retry.
+func (s *Server) databaseProblem(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client is gone; nobody reads the answer
+	}
+	s.cfg.Log.ErrorContext(r.Context(), "database call failed", "err", err,
+		"request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path)
+	w.Header().Set("Retry-After", "1")
+	writeProblem(w, r, http.StatusServiceUnavailable, probDatabaseUnavailable,
+		"the database did not answer or failed; retry, and see the replica's log for this request_id")
 }
 
 // healthz says the process is alive; it never touches the database, so a database outage

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+type leaderView struct {
+	InstanceID string    `json:"instance_id"`
+	Epoch      int64     `json:"epoch"`
+	Since      time.Time `json:"since"`
+	IsSelf     bool      `json:"is_self"`
+}
+
+// getLeader shows the last elected leader from the leader row (the row outlives a crashed
+// leader until the next election; GET /v1/locks shows whether the lock is held right now).
+func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	l, err := s.cfg.DB.LeaderForAPI(ctx)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	if l.InstanceID == nil || l.Since == nil {
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, http.StatusServiceUnavailable, probNoLeader,
+			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment")
+		return
+	}
+	writeJSON(w, http.StatusOK, leaderView{InstanceID: *l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
+		IsSelf: *l.InstanceID == s.cfg.InstanceID})
+}
+
+type instanceView struct {
+	store.InstanceRow
+	IsSelf bool `json:"is_self"`
+}
+
+func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	list, err := s.cfg.DB.InstancesForAPI(ctx)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	views := make([]instanceView, len(list))
+	for i, in := range list {
+		in.StartedAt, in.LastSeenAt = in.StartedAt.UTC(), in.LastSeenAt.UTC()
+		views[i] = instanceView{InstanceRow: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"instances": views})
+}
+
+type lockView struct {
+	PID             int32      `json:"pid"`
+	ApplicationName string     `json:"application_name"`
+	InstanceID      *string    `json:"instance_id"`
+	Granted         bool       `json:"granted"`
+	Mode            string     `json:"mode"`
+	Key             string     `json:"key"`
+	ClassID         uint32     `json:"classid"`
+	ObjID           uint32     `json:"objid"`
+	ObjSubID        int16      `json:"objsubid"`
+	Since           *time.Time `json:"since"`
+	AgeMS           *int64     `json:"age_ms"`
+	Name            *string    `json:"name"`
+	Meaning         *string    `json:"meaning"`
+}
+
+// listLocks shows the advisory locks of this database: who holds or awaits them, since when,
+// and what they are for when the key is one of store.KnownLocks.
+func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	list, err := s.cfg.DB.AdvisoryLocks(ctx)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	views := make([]lockView, len(list))
+	for i, l := range list {
+		v := lockView{PID: l.PID, ApplicationName: l.ApplicationName, Granted: l.Granted, Mode: l.Mode,
+			// A string: the key is a full 64-bit integer, beyond JSON numbers' exact range.
+			Key:     strconv.FormatInt(l.Key, 10),
+			ClassID: l.ClassID, ObjID: l.ObjID, ObjSubID: l.ObjSubID, Since: utcPtr(l.Since), AgeMS: l.AgeMS}
+		if id, ok := strings.CutPrefix(l.ApplicationName, store.ApplicationNamePrefix); ok {
+			v.InstanceID = &id
+		}
+		if l.Known != nil {
+			v.Name, v.Meaning = &l.Known.Name, &l.Known.Meaning
+		}
+		views[i] = v
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"locks": views})
+}

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+func TestLeader(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	res := a.do("GET", "/v1/leader", "", nil)
+	require.Equal(t, http.StatusServiceUnavailable, res.Status, "never elected")
+	assert.Equal(t, "no-leader", res.problemType(t))
+
+	a.exec(`UPDATE scheduler_leader SET epoch = 3, instance_id = 'other', since = '2025-01-01T00:00:00Z'`)
+	res = a.do("GET", "/v1/leader", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, map[string]any{"instance_id": "other", "epoch": float64(3), "since": "2025-01-01T00:00:00Z", "is_self": false}, res.JSON(t))
+
+	a.exec(`UPDATE scheduler_leader SET epoch = 4, instance_id = $1, since = now()`, testInstance)
+	res = a.do("GET", "/v1/leader", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, true, res.JSON(t)["is_self"])
+	assert.Equal(t, float64(4), res.JSON(t)["epoch"])
+}
+
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	res := a.do("GET", "/v1/instances", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Empty(t, res.JSON(t)["instances"])
+
+	a.exec(`INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
+		VALUES ($1, 'h1', 'v1', '127.0.0.1:8080', now(), now(), true), ('b-other', 'h2', 'v1', '', now(), now(), false)`, testInstance)
+	res = a.do("GET", "/v1/instances", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	list := res.JSON(t)["instances"].([]any)
+	require.Len(t, list, 2)
+	assert.Equal(t, "api-test-1", list[0].(map[string]any)["instance_id"])
+	assert.Equal(t, true, list[0].(map[string]any)["is_self"])
+	assert.Equal(t, true, list[0].(map[string]any)["is_leader"])
+	assert.Equal(t, false, list[1].(map[string]any)["is_self"])
+}
+
+func TestLocksShowHoldersWaitersAndKnownKeys(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	ctx := t.Context()
+
+	// A scheduler session holds the leader lock, as the engine's elector does.
+	holder, err := a.db.Connect(ctx)
+	require.NoError(t, err)
+	defer holder.Close(context.Background())
+	var leaderKey int64
+	require.NoError(t, holder.QueryRow(ctx, `SELECT hashtextextended('scheduler-leader', 0)`).Scan(&leaderKey))
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, leaderKey)
+	require.NoError(t, err)
+	// And an entity lock in an open transaction, as a job does.
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	var entityKey int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT hashtextextended('plan-change:42', 0)`).Scan(&entityKey))
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, entityKey)
+	require.NoError(t, err)
+
+	// A follower waits for the leader lock.
+	follower, err := store.Open(ctx, a.db.Pool.Config().ConnString(), store.Options{InstanceID: "follower-2"})
+	require.NoError(t, err)
+	defer follower.Close()
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := follower.Pool.Exec(waitCtx, `SELECT pg_advisory_lock($1)`, leaderKey)
+		waiting <- err
+	}()
+	defer func() { stopWaiting(); <-waiting }()
+	require.Eventually(t, func() bool {
+		return a.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
+	res := a.do("GET", "/v1/locks", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	locks := res.JSON(t)["locks"].([]any)
+	require.Len(t, locks, 3, "body: %s", res.Body)
+	byKey := map[string][]map[string]any{}
+	for _, l := range locks {
+		m := l.(map[string]any)
+		byKey[m["key"].(string)] = append(byKey[m["key"].(string)], m)
+	}
+
+	leader := byKey[strconv.FormatInt(leaderKey, 10)]
+	require.Len(t, leader, 2)
+	held, wait := leader[0], leader[1]
+	assert.Equal(t, true, held["granted"], "holders come first")
+	assert.Equal(t, "scheduler-leader", held["name"])
+	assert.NotEmpty(t, held["meaning"])
+	assert.Equal(t, testInstance, held["instance_id"])
+	assert.Equal(t, "scheduler:"+testInstance, held["application_name"])
+	assert.Equal(t, "ExclusiveLock", held["mode"])
+	assert.Equal(t, float64(1), held["objsubid"])
+	assert.Equal(t, float64(uint32(uint64(leaderKey)>>32)), held["classid"])
+	assert.Equal(t, float64(uint32(leaderKey)), held["objid"])
+	assert.NotNil(t, held["since"])
+	assert.GreaterOrEqual(t, held["age_ms"], float64(0))
+	assert.Equal(t, false, wait["granted"])
+	assert.Equal(t, "follower-2", wait["instance_id"])
+	assert.NotNil(t, wait["since"], "when the wait began")
+
+	entity := byKey[strconv.FormatInt(entityKey, 10)]
+	require.Len(t, entity, 1)
+	assert.Nil(t, entity[0]["name"], "per-entity keys cannot be named")
+	assert.Equal(t, true, entity[0]["granted"])
+}

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOpenRoutesNeedNoToken(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	noAuth := header{"Authorization": ""}
+
+	res := a.do("GET", "/healthz", "", noAuth)
+	assert.Equal(t, http.StatusOK, res.Status)
+	res = a.do("GET", "/readyz", "", noAuth)
+	assert.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	res = a.do("GET", "/metrics", "", noAuth)
+	assert.Equal(t, http.StatusOK, res.Status)
+	assert.Contains(t, string(res.Body), "go_goroutines")
+	res = a.do("GET", "/openapi.yaml", "", noAuth)
+	assert.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, OpenAPI, res.Body)
+	assert.NotEmpty(t, res.Header.Get("X-Request-Id"))
+}
+
+func TestEveryV1RouteNeedsTheToken(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	routes := [][2]string{
+		{"GET", "/v1/leader"}, {"GET", "/v1/instances"}, {"GET", "/v1/locks"}, {"GET", "/v1/jobs"},
+		{"GET", "/v1/jobs/plan-change"}, {"POST", "/v1/jobs/plan-change/pause"}, {"POST", "/v1/jobs/plan-change/resume"},
+		{"POST", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/runs/1"},
+		{"POST", "/v1/runs/1/cancel"},
+	}
+	for _, rt := range routes {
+		for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "x", "Basic " + testToken, "Bearer "} {
+			res := a.do(rt[0], rt[1], "", header{"Authorization": auth})
+			require.Equal(t, http.StatusUnauthorized, res.Status, "%s %s with Authorization %q", rt[0], rt[1], auth)
+			assert.Equal(t, `Bearer realm="scheduler"`, res.Header.Get("WWW-Authenticate"))
+			assert.Equal(t, "unauthorized", res.problemType(t))
+		}
+	}
+	// Nothing was changed by the refused requests.
+	assert.Zero(t, a.count(`SELECT count(*) FROM job_runs`))
+	assert.Zero(t, a.count(`SELECT count(*) FROM job_settings`))
+
+	// The scheme is case-insensitive (RFC 9110); the token is not.
+	res := a.do("GET", "/v1/jobs", "", header{"Authorization": "bearer " + testToken})
+	assert.Equal(t, http.StatusOK, res.Status)
+	res = a.do("GET", "/v1/jobs", "", header{"Authorization": "Bearer " + strings.ToUpper(testToken)})
+	assert.Equal(t, http.StatusUnauthorized, res.Status)
+}
+
+func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	res := a.do("GET", "/v1/nope", "", nil)
+	assert.Equal(t, http.StatusNotFound, res.Status)
+	assert.Equal(t, "not-found", res.problemType(t))
+	res = a.do("DELETE", "/v1/jobs", "", nil)
+	assert.Equal(t, http.StatusMethodNotAllowed, res.Status)
+	assert.Equal(t, "method-not-allowed", res.problemType(t))
+}
+
+func TestJobsListAndGet(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	a.exec(`INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
+		VALUES ('plan-change', 'schedule', 'succeeded', '2025-01-01T02:00:00Z', '2025-01-01T02:00:01Z', '2025-01-01T02:00:03Z'),
+		       ('plan-change', 'schedule', 'failed', '2025-01-02T02:00:00Z', '2025-01-02T02:00:01Z', '2025-01-02T02:00:02Z')`)
+
+	res := a.do("GET", "/v1/jobs", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	list := res.JSON(t)["jobs"].([]any)
+	require.Len(t, list, 3)
+	names := []string{}
+	for _, j := range list {
+		names = append(names, j.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"rounds-create", "plan-change", "status-sync"}, names, "configuration order")
+
+	pc := list[1].(map[string]any)
+	assert.Equal(t, "0 2 * * *", pc["schedule"])
+	assert.Equal(t, true, pc["enabled"])
+	assert.Equal(t, false, pc["paused"])
+	assert.Equal(t, "10m0s", pc["timeout"])
+	assert.Equal(t, "1h0m0s", pc["catchup"])
+	require.NotNil(t, pc["next_run_at"])
+	assert.True(t, strings.HasSuffix(pc["next_run_at"].(string), "T02:00:00Z"), "next slot of 0 2 * * *: %v", pc["next_run_at"])
+	last := pc["last_run"].(map[string]any)
+	assert.Equal(t, "failed", last["status"], "the most recent run")
+	assert.Equal(t, float64(1000), last["duration_ms"])
+	assert.Nil(t, list[0].(map[string]any)["last_run"], "a job that never ran")
+	assert.Nil(t, list[2].(map[string]any)["next_run_at"], "a disabled job has no next run")
+
+	res = a.do("GET", "/v1/jobs/plan-change", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, pc, res.JSON(t))
+
+	res = a.do("GET", "/v1/jobs/no-such-job", "", nil)
+	assert.Equal(t, http.StatusNotFound, res.Status)
+	assert.Equal(t, "job-not-found", res.problemType(t))
+	assert.Equal(t, "name", res.problemField(t))
+}
+
+func TestPauseAndResumePersist(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	res := a.do("POST", "/v1/jobs/rounds-create/pause", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, true, res.JSON(t)["paused"])
+	assert.Nil(t, res.JSON(t)["next_run_at"], "a paused job has no next run")
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_settings WHERE job = 'rounds-create' AND paused`))
+
+	// Another replica (another Server on the same database) sees it.
+	other := NewServer(Config{DB: a.db, InstanceID: "other", Jobs: testJobs(t)})
+	views, err := other.jobViews(t.Context(), other.cfg.Jobs...)
+	require.NoError(t, err)
+	assert.True(t, views[0].Paused)
+
+	res = a.do("POST", "/v1/jobs/rounds-create/pause", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "pausing twice is harmless")
+	res = a.do("POST", "/v1/jobs/rounds-create/resume", "", nil)
+	require.Equal(t, http.StatusOK, res.Status)
+	assert.Equal(t, false, res.JSON(t)["paused"])
+	assert.NotNil(t, res.JSON(t)["next_run_at"])
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_settings WHERE job = 'rounds-create' AND NOT paused`))
+
+	for _, p := range []string{"/v1/jobs/nope/pause", "/v1/jobs/nope/resume"} {
+		res = a.do("POST", p, "", nil)
+		assert.Equal(t, http.StatusNotFound, res.Status)
+		assert.Equal(t, "job-not-found", res.problemType(t))
+	}
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_settings`))
+}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// problemBase prefixes every problem type. The types are stable identifiers that clients
+// branch on (RFC 9457); title and detail are for people and may change.
+const problemBase = "https://scheduler.dev/problems/"
+
+// Problem types, each with the title it always carries.
+var (
+	probInvalidRequest      = problemType{"invalid-request", "The request is invalid"}
+	probInvalidJSON         = problemType{"invalid-json", "The request body is not valid JSON for this route"}
+	probBodyTooLarge        = problemType{"body-too-large", "The request body is too large"}
+	probUnsupportedMedia    = problemType{"unsupported-media-type", "The request body must be application/json"}
+	probInvalidKey          = problemType{"invalid-idempotency-key", "The Idempotency-Key header is not a UUID v4"}
+	probKeyReused           = problemType{"idempotency-key-reused", "The Idempotency-Key was used with another request"}
+	probKeyInProgress       = problemType{"idempotency-key-in-progress", "A request with this Idempotency-Key is still in progress"}
+	probInvalidCursor       = problemType{"invalid-cursor", "The cursor is invalid"}
+	probUnauthorized        = problemType{"unauthorized", "A valid bearer token is required"}
+	probJobNotFound         = problemType{"job-not-found", "No such job"}
+	probRunNotFound         = problemType{"run-not-found", "No such run"}
+	probNotFound            = problemType{"not-found", "No such route"}
+	probMethodNotAllowed    = problemType{"method-not-allowed", "Method not allowed on this route"}
+	probJobDisabled         = problemType{"job-disabled", "The job is disabled"}
+	probRunFinished         = problemType{"run-finished", "The run has already finished"}
+	probNoLeader            = problemType{"no-leader", "No replica has been elected leader yet"}
+	probDatabaseUnavailable = problemType{"database-unavailable", "The database did not answer"}
+	probInternal            = problemType{"internal", "Internal error"}
+)
+
+type problemType struct {
+	slug, title string
+}
+
+// FieldError names the request field a problem is about: a query parameter, a header or a
+// JSON member of the body.
+type FieldError struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// problem is an RFC 9457 problem details body.
+type problem struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail"`
+	Instance  string       `json:"instance,omitempty"`
+	RequestID string       `json:"request_id,omitempty"`
+	Errors    []FieldError `json:"errors,omitempty"`
+}
+
+// writeProblem answers with an application/problem+json body. field, when not empty, is the
+// offending request field.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, pt problemType, detail string, fields ...FieldError) {
+	p := problem{
+		Type:      problemBase + pt.slug,
+		Title:     pt.title,
+		Status:    status,
+		Detail:    detail,
+		Instance:  r.URL.Path,
+		RequestID: requestID(r.Context()),
+		Errors:    fields,
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// fieldProblem is a 400 about one request field.
+func fieldProblem(w http.ResponseWriter, r *http.Request, pt problemType, field, detail string) {
+	writeProblem(w, r, http.StatusBadRequest, pt, detail, FieldError{Field: field, Detail: detail})
+}

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// runView is a run as the API shows it (DESIGN.md, "A run"), plus reason, params and
+// created_at.
+type runView struct {
+	ID              int64           `json:"id"`
+	Job             string          `json:"job"`
+	Trigger         string          `json:"trigger"`
+	Status          string          `json:"status"`
+	ScheduledAt     *time.Time      `json:"scheduled_at"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	DurationMS      *int64          `json:"duration_ms"`
+	InstanceID      *string         `json:"instance_id"`
+	Epoch           *int64          `json:"epoch"`
+	Stats           json.RawMessage `json:"stats"`
+	Error           *string         `json:"error"`
+	Reason          *string         `json:"reason"`
+	Params          json.RawMessage `json:"params"`
+	CreatedAt       time.Time       `json:"created_at"`
+	CancelRequested bool            `json:"cancel_requested"`
+	RecoversRunID   *int64          `json:"recovers_run_id"`
+}
+
+func newRunView(r *store.Run) *runView {
+	if r == nil {
+		return nil
+	}
+	stats, params := r.Stats, r.Params
+	if len(stats) == 0 {
+		stats = json.RawMessage(`{}`)
+	}
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	return &runView{
+		ID: r.ID, Job: r.Job, Trigger: r.Trigger, Status: r.Status, ScheduledAt: utcPtr(r.ScheduledAt),
+		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), DurationMS: r.DurationMS(),
+		InstanceID: r.InstanceID, Epoch: r.Epoch, Stats: stats, Error: r.Error, Reason: r.Reason,
+		Params: params, CreatedAt: r.CreatedAt.UTC(), CancelRequested: r.CancelRequested,
+		RecoversRunID: r.RecoversRunID,
+	}
+}
+
+// utcPtr shows times in UTC whatever the replica's zone, so every replica answers alike.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// jobView is a job's configuration and state.
+type jobView struct {
+	Name     string `json:"name"`
+	Schedule string `json:"schedule"`
+	Enabled  bool   `json:"enabled"`
+	Paused   bool   `json:"paused"`
+	// Durations are Go duration strings, as in the SCHEDULER_JOB_<NAME>_* variables.
+	Timeout string `json:"timeout"`
+	Catchup string `json:"catchup"`
+	MinGap  string `json:"min_gap"`
+	// NextRunAt is the next slot on the database clock; null while disabled or paused.
+	NextRunAt *time.Time `json:"next_run_at"`
+	LastRun   *runView   `json:"last_run"`
+}
+
+func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) jobView {
+	v := jobView{
+		Name: j.Name, Enabled: j.Enabled, Paused: paused, Timeout: j.Timeout.String(),
+		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last),
+	}
+	if j.Schedule != nil {
+		v.Schedule = j.Schedule.String()
+		if j.Enabled && !paused {
+			if next := j.Schedule.Next(now); !next.IsZero() {
+				next = next.UTC()
+				v.NextRunAt = &next
+			}
+		}
+	}
+	return v
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Idempotency-Key records of the HTTP API (table idempotency_keys).
+const (
+	IdempotencyPending   = "PENDING"
+	IdempotencyCompleted = "COMPLETED"
+)
+
+// IdempotencyRecord is a stored Idempotency-Key: the hash of the request that first used it
+// and, once COMPLETED, the answer it got.
+type IdempotencyRecord struct {
+	Status         string
+	RequestHash    string
+	ResponseStatus int
+	ResponseJSON   []byte
+	// PendingRunID is the run a PENDING request is waiting for (0 if unknown).
+	PendingRunID int64
+	// Age is how long ago the key was claimed, on the database clock.
+	Age time.Duration
+}
+
+// ClaimIdempotencyKey makes the caller the owner of (key, scope), or returns the record of
+// the request that owns it. It must run in the transaction that performs the request's
+// effect: a concurrent request with the same key blocks on the unique (key, scope) index
+// until that transaction ends, then sees its committed record, so one effect happens and
+// every duplicate answers from the record. A key whose record expired (expires_at passed) is
+// claimed again, as if new.
+func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, key, scope, requestHash string, ttl time.Duration) (claimed bool, existing *IdempotencyRecord, err error) {
+	var id int64
+	err = tx.QueryRow(ctx, `
+		INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
+		VALUES ($1::uuid, $2, $3, now() + $4::int8 * interval '1 microsecond')
+		ON CONFLICT (key, scope) DO UPDATE
+			SET request_hash = EXCLUDED.request_hash, status = 'PENDING', response_status = NULL,
+			    response_json = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
+			WHERE idempotency_keys.expires_at <= now()
+		RETURNING id`, key, scope, requestHash, ttl.Microseconds()).Scan(&id)
+	if err == nil {
+		return true, nil, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, nil, fmt.Errorf("claim idempotency key %s: %w", key, err)
+	}
+	// READ COMMITTED: this statement's snapshot includes the owner's committed record.
+	var rec IdempotencyRecord
+	var status *int
+	var pendingRunID *int64
+	var ageMicros int64
+	err = tx.QueryRow(ctx, `
+		SELECT status, request_hash, response_status, response_json,
+		       CASE WHEN status = 'PENDING' THEN (response_json ->> 'run_id')::int8 END,
+		       (extract(epoch FROM now() - created_at) * 1e6)::int8
+		FROM idempotency_keys WHERE key = $1::uuid AND scope = $2`, key, scope).
+		Scan(&rec.Status, &rec.RequestHash, &status, &rec.ResponseJSON, &pendingRunID, &ageMicros)
+	if err != nil {
+		return false, nil, fmt.Errorf("read idempotency key %s: %w", key, err)
+	}
+	if status != nil {
+		rec.ResponseStatus = *status
+	}
+	if pendingRunID != nil {
+		rec.PendingRunID = *pendingRunID
+	}
+	rec.Age = time.Duration(ageMicros) * time.Microsecond
+	return false, &rec, nil
+}
+
+// CompleteIdempotencyKey stores the answer given to the request that claimed (key, scope).
+func CompleteIdempotencyKey(ctx context.Context, q DBTX, key, scope string, status int, body []byte) error {
+	_, err := q.Exec(ctx, `
+		UPDATE idempotency_keys SET status = 'COMPLETED', response_status = $3, response_json = $4
+		WHERE key = $1::uuid AND scope = $2`, key, scope, status, body)
+	if err != nil {
+		return fmt.Errorf("store the answer of idempotency key %s: %w", key, err)
+	}
+	return nil
+}
+
+// NoteIdempotencyRun records, on a key that stays PENDING while its request waits, which run
+// the request created, so a duplicate can still answer with that run if the waiting replica
+// died before storing its answer.
+func NoteIdempotencyRun(ctx context.Context, q DBTX, key, scope string, runID int64) error {
+	_, err := q.Exec(ctx, `
+		UPDATE idempotency_keys SET response_json = jsonb_build_object('run_id', $3::int8)
+		WHERE key = $1::uuid AND scope = $2 AND status = 'PENDING'`, key, scope, runID)
+	if err != nil {
+		return fmt.Errorf("note the run of idempotency key %s: %w", key, err)
+	}
+	return nil
+}

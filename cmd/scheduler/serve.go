@@ -74,10 +74,13 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "err", err)
 		return exitFailure
 	}
-	server := &http.Server{
-		Handler:           api.NewServer(api.Config{DB: db, InstanceID: cfg.InstanceID, Log: log}).Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
+		DB: db, InstanceID: cfg.InstanceID, Log: log, Jobs: cfg.Jobs,
+		APIToken: cfg.APIToken, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
+	}).Handler())
+	// Requests (a ?wait trigger can last minutes) see the shutdown signal, so Shutdown is
+	// not held up by them.
+	server.BaseContext = func(net.Listener) context.Context { return ctx }
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

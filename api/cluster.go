@@ -22,7 +22,7 @@ type leaderView struct {
 func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	l, err := s.cfg.DB.LeaderRow(ctx)
+	l, err := s.cfg.DB.LeaderForAPI(ctx)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -38,7 +38,7 @@ func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 }
 
 type instanceView struct {
-	store.Instance
+	store.InstanceRow
 	IsSelf bool `json:"is_self"`
 }
 
@@ -53,7 +53,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	views := make([]instanceView, len(list))
 	for i, in := range list {
 		in.StartedAt, in.LastSeenAt = in.StartedAt.UTC(), in.LastSeenAt.UTC()
-		views[i] = instanceView{Instance: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
+		views[i] = instanceView{InstanceRow: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"instances": views})
 }

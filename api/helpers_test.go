@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -71,7 +72,7 @@ var loadOpenAPI = sync.OnceValues(func() (routers.Router, error) {
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
-	s := NewServer(Config{DB: db, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken})
+	s := NewServer(Config{DB: db, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
 	s.pollInterval = 10 * time.Millisecond
 	router, err := loadOpenAPI()
 	require.NoError(t, err)

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -42,8 +44,12 @@ type Config struct {
 	APIToken string
 	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24 h).
 	IdempotencyTTL time.Duration
-	// Metrics serves GET /metrics (default promhttp.Handler(), the default registry).
+	// Metrics serves GET /metrics (default: Recorder's registry when set, else
+	// promhttp.Handler() on the default registry).
 	Metrics http.Handler
+	// Recorder counts requests by route and Idempotency-Key replays and conflicts; nil
+	// records nothing.
+	Recorder *metrics.Metrics
 }
 
 // Server holds the API's dependencies.
@@ -60,6 +66,9 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = idempotencyTTLDefault
+	}
+	if cfg.Metrics == nil && cfg.Recorder != nil {
+		cfg.Metrics = cfg.Recorder.Handler()
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = promhttp.Handler()
@@ -80,7 +89,8 @@ func NewServer(cfg Config) *Server {
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.logRequests, s.recoverPanics, limitBody)
+	// The metrics middleware sits inside the recoverer, which answers its panics.
+	r.Use(s.requestID, s.logRequests, s.recoverPanics, s.cfg.Recorder.HTTPMiddleware, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
@@ -121,7 +131,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		const prefix = "Bearer "
 		h := r.Header.Get("Authorization")
 		given := ""
-		if len(h) > len(prefix) && equalFoldASCII(h[:len(prefix)], prefix) {
+		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
 			given = h[len(prefix):]
 		}
 		gotH := sha256.Sum256([]byte(given))
@@ -136,25 +146,6 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // limitBody caps every request body; reading past the cap fails with *http.MaxBytesError,

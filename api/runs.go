@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,12 @@ import (
 )
 
 const (
-	limitDefault   = 50
-	limitMax       = 500
-	maxReasonRunes = 500
+	// pendingStaleAfter: a key still PENDING this long after its claim outlived any wait, so
+	// the replica that owned it is gone.
+	pendingStaleAfter = maxWait + time.Minute
+	limitDefault      = 50
+	limitMax          = 500
+	maxReasonRunes    = 500
 )
 
 var (
@@ -126,7 +130,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		if wait > 0 {
-			return nil // PENDING until the wait ends
+			// PENDING until the wait ends.
+			return store.NoteIdempotencyRun(ctx, tx, key, scope, run.ID)
 		}
 		answer, _ = json.Marshal(newRunView(run))
 		return store.CompleteIdempotencyKey(ctx, tx, key, scope, triggerStatus(created), answer)
@@ -135,7 +140,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.databaseProblem(w, r, err)
 	case existing != nil:
-		s.replay(w, r, existing, hash)
+		s.replay(w, r, existing, key, scope, hash)
 	case wait == 0:
 		s.logTrigger(r, run, created)
 		writeRawRun(w, triggerStatus(created), run.ID, answer)
@@ -169,12 +174,17 @@ func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
 }
 
 // replay answers a request whose Idempotency-Key was already used.
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.IdempotencyRecord, hash string) {
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.IdempotencyRecord, key, scope, hash string) {
 	switch {
 	case rec.RequestHash != hash:
+		s.cfg.Recorder.IdempotencyConflict()
 		writeProblem(w, r, http.StatusConflict, probKeyReused,
 			"this Idempotency-Key was first used with another request body; use a new key for a new request",
 			FieldError{Field: "Idempotency-Key", Detail: "already used with another body"})
+	case rec.Status != store.IdempotencyCompleted && rec.Age > pendingStaleAfter && rec.PendingRunID > 0:
+		// The replica that was waiting died before storing its answer; answer as its wait
+		// would have (200 finished, 202 not), and store that.
+		s.answerStalePending(w, r, rec.PendingRunID, scope, key)
 	case rec.Status != store.IdempotencyCompleted:
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, http.StatusConflict, probKeyInProgress,
@@ -188,9 +198,30 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.Idemp
 			return
 		}
 		b, _ := json.Marshal(&v)
+		s.cfg.Recorder.IdempotencyReplay()
 		w.Header().Set("Idempotent-Replayed", "true")
 		writeRawRun(w, rec.ResponseStatus, v.ID, b)
 	}
+}
+
+func (s *Server) answerStalePending(w http.ResponseWriter, r *http.Request, runID int64, scope, key string) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	run, err := s.cfg.DB.Run(ctx, runID)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	status := http.StatusAccepted
+	if run.Finished() {
+		status = http.StatusOK
+	}
+	answer, _ := json.Marshal(newRunView(run))
+	if err := store.CompleteIdempotencyKey(ctx, s.cfg.DB.Pool, key, scope, status, answer); err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	writeRawRun(w, status, run.ID, answer)
 }
 
 func writeRun(w http.ResponseWriter, status int, v *runView) {
@@ -304,11 +335,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := store.RunFilter{Job: j.Name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
-	if f.Status != "" && !contains(runStatuses, f.Status) {
+	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
 		return
 	}
-	if f.Trigger != "" && !contains(runTriggers, f.Trigger) {
+	if f.Trigger != "" && !slices.Contains(runTriggers, f.Trigger) {
 		fieldProblem(w, r, probInvalidRequest, "trigger", fmt.Sprintf("trigger must be one of %s; got %q", strings.Join(runTriggers, ", "), f.Trigger))
 		return
 	}
@@ -400,15 +431,6 @@ func decodeCursor(c, fp string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // runID parses {id}, or answers 400 and returns 0.

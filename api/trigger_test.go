@@ -327,3 +327,27 @@ func TestIdempotentWaitingTrigger(t *testing.T) {
 	assert.Equal(t, string(first.Body), string(replay.Body))
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_runs`))
 }
+
+func TestStalePendingKeyAnswersWithItsRun(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	// A replica claimed the key, queued the run and died while waiting: the key is PENDING,
+	// older than any wait, and names its run.
+	res := a.do("POST", "/v1/jobs/plan-change/runs", "", nil)
+	require.Equal(t, http.StatusAccepted, res.Status)
+	id := int64(res.JSON(t)["id"].(float64))
+	a.exec(`UPDATE job_runs SET status = 'succeeded', started_at = now(), finished_at = now() WHERE id = $1`, id)
+	a.exec(`INSERT INTO idempotency_keys (key, scope, request_hash, response_json, created_at, expires_at)
+		VALUES ($1, 'POST /v1/jobs/{name}/runs:plan-change', $2, jsonb_build_object('run_id', $3::int8),
+		        now() - interval '7 minutes', now() + interval '1 day')`, key1, requestHash(nil), id)
+
+	res = a.do("POST", "/v1/jobs/plan-change/runs", "", header{"Idempotency-Key": key1})
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	assert.Equal(t, float64(id), res.JSON(t)["id"])
+	assert.Equal(t, "succeeded", res.JSON(t)["status"])
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_runs`), "no second run")
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM idempotency_keys WHERE status = 'COMPLETED' AND response_status = 200`))
+
+	again := a.do("POST", "/v1/jobs/plan-change/runs", "", header{"Idempotency-Key": key1})
+	assert.Equal(t, string(res.Body), string(again.Body))
+}

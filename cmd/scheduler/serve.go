@@ -41,12 +41,17 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 		return exitUsage
 	}
-	registry := jobs.Builtin()
-	cfg, err := config.Load(config.NewEnv(environ), jobDefaults(registry))
+	env := config.NewEnv(environ)
+	settings := jobs.LoadSettings(env)
+	// The registry is built before the logger exists only to learn the jobs' defaults; the
+	// one the replica runs is built below with the real logger.
+	cfg, err := config.Load(env, jobDefaults(jobs.Builtin(settings, slog.Default())))
 	if err != nil {
 		return configError(stderr, err)
 	}
 	log := logging.ForInstance(logging.New(stdout, cfg.LogLevel, cfg.LogFormat), cfg.InstanceID)
+	registry := jobs.Builtin(settings, log)
+	_ = registry // run by the engine once elected
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)
 	for _, j := range cfg.Jobs {
@@ -69,10 +74,13 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "err", err)
 		return exitFailure
 	}
-	server := &http.Server{
-		Handler:           api.NewServer(api.Config{DB: db, InstanceID: cfg.InstanceID, Log: log}).Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
+		DB: db, InstanceID: cfg.InstanceID, Log: log, Jobs: cfg.Jobs,
+		APIToken: cfg.APIToken, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
+	}).Handler())
+	// Requests (a ?wait trigger can last minutes) see the shutdown signal, so Shutdown is
+	// not held up by them.
+	server.BaseContext = func(net.Listener) context.Context { return ctx }
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

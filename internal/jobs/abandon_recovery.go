@@ -119,7 +119,7 @@ claimed AS (
            'PENDING', 1
     FROM message
     ON CONFLICT (provider, channel, "to", payload_hash) DO NOTHING
-    RETURNING id AS delivery_id, provider, channel, "to", template, payload
+    RETURNING id AS delivery_id, attempts AS attempt, provider, channel, "to", template, payload
 )
 SELECT (SELECT count(*) FROM batch),
        (SELECT count(*) FROM locked),
@@ -151,7 +151,7 @@ reclaimed AS (
     FROM locked k
     WHERE d.id = k.id AND d.status = 'PENDING' AND d.claimed_at = k.claimed_at
       AND d.provider = $6 AND $7::boolean
-    RETURNING d.id AS delivery_id, d.provider, d.channel, d."to", d.template, d.payload
+    RETURNING d.id AS delivery_id, d.attempts AS attempt, d.provider, d.channel, d."to", d.template, d.payload
 ),
 failed AS (
     UPDATE message_deliveries d
@@ -169,10 +169,11 @@ SELECT (SELECT count(*) FROM batch),
        coalesce((SELECT max(id) FROM batch WHERE claimed_at = (SELECT max(claimed_at) FROM batch)), $5)`
 
 // recordOutcomes stores the send outcomes of a batch: SENT with the provider's id or FAILED
-// with the error, only for rows still PENDING; a sent message stamps its lead.
+// with the error, only for rows still PENDING under the same claim (attempt); a sent message
+// stamps its lead.
 const recordOutcomes = `
 WITH outcome AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS o (id, provider_message_id, error)
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[]) AS o (id, attempt, provider_message_id, error)
 ),
 settled AS (
     UPDATE message_deliveries d
@@ -181,13 +182,32 @@ settled AS (
         error               = o.error,
         sent_at             = CASE WHEN o.error IS NULL THEN now() END
     FROM outcome o
-    WHERE d.id = o.id AND d.status = 'PENDING'
+    WHERE d.id = o.id AND d.status = 'PENDING' AND d.attempts = o.attempt
     RETURNING d.lead_id, d.status
 )
 UPDATE leads l
 SET recovery_sent_at = now()
 FROM settled s
 WHERE l.id = s.lead_id AND s.status = 'SENT' AND l.recovery_sent_at IS NULL`
+
+// releaseClaims gives back first claims whose message was never handed to the sender (the run
+// was cancelled first): the delivery row goes and the lead is unmarked, so that the next run
+// claims and sends it afresh instead of treating it as an orphan of unknown outcome.
+const releaseClaims = `
+WITH released AS (
+    DELETE FROM message_deliveries
+    WHERE id = ANY($1::bigint[]) AND status = 'PENDING' AND attempts = 1
+    RETURNING lead_id
+)
+UPDATE leads l
+SET abandoned_at = NULL
+FROM released r
+WHERE l.id = r.lead_id AND l.recovery_sent_at IS NULL`
+
+// recordTimeout bounds the recording of outcomes once the run's context is done: a message
+// that left must be recorded even when the run is being cancelled, or it would become an
+// orphan of unknown outcome. The fence still refuses the write of a deposed leader.
+const recordTimeout = 10 * time.Second
 
 // orphanReason is stored on a PENDING delivery that is not resent after a crash.
 const orphanReason = "outcome unknown after crash: claimed but no send result was recorded; " +
@@ -215,7 +235,7 @@ func (j *AbandonRecovery) settleOrphans(ctx context.Context, env *Env, st *Stats
 		}
 		var seen, locked, failed int64
 		var msgs []Message
-		err := batchTx(ctx, env, func(tx pgx.Tx) error {
+		err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, orphanBatch, j.Name(), RecoveryTemplate, j.s.ClaimTimeout, lastAt, lastID,
 				j.sender.Provider(), j.sender.Idempotent(), orphanReason, j.s.BatchSize,
 			).Scan(&seen, &locked, &failed, &msgs, &lastAt, &lastID)
@@ -251,7 +271,7 @@ func (j *AbandonRecovery) claimAndSend(ctx context.Context, env *Env, st *Stats)
 		}
 		var seen, locked, marked int64
 		var msgs []Message
-		err := batchTx(ctx, env, func(tx pgx.Tx) error {
+		err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, claimBatch, j.Name(), cutoff, lastAt, lastID, j.s.BatchSize, env.Now,
 				j.sender.Provider(), RecoveryTemplate,
 			).Scan(&seen, &locked, &marked, &msgs, &lastAt, &lastID)
@@ -283,39 +303,56 @@ func (j *AbandonRecovery) claimAndSend(ctx context.Context, env *Env, st *Stats)
 }
 
 // send delivers the claimed messages one by one, outside any transaction, then records the
-// outcomes in one fenced transaction. If recording fails (deposed, database gone), the rows
+// outcomes in one fenced transaction. Once ctx is done it hands no more messages to the
+// sender and gives their claims back. If recording fails (deposed, database gone), the rows
 // stay PENDING and a later run settles them as orphans.
 func (j *AbandonRecovery) send(ctx context.Context, env *Env, st *Stats, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(msgs))
-	providerIDs := make([]*string, len(msgs))
-	errs := make([]*string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.DeliveryID
+	var ids, unsent []int64
+	var attempts []int
+	var providerIDs, errs []*string
+	for _, m := range msgs {
+		if ctx.Err() != nil {
+			unsent = append(unsent, m.DeliveryID)
+			continue
+		}
+		ids = append(ids, m.DeliveryID)
+		attempts = append(attempts, m.Attempt)
 		pid, err := j.sender.Send(ctx, m)
 		if err != nil {
 			msg := err.Error()
-			errs[i] = &msg
+			providerIDs, errs = append(providerIDs, nil), append(errs, &msg)
 			st.Errors++
 			st.Count("failed", 1)
 			env.Log.Warn("recovery message failed", "delivery_id", m.DeliveryID, "channel", m.Channel, "error", err)
 			continue
 		}
+		var pidOrNull *string
 		if pid != "" {
-			providerIDs[i] = &pid
+			pidOrNull = &pid
 		}
+		providerIDs, errs = append(providerIDs, pidOrNull), append(errs, nil)
 		st.Changed++
 		st.Count("sent", 1)
 	}
-	err := env.Tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, recordOutcomes, ids, providerIDs, errs)
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	err := env.Tx(recordCtx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(recordCtx, recordOutcomes, ids, attempts, providerIDs, errs); err != nil {
+			return err
+		}
+		_, err := tx.Exec(recordCtx, releaseClaims, unsent)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("record the outcomes of %d messages (they stay PENDING until a later run settles them): %w",
-			len(msgs), err)
+			len(ids), err)
+	}
+	if len(unsent) > 0 {
+		st.Count("released", int64(len(unsent)))
+		return ctx.Err()
 	}
 	return nil
 }

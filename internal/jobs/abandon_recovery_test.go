@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,17 +53,19 @@ func (s *recordingSender) perLead(t *testing.T) map[int64]int {
 	return counts
 }
 
-// crashingSender stands for a process that dies right after claiming: its Send kills the run
-// (cancels its context) before anything goes out.
+// crashingSender stands for a process that dies as it starts sending: from then on nothing
+// it does reaches the database (see crashAfterClaim) and nothing goes out.
 type crashingSender struct {
 	jobs.Sender
-	crash context.CancelFunc
+	crashed *atomic.Bool
 }
 
-func (s crashingSender) Send(ctx context.Context, _ jobs.Message) (string, error) {
-	s.crash()
-	return "", ctx.Err()
+func (s crashingSender) Send(context.Context, jobs.Message) (string, error) {
+	s.crashed.Store(true)
+	return "", errCrashed
 }
+
+var errCrashed = errors.New("process crashed")
 
 const abandonDelay = 30 * time.Minute
 
@@ -166,14 +170,20 @@ SELECT count(*) FROM leads WHERE NOT id = ANY($1) AND (abandoned_at IS NOT NULL 
 	assert.Len(t, sender.sent, len(ids), "a later run sends nothing more")
 }
 
-// crashAfterClaim runs job with a sender that dies at its first send, leaving that batch's
-// claims PENDING, then ages the claims past the claim timeout.
+// crashAfterClaim runs the job with a sender that crashes the process at its first send,
+// leaving that batch's claims PENDING, then ages the claims past the claim timeout.
 func crashAfterClaim(t *testing.T, db *store.DB, env *jobs.Env, s jobs.AbandonSettings, sender jobs.Sender) {
 	t.Helper()
-	ctx, crash := context.WithCancel(context.Background())
-	defer crash()
-	_, err := jobs.NewAbandonRecovery(s, crashingSender{Sender: sender, crash: crash}).Run(ctx, env)
-	require.ErrorIs(t, err, context.Canceled)
+	var crashed atomic.Bool
+	dying := *env
+	dying.Tx = func(ctx context.Context, fn func(pgx.Tx) error) error {
+		if crashed.Load() {
+			return errCrashed
+		}
+		return env.Tx(ctx, fn)
+	}
+	_, err := jobs.NewAbandonRecovery(s, crashingSender{Sender: sender, crashed: &crashed}).Run(context.Background(), &dying)
+	require.ErrorIs(t, err, errCrashed)
 	require.Equal(t, map[string]int{"PENDING": s.BatchSize}, deliveries(t, db.Pool),
 		"the crash left the batch's claims behind")
 
@@ -322,4 +332,51 @@ func TestAbandonRecoveryDryRunSendsNothing(t *testing.T) {
 	var marked int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM leads WHERE abandoned_at IS NOT NULL`).Scan(&marked))
 	assert.Zero(t, marked)
+}
+
+func TestAbandonRecoveryCancelledRunGivesBackUnsentClaims(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, _ := testdb.Open(t, store.Options{})
+	ids := seedLeads(t, db.Pool, 5)
+	// The run is cancelled (timeout, cancel request) while it sends the first message, which
+	// still goes out.
+	sender := &cancellingSender{cancel: cancel}
+	s := jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 5}
+	env := newEnv(t, db, "abandon-recovery")
+	st, err := jobs.NewAbandonRecovery(s, sender).Run(ctx, env)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.EqualValues(t, 1, st.Detail["sent"])
+	assert.EqualValues(t, 4, st.Detail["released"])
+	assert.Equal(t, map[string]int{"SENT": 1}, deliveries(t, db.Pool),
+		"the message that left is recorded although the run was cancelled; the others are given back")
+
+	next := &recordingSender{}
+	st, err = jobs.NewAbandonRecovery(s, next).Run(context.Background(), env)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, st.Changed, "the next run sends the given-back messages at once")
+	assert.Len(t, next.perLead(t), 4)
+	assert.NotContains(t, next.perLead(t), sender.leadID(t), "the lead already sent is not sent again")
+	assert.Equal(t, map[string]int{"SENT": len(ids)}, deliveries(t, db.Pool))
+}
+
+// cancellingSender sends its first message and cancels the run while doing so.
+type cancellingSender struct {
+	recordingSender
+	cancel context.CancelFunc
+}
+
+func (s *cancellingSender) Send(ctx context.Context, m jobs.Message) (string, error) {
+	s.cancel()
+	return s.recordingSender.Send(ctx, m)
+}
+
+// leadID is the lead of the one message sent.
+func (s *cancellingSender) leadID(t *testing.T) int64 {
+	for id := range s.perLead(t) {
+		return id
+	}
+	t.Fatal("nothing sent")
+	return 0
 }

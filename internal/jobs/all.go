@@ -1,6 +1,16 @@
 package jobs
 
-// Builtin returns the registry of the jobs a replica runs.
-func Builtin() *Registry {
-	return NewRegistry()
+import "log/slog"
+
+// Builtin returns the registry of the jobs a replica runs, in DESIGN.md's order.
+func Builtin(s Settings, log *slog.Logger) *Registry {
+	return NewRegistry(
+		NewPlanChange(),
+		NewStatusSync(),
+		NewRoundsCreate(),
+		NewRoundsOpen(),
+		NewRoundsClose(),
+		NewAbandonRecovery(s.Abandon, NewSender(s.Sender, log)),
+		NewDataRetention(s.Retention),
+	)
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -64,28 +63,6 @@ ORDER BY n`
 	return locked, nil
 }
 
-// errDryRun rolls back a dry run's batch transaction: the batch runs exactly as a real one
-// would (same statement, same locks, same counts) and then commits nothing.
-var errDryRun = errors.New("dry run: roll back")
-
-// batchTx runs fn in env's fenced transaction, rolled back instead of committed when the run
-// is a dry run.
-func batchTx(ctx context.Context, env *Env, fn func(pgx.Tx) error) error {
-	err := env.Tx(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if env.Params.DryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if errors.Is(err, errDryRun) {
-		return nil
-	}
-	return err
-}
-
 // memberBatch is what one batch statement of plan-change or status-sync reports.
 type memberBatch struct {
 	seen      int64            // due members the batch read
@@ -110,7 +87,7 @@ func walkMembers(ctx context.Context, env *Env, job, stmt string, batchSize int,
 		}
 		args := append([]any{job, pgtype.Date{Time: today, Valid: true}, b.lastDate, b.lastID, batchSize}, extra...)
 		b.perTenant = nil // JSON decoding into a non-nil map would merge into the last batch's
-		err := batchTx(ctx, env, func(tx pgx.Tx) error {
+		err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
 			return tx.QueryRow(ctx, stmt, args...).Scan(
 				&b.seen, &b.locked, &b.changed, &b.written, &b.perTenant, &b.lastDate, &b.lastID)
 		})

@@ -16,8 +16,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
-
 // runNow is the fixed clock of the tests' runs; "today" for the membership jobs is its date.
 var runNow = time.Date(2026, 3, 15, 2, 0, 0, 0, time.UTC)
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // TestRoundsCreateUsesTheGroupsLocalDate runs rounds-create at instants on either side of a
@@ -282,4 +284,19 @@ func TestRoundsCreateSkipsGroupsWithAnInvalidTimeZone(t *testing.T) {
 	assert.Empty(t, rounds(t, db, local))
 	assert.Contains(t, logs.String(), fmt.Sprintf("group_id=%d timezone=Mars/Olympus_Mons", mars))
 	assert.Contains(t, logs.String(), fmt.Sprintf("group_id=%d timezone=Local", local))
+}
+
+// TestRoundsCreateWritesNothingOnceDeposed runs rounds-create with a stale epoch: its
+// fenced transaction must refuse to commit.
+func TestRoundsCreateWritesNothingOnceDeposed(t *testing.T) {
+	t.Parallel()
+	db := roundsDB(t)
+	g, _ := group(t, db, "UTC", "09:00", 1)
+	_, err := db.Pool.Exec(context.Background(), `UPDATE scheduler_leader SET epoch = 2`)
+	require.NoError(t, err)
+
+	_, err = NewRoundsCreate().Run(context.Background(), roundsEnv(db, mustTime(t, "2024-06-20T12:00:00Z"), nil))
+
+	require.ErrorIs(t, err, store.ErrNotLeader)
+	assert.Empty(t, rounds(t, db, g))
 }

@@ -16,12 +16,15 @@ import (
 // Message is one message a job sends, as recorded in its message_deliveries row.
 type Message struct {
 	// DeliveryID is the message_deliveries row that claimed the message.
-	DeliveryID int64           `json:"delivery_id"`
-	Provider   string          `json:"provider"`
-	Channel    string          `json:"channel"` // EMAIL, SMS or WHATSAPP
-	To         string          `json:"to"`
-	Template   string          `json:"template"`
-	Payload    json.RawMessage `json:"payload"`
+	DeliveryID int64 `json:"delivery_id"`
+	// Attempt counts the claims of the delivery: 1, or more when a claim orphaned by a crash
+	// was taken over. It fences the outcome: only the latest claim may record one.
+	Attempt  int             `json:"attempt"`
+	Provider string          `json:"provider"`
+	Channel  string          `json:"channel"` // EMAIL, SMS or WHATSAPP
+	To       string          `json:"to"`
+	Template string          `json:"template"`
+	Payload  json.RawMessage `json:"payload"`
 }
 
 // IdempotencyKey names the message for the provider: the same delivery always carries the

@@ -11,8 +11,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
-
 type roundsCounts struct {
 	Groups, Inactive, Zones, Settings, Prompts, ActivePrompts, NoActivePrompt, GapDropTimes int
 }

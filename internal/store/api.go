@@ -52,11 +52,14 @@ func (db *DB) JobStates(ctx context.Context, jobs []string) (now time.Time, paus
 		return now, nil, nil, fmt.Errorf("read job settings: %w", err)
 	}
 
-	// One index probe per job on job_runs_job_id_idx, however long the history is.
+	// One index probe per job on job_runs_job_id_idx, however long the history is (the job
+	// range and order keep the planner off a backward primary-key walk; see listRunsSQL).
 	rows, err = db.Pool.Query(ctx, `
 		SELECT r.* FROM unnest($1::text[]) AS j(name)
 		CROSS JOIN LATERAL (
-			SELECT `+RunColumns+` FROM job_runs WHERE job = j.name ORDER BY id DESC LIMIT 1
+			SELECT `+RunColumns+` FROM job_runs
+			WHERE job >= j.name AND job <= j.name
+			ORDER BY job, id DESC LIMIT 1
 		) AS r`, jobs)
 	if err != nil {
 		return now, nil, nil, fmt.Errorf("read last runs: %w", err)
@@ -158,8 +161,15 @@ func (db *DB) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
 // listRunsSQL joins only fixed predicates with placeholders; each filter combination is its
 // own statement, so the planner sees which index applies (a catch-all "$2 IS NULL OR
 // status = $2" would defeat the indexes once pgx's cached statement goes generic).
+//
+// The job is matched as the range [$1, $1] and the order is (job, id DESC) on purpose: with
+// "job = $1 ORDER BY id DESC" the planner may walk the primary key backwards and filter on
+// job, assuming the job's runs are spread evenly over the ids; for a job whose runs are all
+// old (disabled for months while others ran) that reads the whole newer history before the
+// first match. The range keeps (job, ...) a sort key that only the job-leading indexes
+// provide, so a page is always a range scan from the cursor (TestHistoryPagesUseAnIndex).
 func listRunsSQL(f RunFilter) (string, []any) {
-	where := []string{"job = $1"}
+	where := []string{"job >= $1", "job <= $1"}
 	args := []any{f.Job}
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -182,7 +192,7 @@ func listRunsSQL(f RunFilter) (string, []any) {
 	}
 	args = append(args, f.Limit)
 	return `SELECT ` + RunColumns + ` FROM job_runs WHERE ` + strings.Join(where, " AND ") +
-		fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args
+		fmt.Sprintf(` ORDER BY job, id DESC LIMIT $%d`, len(args)), args
 }
 
 // CancelOutcome says what CancelRun did.
@@ -243,9 +253,9 @@ type LeaderInfo struct {
 	Since      *time.Time
 }
 
-// LeaderRow reads scheduler_leader. (The engine's store/leader.go may provide the same as
-// db.Leader; this one is the API's until they are merged.)
-func (db *DB) LeaderRow(ctx context.Context) (LeaderInfo, error) {
+// LeaderForAPI reads scheduler_leader. (The engine's db.Leader reads the same row; once
+// merged, the API can use it and this goes.)
+func (db *DB) LeaderForAPI(ctx context.Context) (LeaderInfo, error) {
 	var l LeaderInfo
 	err := db.Pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
 		Scan(&l.Epoch, &l.InstanceID, &l.Since)
@@ -255,8 +265,9 @@ func (db *DB) LeaderRow(ctx context.Context) (LeaderInfo, error) {
 	return l, nil
 }
 
-// Instance is one replica's heartbeat row.
-type Instance struct {
+// InstanceRow is one replica's heartbeat row. (The engine's store.Instance has the same
+// fields; once merged, the API can use db.Instances and this goes.)
+type InstanceRow struct {
 	InstanceID string    `json:"instance_id"`
 	Host       string    `json:"host"`
 	Version    string    `json:"version"`
@@ -267,14 +278,14 @@ type Instance struct {
 }
 
 // InstancesForAPI lists scheduler_instances. (Until the engine's db.Instances is merged.)
-func (db *DB) InstancesForAPI(ctx context.Context) ([]Instance, error) {
+func (db *DB) InstancesForAPI(ctx context.Context) ([]InstanceRow, error) {
 	rows, err := db.Pool.Query(ctx, `
 		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
 		FROM scheduler_instances ORDER BY instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Instance])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[InstanceRow])
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

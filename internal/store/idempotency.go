@@ -22,6 +22,10 @@ type IdempotencyRecord struct {
 	RequestHash    string
 	ResponseStatus int
 	ResponseJSON   []byte
+	// PendingRunID is the run a PENDING request is waiting for (0 if unknown).
+	PendingRunID int64
+	// Age is how long ago the key was claimed, on the database clock.
+	Age time.Duration
 }
 
 // ClaimIdempotencyKey makes the caller the owner of (key, scope), or returns the record of
@@ -49,16 +53,24 @@ func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, key, scope, requestHash
 	// READ COMMITTED: this statement's snapshot includes the owner's committed record.
 	var rec IdempotencyRecord
 	var status *int
+	var pendingRunID *int64
+	var ageMicros int64
 	err = tx.QueryRow(ctx, `
-		SELECT status, request_hash, response_status, response_json
+		SELECT status, request_hash, response_status, response_json,
+		       CASE WHEN status = 'PENDING' THEN (response_json ->> 'run_id')::int8 END,
+		       (extract(epoch FROM now() - created_at) * 1e6)::int8
 		FROM idempotency_keys WHERE key = $1::uuid AND scope = $2`, key, scope).
-		Scan(&rec.Status, &rec.RequestHash, &status, &rec.ResponseJSON)
+		Scan(&rec.Status, &rec.RequestHash, &status, &rec.ResponseJSON, &pendingRunID, &ageMicros)
 	if err != nil {
 		return false, nil, fmt.Errorf("read idempotency key %s: %w", key, err)
 	}
 	if status != nil {
 		rec.ResponseStatus = *status
 	}
+	if pendingRunID != nil {
+		rec.PendingRunID = *pendingRunID
+	}
+	rec.Age = time.Duration(ageMicros) * time.Microsecond
 	return false, &rec, nil
 }
 
@@ -69,6 +81,19 @@ func CompleteIdempotencyKey(ctx context.Context, q DBTX, key, scope string, stat
 		WHERE key = $1::uuid AND scope = $2`, key, scope, status, body)
 	if err != nil {
 		return fmt.Errorf("store the answer of idempotency key %s: %w", key, err)
+	}
+	return nil
+}
+
+// NoteIdempotencyRun records, on a key that stays PENDING while its request waits, which run
+// the request created, so a duplicate can still answer with that run if the waiting replica
+// died before storing its answer.
+func NoteIdempotencyRun(ctx context.Context, q DBTX, key, scope string, runID int64) error {
+	_, err := q.Exec(ctx, `
+		UPDATE idempotency_keys SET response_json = jsonb_build_object('run_id', $3::int8)
+		WHERE key = $1::uuid AND scope = $2 AND status = 'PENDING'`, key, scope, runID)
+	if err != nil {
+		return fmt.Errorf("note the run of idempotency key %s: %w", key, err)
 	}
 	return nil
 }

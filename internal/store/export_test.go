@@ -1,0 +1,4 @@
+package store
+
+// ListRunsSQL lets the external tests EXPLAIN the history query.
+var ListRunsSQL = listRunsSQL

@@ -78,7 +78,7 @@ const lockNotAvailable = "55P03"
 // application_name, are terminated before retrying.
 func BumpEpoch(ctx context.Context, conn *pgx.Conn, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {
 	const readOld = `
-		SELECT epoch, coalesce(instance_id, ''), coalesce(since, '-infinity') FROM scheduler_leader WHERE id = 1`
+		SELECT epoch, coalesce(instance_id, ''), since FROM scheduler_leader WHERE id = 1`
 	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
 	// does not accept parameters.
 	const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
@@ -95,8 +95,12 @@ func BumpEpoch(ctx context.Context, conn *pgx.Conn, instanceID string, lease tim
 		FROM pg_stat_activity
 		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()`
 
-	if err = conn.QueryRow(ctx, readOld).Scan(&old.Epoch, &old.InstanceID, &old.Since); err != nil {
+	var oldSince *time.Time
+	if err = conn.QueryRow(ctx, readOld).Scan(&old.Epoch, &old.InstanceID, &oldSince); err != nil {
 		return old, cur, 0, fmt.Errorf("read leader row: %w", err)
+	}
+	if oldSince != nil {
+		old.Since = *oldSince
 	}
 	for {
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -29,8 +29,10 @@ const waitTimeout = 15 * time.Second
 // recordJob records one call and returns.
 type recordJob struct{ name string }
 
-func (j recordJob) Name() string             { return j.name }
-func (j recordJob) Defaults() jobs.Defaults { return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute} }
+func (j recordJob) Name() string { return j.name }
+func (j recordJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
 func (j recordJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 	return jobs.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
 }
@@ -38,8 +40,10 @@ func (j recordJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 // blockJob records its start, then waits for its context and returns its error.
 type blockJob struct{ name string }
 
-func (j blockJob) Name() string             { return j.name }
-func (j blockJob) Defaults() jobs.Defaults { return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute} }
+func (j blockJob) Name() string { return j.name }
+func (j blockJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
 func (j blockJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 	if err := recordCall(ctx, env); err != nil {
 		return jobs.Stats{}, err
@@ -51,8 +55,10 @@ func (j blockJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 // panicJob panics.
 type panicJob struct{ name string }
 
-func (j panicJob) Name() string             { return j.name }
-func (j panicJob) Defaults() jobs.Defaults { return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute} }
+func (j panicJob) Name() string { return j.name }
+func (j panicJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
 func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
 	panic("boom: the job body blew up")
 }
@@ -61,8 +67,10 @@ func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
 // until its context ends or a write fails.
 type writerJob struct{ name string }
 
-func (j writerJob) Name() string             { return j.name }
-func (j writerJob) Defaults() jobs.Defaults { return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute} }
+func (j writerJob) Name() string { return j.name }
+func (j writerJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
 func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 	var stats jobs.Stats
 	for {

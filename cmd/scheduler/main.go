@@ -1,0 +1,91 @@
+// Command scheduler runs an application's periodic jobs on exactly one elected replica.
+//
+//	scheduler serve             run a replica (HTTP API + leader election + job schedule)
+//	scheduler migrate up|down|version
+//	scheduler seed              load demo data
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+)
+
+// Exit codes: 2 means "you asked for something invalid" (usage, configuration), so scripts
+// and orchestrators can tell a misconfiguration from a runtime failure (1).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const usage = `scheduler runs an application's periodic jobs on one elected replica.
+
+Usage:
+  scheduler serve                 run a replica: HTTP API, leader election, job schedule
+  scheduler migrate up            apply pending migrations
+  scheduler migrate down [N|--all] revert N migrations (default 1)
+  scheduler migrate version       print the applied schema version
+  scheduler seed [flags]          load demo data (idempotent)
+  scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
+  scheduler version               print the build version
+
+Run "scheduler <command> --help" for a command's flags. Configuration comes from the
+environment; see README.md ("Configuration"). DATABASE_URL is always required.
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, environ, stdout, stderr)
+	case "migrate":
+		return migrateCmd(ctx, rest, environ, stdout, stderr)
+	case "seed":
+		return seedCmd(ctx, rest, environ, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(environ, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "scheduler: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// configError prints every invalid variable, one per line, and returns the usage exit code.
+func configError(stderr io.Writer, err error) int {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "scheduler: %s\n", line)
+	}
+	var cfgErr *config.Error
+	if !errors.As(err, &cfgErr) {
+		return exitFailure
+	}
+	return exitUsage
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/schedulerhq/scheduler/api"
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+const serveUsage = `Usage: scheduler serve
+
+Runs one replica: the HTTP API on SCHEDULER_HTTP_ADDR, schema migration, leader election,
+and (on the leader only) the job schedule. Stops cleanly on SIGINT/SIGTERM, releasing
+leadership first. Configuration is read from the environment (README.md, "Configuration").
+`
+
+// retryDelay paces reconnection while the database is unreachable: fast enough that a
+// replica is ready within seconds of PostgreSQL coming back, slow enough not to flood its log.
+const retryDelay = 2 * time.Second
+
+func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage) }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	registry := jobs.Builtin()
+	cfg, err := config.Load(config.NewEnv(environ), jobDefaults(registry))
+	if err != nil {
+		return configError(stderr, err)
+	}
+	log := logging.ForInstance(logging.New(stdout, cfg.LogLevel, cfg.LogFormat), cfg.InstanceID)
+	m := metrics.New()
+	m.SetInstanceID(cfg.InstanceID)
+	for _, j := range cfg.Jobs {
+		var period time.Duration
+		if j.Enabled {
+			period = j.Schedule.Period(time.Now())
+		}
+		m.SetJobPeriod(j.Name, period)
+	}
+
+	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{InstanceID: cfg.InstanceID, LeaseTimeout: cfg.LeaseTimeout})
+	if err != nil {
+		log.Error("cannot use DATABASE_URL", "err", err)
+		return exitFailure
+	}
+	defer db.Close()
+
+	listener, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "err", err)
+		return exitFailure
+	}
+	server := &http.Server{
+		Handler:           api.NewServer(api.Config{DB: db, InstanceID: cfg.InstanceID, Log: log}).Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		log.Info("http listening", "addr", listener.Addr().String(), "version", version)
+		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+
+	// Nothing runs before the schema is ours: no database, no leader, no job (fail closed).
+	if err := migrateUntilDone(ctx, cfg.DatabaseURL, log); err == nil {
+		log.Info("schema ready", "version", store.SchemaVersion())
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := server.Shutdown(shutdownCtx); err != nil {
+		log.Warn("http shutdown incomplete", "err", err)
+	}
+	wg.Wait()
+	log.Info("stopped")
+	return exitOK
+}
+
+// migrateUntilDone applies pending migrations, retrying while the database is unreachable.
+// It returns nil once the schema is current, or ctx's error on shutdown.
+func migrateUntilDone(ctx context.Context, databaseURL string, log *slog.Logger) error {
+	for attempt := 1; ; attempt++ {
+		err := migrateOnce(databaseURL)
+		if err == nil {
+			return nil
+		}
+		log.Error("database not ready; no job runs until it is. Check DATABASE_URL and that PostgreSQL is up; retrying",
+			"attempt", attempt, "retry_in", retryDelay.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryDelay):
+		}
+	}
+}
+
+func migrateOnce(databaseURL string) error {
+	mg, err := store.NewMigrator(databaseURL)
+	if err != nil {
+		return err
+	}
+	defer mg.Close()
+	return mg.Up()
+}
+
+func jobDefaults(r *jobs.Registry) []config.JobDefaults {
+	var out []config.JobDefaults
+	for _, j := range r.All() {
+		d := j.Defaults()
+		out = append(out, config.JobDefaults{Name: j.Name(), Schedule: d.Schedule, Timeout: d.Timeout, MinGap: d.MinGap})
+	}
+	return out
+}

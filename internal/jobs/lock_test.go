@@ -1,0 +1,96 @@
+package jobs_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// runNow is the fixed clock of the tests' runs; "today" for the membership jobs is its date.
+var runNow = time.Date(2026, 3, 15, 2, 0, 0, 0, time.UTC)
+
+// newEnv makes this test's database the leader's at epoch 1 (bypassing the elector) and
+// returns a run environment for job whose writes are fenced by that epoch.
+func newEnv(t *testing.T, db *store.DB, job string) *jobs.Env {
+	t.Helper()
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+	var runID int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), 1)
+RETURNING id`, job).Scan(&runID))
+	return &jobs.Env{
+		RunID: runID,
+		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
+			return db.Fenced(ctx, 1, fn)
+		},
+		Pool: db.Pool,
+		Log:  slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
+		Now:  runNow,
+	}
+}
+
+// runTogether runs job n times at once on env, released together, and returns each run's stats.
+func runTogether(t *testing.T, job jobs.Job, env *jobs.Env, n int) []jobs.Stats {
+	t.Helper()
+	stats := make([]jobs.Stats, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			stats[i], errs[i] = job.Run(context.Background(), env)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "run %d", i)
+	}
+	return stats
+}
+
+// holdLock takes job's lock on entity id in a transaction left open until the test ends.
+func holdLock(t *testing.T, db *store.DB, job string, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	ok, err := jobs.TryLock(ctx, tx, job, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestTryLockAllSkipsEntitiesHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	holdLock(t, db, "probe", 2)
+
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	locked, err := jobs.TryLockAll(ctx, tx, "probe", []int64{3, 2, 1})
+	require.NoError(t, err)
+	assert.Equal(t, []int64{3, 1}, locked, "the entity locked by another transaction is skipped, the order kept")
+
+	// Another job's lock on the same id is a different key.
+	ok, err := jobs.TryLock(ctx, tx, "other-job", 2)
+	require.NoError(t, err)
+	assert.True(t, ok)
+}

@@ -1,0 +1,175 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Message is one message a job sends, as recorded in its message_deliveries row.
+type Message struct {
+	// DeliveryID is the message_deliveries row that claimed the message.
+	DeliveryID int64 `json:"delivery_id"`
+	// Attempt counts the claims of the delivery: 1, or more when a claim orphaned by a crash
+	// was taken over. It fences the outcome: only the latest claim may record one.
+	Attempt  int             `json:"attempt"`
+	Provider string          `json:"provider"`
+	Channel  string          `json:"channel"` // EMAIL, SMS or WHATSAPP
+	To       string          `json:"to"`
+	Template string          `json:"template"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+// IdempotencyKey names the message for the provider: the same delivery always carries the
+// same key, so a provider that de-duplicates on it delivers a resent message once.
+func (m Message) IdempotencyKey() string {
+	return "message-delivery-" + strconv.FormatInt(m.DeliveryID, 10)
+}
+
+// Sender delivers messages to a provider.
+type Sender interface {
+	// Provider names the provider in message_deliveries.provider.
+	Provider() string
+	// Idempotent reports whether the provider de-duplicates on Message.IdempotencyKey. Only
+	// then may a message whose send outcome was lost in a crash be sent again.
+	Idempotent() bool
+	// Send delivers m and returns the provider's id for it ("" if it gives none).
+	Send(ctx context.Context, m Message) (providerMessageID string, err error)
+}
+
+// LogSender is the default sender: it writes each message to the log and delivers nothing.
+type LogSender struct {
+	log *slog.Logger
+}
+
+// NewLogSender returns a sender that logs messages on log.
+func NewLogSender(log *slog.Logger) *LogSender { return &LogSender{log: log} }
+
+func (*LogSender) Provider() string { return "log" }
+
+// Idempotent is false: a log line cannot be taken back, so a lost outcome is not resent.
+func (*LogSender) Idempotent() bool { return false }
+
+func (s *LogSender) Send(ctx context.Context, m Message) (string, error) {
+	s.log.InfoContext(ctx, "message sent (log sender: logged, not delivered)",
+		"delivery_id", m.DeliveryID, "channel", m.Channel, "to", m.To, "template", m.Template,
+		"payload", string(m.Payload))
+	return m.IdempotencyKey(), nil
+}
+
+// WebhookSettings configure the webhook sender.
+type WebhookSettings struct {
+	// URL receives each message as an HTTP POST of its JSON.
+	URL string
+	// Timeout bounds each attempt.
+	Timeout time.Duration
+	// MaxAttempts bounds the attempts per message (1 = no retry).
+	MaxAttempts int
+	// Backoff is the wait before the first retry, doubled before each next one.
+	Backoff time.Duration
+}
+
+// Webhook sender defaults.
+const (
+	webhookTimeoutDefault     = 10 * time.Second
+	webhookMaxAttemptsDefault = 4
+	webhookBackoffDefault     = 500 * time.Millisecond
+)
+
+// WebhookSender POSTs each message as JSON to a URL, with the delivery's idempotency key in
+// the Idempotency-Key header. It retries network errors, 5xx and 429 answers with exponential
+// backoff, up to MaxAttempts; any other answer outside 2xx fails at once.
+type WebhookSender struct {
+	s      WebhookSettings
+	client *http.Client
+}
+
+// NewWebhookSender returns a webhook sender; zero settings take the defaults.
+func NewWebhookSender(s WebhookSettings) *WebhookSender {
+	if s.Timeout <= 0 {
+		s.Timeout = webhookTimeoutDefault
+	}
+	if s.MaxAttempts <= 0 {
+		s.MaxAttempts = webhookMaxAttemptsDefault
+	}
+	if s.Backoff <= 0 {
+		s.Backoff = webhookBackoffDefault
+	}
+	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout}}
+}
+
+func (*WebhookSender) Provider() string { return "webhook" }
+
+// Idempotent is true: the receiver gets the same Idempotency-Key for every send of a delivery
+// and is expected to de-duplicate on it.
+func (*WebhookSender) Idempotent() bool { return true }
+
+// errPermanent marks an answer that retrying cannot change.
+var errPermanent = errors.New("permanent")
+
+func (w *WebhookSender) Send(ctx context.Context, m Message) (string, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode message %d: %w", m.DeliveryID, err)
+	}
+	wait := w.s.Backoff
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		id, err := w.post(ctx, m, body)
+		if err == nil {
+			return id, nil
+		}
+		lastErr = fmt.Errorf("webhook attempt %d of %d: %w", attempt, w.s.MaxAttempts, err)
+		if errors.Is(err, errPermanent) || attempt >= w.s.MaxAttempts || ctx.Err() != nil {
+			return "", lastErr
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return "", errors.Join(lastErr, err)
+		}
+		wait *= 2
+	}
+}
+
+// post makes one attempt. The answer's JSON "id" (if any) is the provider's message id.
+func (w *WebhookSender) post(ctx context.Context, m Message, body []byte) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.s.URL, bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("%w: build request: %v", errPermanent, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", m.IdempotencyKey())
+	resp, err := w.client.Do(req)
+	if err != nil { // network error or attempt timeout: retried
+		return "", fmt.Errorf("POST %s: %w", w.s.URL, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		var out struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(answer, &out) // an answer without an id is still a success
+		return out.ID, nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return "", fmt.Errorf("POST %s: %s: %s", w.s.URL, resp.Status, snippet(answer))
+	default:
+		return "", fmt.Errorf("%w: POST %s: %s: %s", errPermanent, w.s.URL, resp.Status, snippet(answer))
+	}
+}
+
+// snippet keeps an answer body short enough for a log line and the delivery's error column.
+func snippet(b []byte) string {
+	const limit = 200
+	if len(b) > limit {
+		return string(b[:limit]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,431 @@
+// Package metrics is the scheduler's Prometheus instrumentation: one registry per process
+// (not the global default, so tests and several schedulers in one process never collide),
+// and small methods named after what happened — a run started, a replica was elected — so
+// callers never touch label names or metric types.
+//
+// A nil *Metrics is valid and records nothing: tests and optional wiring need no guards.
+//
+// Label names: the job's name is the label "job_name", not "job", because Prometheus puts
+// every scraped series' target job into "job" (it would rename ours to "exported_job").
+// Every label value comes from a closed set (job names, statuses, triggers, route patterns,
+// reasons), never from ids or raw paths, so the number of series stays bounded.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "scheduler"
+
+// Histogram buckets, in seconds, chosen for what each one measures.
+var (
+	// A scheduled run normally starts within milliseconds of its slot; the alert fires when
+	// the p99 passes 5 minutes, so there must be bucket edges on both sides of 300 s.
+	scheduleDelayBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+	// Job bodies run from well under a second (nothing due) to the longest timeouts (hours).
+	runDurationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200}
+	// Hand-over is promised "well under a second" after a clean step-down and within the
+	// lease timeout (5 s default) after a crash or partition.
+	handoverBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 7.5, 10, 15, 30, 60}
+	// Advisory-lock waits: immediate when free, up to the lease timeout when fenced
+	// transactions of a deposed leader hold the leader row.
+	lockWaitBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// HTTP: most answers take milliseconds; POST /v1/jobs/{name}/runs?wait= can hold a
+	// request for up to its wait (30 s and more).
+	httpDurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+)
+
+// Metrics holds the scheduler's collectors and the registry they are exposed from.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	instanceInfo *prometheus.GaugeVec
+
+	isLeader        prometheus.Gauge
+	leaderEpoch     prometheus.Gauge
+	electionsTotal  prometheus.Counter
+	handoverSeconds prometheus.Histogram
+	stepDownsTotal  *prometheus.CounterVec
+
+	runsTotal            *prometheus.CounterVec
+	runDurationSeconds   *prometheus.HistogramVec
+	scheduleDelaySeconds *prometheus.HistogramVec
+	jobsRunning          *prometheus.GaugeVec
+	lastSuccessTimestamp *prometheus.GaugeVec
+	expectedPeriod       *prometheus.GaugeVec
+	jobPaused            *prometheus.GaugeVec
+
+	entitiesTotal       *prometheus.CounterVec
+	lockContentionTotal *prometheus.CounterVec
+	lockWaitSeconds     *prometheus.HistogramVec
+
+	idempotencyReplaysTotal   prometheus.Counter
+	idempotencyConflictsTotal prometheus.Counter
+
+	httpRequestsTotal   *prometheus.CounterVec
+	httpRequestDuration *prometheus.HistogramVec
+}
+
+// New builds the collectors and registers them, with the Go runtime and process collectors,
+// on a registry of their own.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+
+		instanceInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "instance_info",
+			Help: "Always 1; its instance_id label maps a scrape target to the replica's SCHEDULER_INSTANCE_ID.",
+		}, []string{"instance_id"}),
+
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "is_leader",
+			Help: "1 while this replica holds leadership, else 0. Summed over replicas it must be exactly 1.",
+		}),
+		leaderEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "leader_epoch",
+			Help: "The leadership epoch (fencing token) this replica last saw; it grows by one per election.",
+		}),
+		electionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "elections_total",
+			Help: "Times this replica became leader.",
+		}),
+		handoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "handover_duration_seconds",
+			Help:    "Seconds from the previous leader stopping to this replica leading with a new epoch.",
+			Buckets: handoverBuckets,
+		}),
+		stepDownsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "step_downs_total",
+			Help: "Times this replica stopped leading, by reason (shutdown, lock_lost, fenced, ...).",
+		}, []string{"reason"}),
+
+		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "runs_total",
+			Help: "Runs that reached a final status on this replica, by job, status and trigger.",
+		}, []string{"job_name", "status", "trigger"}),
+		runDurationSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "run_duration_seconds",
+			Help:    "Wall time of runs that executed, from start to final status, by job.",
+			Buckets: runDurationBuckets,
+		}, []string{"job_name"}),
+		scheduleDelaySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "schedule_delay_seconds",
+			Help:    "Seconds between a scheduled slot's nominal time and the start of its run, by job.",
+			Buckets: scheduleDelayBuckets,
+		}, []string{"job_name"}),
+		jobsRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "jobs_running",
+			Help: "Runs executing on this replica now, by job.",
+		}, []string{"job_name"}),
+		lastSuccessTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "job_last_success_timestamp_seconds",
+			Help: "Unix time of the job's last successful run known to this replica (take max over replicas).",
+		}, []string{"job_name"}),
+		expectedPeriod: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "job_expected_period_seconds",
+			Help: "Longest expected gap between two slots of the job's schedule; absent for disabled jobs.",
+		}, []string{"job_name"}),
+		jobPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "job_paused",
+			Help: "1 while the job is paused (POST /v1/jobs/{name}/pause), as seen by the leader.",
+		}, []string{"job_name"}),
+
+		entitiesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "entities_total",
+			Help: "Entities handled by runs, by job and outcome: processed (all examined); changed, skipped_locked and error are subsets of processed.",
+		}, []string{"job_name", "outcome"}),
+		lockContentionTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "entity_lock_contention_total",
+			Help: "Per-entity advisory try-locks that found the entity locked by another transaction, by job.",
+		}, []string{"job_name"}),
+		lockWaitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "lock_wait_seconds",
+			Help:    "Seconds spent waiting to acquire a named lock, by lock.",
+			Buckets: lockWaitBuckets,
+		}, []string{"lock"}),
+
+		idempotencyReplaysTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "idempotency_replays_total",
+			Help: "Requests answered by replaying the stored answer of the same Idempotency-Key and body.",
+		}),
+		idempotencyConflictsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "idempotency_conflicts_total",
+			Help: "Requests refused with 409 because their Idempotency-Key was used with another body.",
+		}),
+
+		httpRequestsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "http_request_duration_seconds",
+			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
+			Buckets: httpDurationBuckets,
+		}, []string{"route", "method"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.instanceInfo,
+		m.isLeader, m.leaderEpoch, m.electionsTotal, m.handoverSeconds, m.stepDownsTotal,
+		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
+		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
+		m.entitiesTotal, m.lockContentionTotal, m.lockWaitSeconds,
+		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
+		m.httpRequestsTotal, m.httpRequestDuration,
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format (GET /metrics).
+// A nil *Metrics serves 404, as if the route did not exist.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Registry returns the registry, for callers that add collectors of their own (pool stats).
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.registry
+}
+
+// SetInstanceID exposes scheduler_instance_info{instance_id=id} 1, so a dashboard can name
+// the replica behind each scrape target.
+func (m *Metrics) SetInstanceID(id string) {
+	if m == nil {
+		return
+	}
+	m.instanceInfo.Reset()
+	m.instanceInfo.WithLabelValues(id).Set(1)
+}
+
+// SetLeader records whether this replica leads and the epoch it knows (its own when leading,
+// the current leader's when following).
+func (m *Metrics) SetLeader(isLeader bool, epoch int64) {
+	if m == nil {
+		return
+	}
+	m.isLeader.Set(boolValue(isLeader))
+	m.leaderEpoch.Set(float64(epoch))
+}
+
+// Elected counts an election won by this replica and observes how long the hand-over took.
+// A negative handoverSeconds (unknown, e.g. the first leader of a cold cluster) counts the
+// election without observing a duration.
+func (m *Metrics) Elected(handoverSeconds float64) {
+	if m == nil {
+		return
+	}
+	m.electionsTotal.Inc()
+	if handoverSeconds >= 0 {
+		m.handoverSeconds.Observe(handoverSeconds)
+	}
+}
+
+// SteppedDown records that this replica stopped leading and why. It also sets is_leader to 0
+// and clears the leader-owned job_paused gauges, so a former leader cannot keep reporting a
+// pause state that the new leader alone keeps current.
+func (m *Metrics) SteppedDown(reason string) {
+	if m == nil {
+		return
+	}
+	m.stepDownsTotal.WithLabelValues(reason).Inc()
+	m.isLeader.Set(0)
+	m.jobPaused.Reset()
+}
+
+// RunStarted records that a run began executing. For scheduled runs it observes the schedule
+// delay (actual start minus the slot's nominal time); manual, catch-up and recovery runs are
+// late on purpose and would drown the signal, so only the running gauge moves for them.
+// Every RunStarted must be followed by exactly one RunFinished for the same job.
+func (m *Metrics) RunStarted(job, trigger string, scheduleDelay time.Duration) {
+	if m == nil {
+		return
+	}
+	m.jobsRunning.WithLabelValues(job).Inc()
+	if trigger == "schedule" {
+		m.scheduleDelaySeconds.WithLabelValues(job).Observe(max(scheduleDelay.Seconds(), 0))
+	}
+}
+
+// RunFinished records the final status of a run that RunStarted announced: it counts the run,
+// observes its duration, lowers the running gauge and, on success, sets the job's last
+// success time to now.
+func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duration) {
+	if m == nil {
+		return
+	}
+	m.jobsRunning.WithLabelValues(job).Dec()
+	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
+	m.runDurationSeconds.WithLabelValues(job).Observe(duration.Seconds())
+	if status == "succeeded" {
+		m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(time.Now().UnixNano()) / 1e9)
+	}
+}
+
+// RunRecorded counts a run that reached a final status without executing here: a slot
+// skipped for overlap or recorded as missed, a dead leader's run marked abandoned, a queued
+// run cancelled before it started.
+func (m *Metrics) RunRecorded(job, status, trigger string) {
+	if m == nil {
+		return
+	}
+	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
+}
+
+// SetLastSuccess sets the job's last success time from the database (the newest succeeded
+// run's finished_at), so a replica that has just become leader, or just restarted, reports
+// the cluster's history instead of nothing.
+func (m *Metrics) SetLastSuccess(job string, at time.Time) {
+	if m == nil || at.IsZero() {
+		return
+	}
+	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// Statuses and triggers whose run counters SetJobPeriod creates at zero (store's constants;
+// repeated here because metrics must not import store).
+var (
+	executedStatuses = []string{"succeeded", "failed", "timed_out", "abandoned"}
+	triggers         = []string{"schedule", "manual", "catch-up", "recovery"}
+)
+
+// SetJobPeriod exposes the longest expected gap between the job's slots, which the
+// SchedulerJobStuck alert compares with the time since its last success. A period of 0 (a
+// disabled job) removes the series, so a disabled job never alerts. Call it once per
+// configured job at start.
+//
+// It also creates the job's run counters at 0: increase() cannot see the first increment of
+// a series that appears with value 1, so without this a job's first failure would never
+// reach the failure-ratio alert.
+func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
+	if m == nil {
+		return
+	}
+	for _, status := range executedStatuses {
+		for _, trigger := range triggers {
+			m.runsTotal.WithLabelValues(job, status, trigger)
+		}
+	}
+	if period <= 0 {
+		m.expectedPeriod.DeleteLabelValues(job)
+		return
+	}
+	m.expectedPeriod.WithLabelValues(job).Set(period.Seconds())
+}
+
+// SetJobPaused records the job's pause state as the leader sees it; the SchedulerJobStuck
+// alert is silenced for paused jobs.
+func (m *Metrics) SetJobPaused(job string, paused bool) {
+	if m == nil {
+		return
+	}
+	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+}
+
+// Entities adds a run's entity counts (jobs.Stats) to scheduler_entities_total.
+func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors int64) {
+	if m == nil {
+		return
+	}
+	for _, c := range []struct {
+		outcome string
+		n       int64
+	}{{"processed", processed}, {"changed", changed}, {"skipped_locked", skippedLocked}, {"error", errors}} {
+		// Creating the series even for 0 lets rate() and ratios see the job from its first run.
+		m.entitiesTotal.WithLabelValues(job, c.outcome).Add(float64(max(c.n, 0)))
+	}
+}
+
+// LockContention counts n per-entity try-locks that found the entity already locked.
+func (m *Metrics) LockContention(job string, n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.lockContentionTotal.WithLabelValues(job).Add(float64(n))
+}
+
+// LockAcquired observes how long acquiring the named lock took. lock names a kind of lock
+// ("leader", "leader_row"), never an entity, to keep the series bounded.
+func (m *Metrics) LockAcquired(lock string, wait time.Duration) {
+	if m == nil {
+		return
+	}
+	m.lockWaitSeconds.WithLabelValues(lock).Observe(max(wait.Seconds(), 0))
+}
+
+// IdempotencyReplay counts a request answered from a stored Idempotency-Key answer.
+func (m *Metrics) IdempotencyReplay() {
+	if m == nil {
+		return
+	}
+	m.idempotencyReplaysTotal.Inc()
+}
+
+// IdempotencyConflict counts a request refused because its key was used with another body.
+func (m *Metrics) IdempotencyConflict() {
+	if m == nil {
+		return
+	}
+	m.idempotencyConflictsTotal.Inc()
+}
+
+// unmatchedRoute labels requests no route matched, so scanners probing random paths add one
+// series, not one per path.
+const unmatchedRoute = "unmatched"
+
+// HTTPMiddleware records every request's count and latency by chi route pattern
+// (/v1/runs/{id}, not /v1/runs/42), method and status code. Install it with r.Use on the
+// top-level chi router: chi fills the pattern while routing, so it is read after the
+// handler has run.
+func (m *Metrics) HTTPMiddleware(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		defer func() {
+			code := ww.Status()
+			if p := recover(); p != nil {
+				// A panicking handler is answered 500 by a recoverer further out; count it
+				// as such, then let the panic go on to that recoverer.
+				code = http.StatusInternalServerError
+				defer panic(p)
+			}
+			if code == 0 {
+				// The handler wrote nothing: net/http answers 200.
+				code = http.StatusOK
+			}
+			route := unmatchedRoute
+			if rc := chi.RouteContext(r.Context()); rc != nil {
+				if p := rc.RoutePattern(); p != "" {
+					route = p
+				}
+			}
+			m.httpRequestsTotal.WithLabelValues(route, r.Method, strconv.Itoa(code)).Inc()
+			m.httpRequestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

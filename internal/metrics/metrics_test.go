@@ -1,0 +1,324 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/metrics"
+)
+
+// scrape reads Handler() the way Prometheus does and parses the answer.
+func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	require.NoError(t, err)
+	return families
+}
+
+// series finds the one series of family name whose labels include want; nil when none.
+func series(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	f := families[name]
+	if f == nil {
+		return nil
+	}
+next:
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+func value(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	m := series(families, name, labels)
+	require.NotNil(t, m, "no series %s%v", name, labels)
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	t.Fatalf("%s is neither a counter nor a gauge", name)
+	return 0
+}
+
+func histogram(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Histogram {
+	t.Helper()
+	m := series(families, name, labels)
+	require.NotNil(t, m, "no series %s%v", name, labels)
+	require.NotNil(t, m.Histogram, "%s is not a histogram", name)
+	return m.Histogram
+}
+
+// cumulativeCount is the histogram's count of observations <= le.
+func cumulativeCount(h *dto.Histogram, le float64) uint64 {
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() == le {
+			return b.GetCumulativeCount()
+		}
+	}
+	return 0
+}
+
+func TestRunLifecycleMovesCountersHistogramsAndGauges(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	job := map[string]string{"job_name": "plan-change"}
+
+	m.RunStarted("plan-change", "schedule", 1500*time.Millisecond)
+	families := scrape(t, m)
+	assert.Equal(t, 1.0, value(t, families, "scheduler_jobs_running", job), "a started run is running")
+
+	before := time.Now()
+	m.RunFinished("plan-change", "succeeded", "schedule", 2*time.Second)
+	after := time.Now()
+	// A manual run has no slot: it runs and counts, but must not feed the schedule delay.
+	m.RunStarted("plan-change", "manual", time.Hour)
+	m.RunFinished("plan-change", "failed", "manual", 30*time.Second)
+	m.RunRecorded("plan-change", "skipped", "schedule")
+
+	families = scrape(t, m)
+	assert.Equal(t, 0.0, value(t, families, "scheduler_jobs_running", job), "every finished run left the gauge")
+	assert.Equal(t, 1.0, value(t, families, "scheduler_runs_total",
+		map[string]string{"job_name": "plan-change", "status": "succeeded", "trigger": "schedule"}))
+	assert.Equal(t, 1.0, value(t, families, "scheduler_runs_total",
+		map[string]string{"job_name": "plan-change", "status": "failed", "trigger": "manual"}))
+	assert.Equal(t, 1.0, value(t, families, "scheduler_runs_total",
+		map[string]string{"job_name": "plan-change", "status": "skipped", "trigger": "schedule"}))
+
+	duration := histogram(t, families, "scheduler_run_duration_seconds", job)
+	assert.Equal(t, uint64(2), duration.GetSampleCount(), "the skipped run never executed")
+	assert.InDelta(t, 32.0, duration.GetSampleSum(), 1e-9)
+	assert.Equal(t, uint64(1), cumulativeCount(duration, 5), "2 s falls in le=5, 30 s does not")
+
+	delay := histogram(t, families, "scheduler_schedule_delay_seconds", job)
+	assert.Equal(t, uint64(1), delay.GetSampleCount(), "only the scheduled run has a schedule delay")
+	assert.InDelta(t, 1.5, delay.GetSampleSum(), 1e-9)
+	assert.Equal(t, uint64(0), cumulativeCount(delay, 1))
+	assert.Equal(t, uint64(1), cumulativeCount(delay, 2.5))
+
+	last := value(t, families, "scheduler_job_last_success_timestamp_seconds", job)
+	assert.GreaterOrEqual(t, last, float64(before.UnixNano())/1e9)
+	assert.LessOrEqual(t, last, float64(after.UnixNano())/1e9, "the failed run must not move the last success")
+}
+
+func TestJobStateGauges(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	succeeded := time.Date(2026, 3, 1, 2, 0, 5, 0, time.UTC)
+	m.SetLastSuccess("status-sync", succeeded)
+	m.SetLastSuccess("rounds-open", time.Time{}) // never succeeded: no series, not 1970
+	m.SetJobPeriod("status-sync", 24*time.Hour)
+	m.SetJobPeriod("rounds-open", 5*time.Minute)
+	m.SetJobPeriod("rounds-open", 0) // disabled afterwards
+	m.SetJobPaused("status-sync", true)
+
+	families := scrape(t, m)
+	assert.Equal(t, float64(succeeded.Unix()), value(t, families, "scheduler_job_last_success_timestamp_seconds",
+		map[string]string{"job_name": "status-sync"}))
+	assert.Nil(t, series(families, "scheduler_job_last_success_timestamp_seconds", map[string]string{"job_name": "rounds-open"}))
+	assert.Equal(t, 86400.0, value(t, families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "status-sync"}))
+	assert.Nil(t, series(families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "rounds-open"}),
+		"a disabled job has no expected period, so it cannot alert as stuck")
+	assert.Equal(t, 1.0, value(t, families, "scheduler_job_paused", map[string]string{"job_name": "status-sync"}))
+	for _, status := range []string{"succeeded", "failed", "timed_out", "abandoned"} {
+		assert.Equal(t, 0.0, value(t, families, "scheduler_runs_total",
+			map[string]string{"job_name": "status-sync", "status": status, "trigger": "schedule"}),
+			"the first failure must be an increase from an existing 0, or increase() misses it")
+	}
+}
+
+func TestLeadershipMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.SetInstanceID("scheduler-2")
+	m.SetLeader(false, 6)
+	families := scrape(t, m)
+	assert.Equal(t, 0.0, value(t, families, "scheduler_is_leader", nil))
+	assert.Equal(t, 6.0, value(t, families, "scheduler_leader_epoch", nil), "a follower reports the epoch it saw")
+	assert.Equal(t, 1.0, value(t, families, "scheduler_instance_info", map[string]string{"instance_id": "scheduler-2"}))
+
+	m.SetLeader(true, 7)
+	m.Elected(0.2)
+	m.SetJobPaused("rounds-close", true)
+	families = scrape(t, m)
+	assert.Equal(t, 1.0, value(t, families, "scheduler_is_leader", nil))
+	assert.Equal(t, 7.0, value(t, families, "scheduler_leader_epoch", nil))
+	assert.Equal(t, 1.0, value(t, families, "scheduler_elections_total", nil))
+	handover := histogram(t, families, "scheduler_handover_duration_seconds", nil)
+	assert.Equal(t, uint64(1), handover.GetSampleCount())
+	assert.InDelta(t, 0.2, handover.GetSampleSum(), 1e-9)
+
+	m.SteppedDown("shutdown")
+	m.Elected(-1) // a cold start: counted, no duration
+	families = scrape(t, m)
+	assert.Equal(t, 0.0, value(t, families, "scheduler_is_leader", nil), "stepping down clears is_leader")
+	assert.Equal(t, 1.0, value(t, families, "scheduler_step_downs_total", map[string]string{"reason": "shutdown"}))
+	assert.Nil(t, series(families, "scheduler_job_paused", map[string]string{"job_name": "rounds-close"}),
+		"a former leader must not keep reporting pause state")
+	assert.Equal(t, 2.0, value(t, families, "scheduler_elections_total", nil))
+	assert.Equal(t, uint64(1), histogram(t, families, "scheduler_handover_duration_seconds", nil).GetSampleCount())
+}
+
+func TestEntityLockAndIdempotencyCounters(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.Entities("status-sync", 10, 4, 3, 1)
+	m.Entities("status-sync", 5, 5, 0, 0)
+	m.LockContention("status-sync", 3)
+	m.LockContention("status-sync", 0)
+	m.LockAcquired("leader", 40*time.Millisecond)
+	m.IdempotencyReplay()
+	m.IdempotencyReplay()
+	m.IdempotencyConflict()
+
+	families := scrape(t, m)
+	for outcome, want := range map[string]float64{"processed": 15, "changed": 9, "skipped_locked": 3, "error": 1} {
+		assert.Equal(t, want, value(t, families, "scheduler_entities_total",
+			map[string]string{"job_name": "status-sync", "outcome": outcome}), outcome)
+	}
+	assert.Equal(t, 3.0, value(t, families, "scheduler_entity_lock_contention_total", map[string]string{"job_name": "status-sync"}))
+	wait := histogram(t, families, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader"})
+	assert.Equal(t, uint64(1), wait.GetSampleCount())
+	assert.Equal(t, uint64(0), cumulativeCount(wait, 0.025))
+	assert.Equal(t, uint64(1), cumulativeCount(wait, 0.05))
+	assert.Equal(t, 2.0, value(t, families, "scheduler_idempotency_replays_total", nil))
+	assert.Equal(t, 1.0, value(t, families, "scheduler_idempotency_conflicts_total", nil))
+}
+
+func TestHTTPMiddlewareLabelsByRoutePattern(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	r := chi.NewRouter()
+	// The recoverer is outside, so the middleware sees the panic itself and must count a 500.
+	r.Use(recoverer)
+	r.Use(m.HTTPMiddleware)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {}) // writes nothing: 200
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/runs/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		r.Post("/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusConflict) })
+		r.Get("/panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	})
+	server := httptest.NewServer(r)
+	defer server.Close()
+
+	for _, req := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/runs/41"},
+		{http.MethodGet, "/v1/runs/42"},
+		{http.MethodPost, "/v1/runs/42/cancel"},
+		{http.MethodGet, "/healthz"},
+		{http.MethodGet, "/wp-admin/../etc/passwd"},
+		{http.MethodGet, "/v1/panic"},
+	} {
+		httpReq, err := http.NewRequest(req.method, server.URL+req.path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(httpReq)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+
+	families := scrape(t, m)
+	for _, c := range []struct {
+		route, method, code string
+		want                float64
+	}{
+		{"/v1/runs/{id}", "GET", "200", 2},
+		{"/v1/runs/{id}/cancel", "POST", "409", 1},
+		{"/healthz", "GET", "200", 1},
+		{"unmatched", "GET", "404", 1},
+		{"/v1/panic", "GET", "500", 1},
+	} {
+		assert.Equal(t, c.want, value(t, families, "scheduler_http_requests_total",
+			map[string]string{"route": c.route, "method": c.method, "code": c.code}), "%+v", c)
+	}
+	var routes []string
+	for _, m := range families["scheduler_http_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "route" {
+				routes = append(routes, l.GetValue())
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{"/v1/runs/{id}", "/v1/runs/{id}/cancel", "/healthz", "unmatched", "/v1/panic"}, routes,
+		"route labels are patterns, never raw paths (one series per id would grow without bound)")
+	latency := histogram(t, families, "scheduler_http_request_duration_seconds", map[string]string{"route": "/v1/runs/{id}", "method": "GET"})
+	assert.Equal(t, uint64(2), latency.GetSampleCount())
+}
+
+// recoverer answers 500 to a panicking handler, like chi's middleware.Recoverer without its
+// stack dump on stderr.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if recover() != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func TestNilMetricsIsANoOp(t *testing.T) {
+	t.Parallel()
+	var m *metrics.Metrics
+	m.SetInstanceID("x")
+	m.SetLeader(true, 1)
+	m.Elected(0.1)
+	m.SteppedDown("shutdown")
+	m.RunStarted("j", "schedule", time.Second)
+	m.RunFinished("j", "succeeded", "schedule", time.Second)
+	m.RunRecorded("j", "missed", "schedule")
+	m.SetLastSuccess("j", time.Now())
+	m.SetJobPeriod("j", time.Hour)
+	m.SetJobPaused("j", true)
+	m.Entities("j", 1, 1, 0, 0)
+	m.LockContention("j", 1)
+	m.LockAcquired("leader", time.Millisecond)
+	m.IdempotencyReplay()
+	m.IdempotencyConflict()
+	assert.Nil(t, m.Registry())
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+
+	called := false
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called = true; w.WriteHeader(http.StatusTeapot) })
+	rec = httptest.NewRecorder()
+	m.HTTPMiddleware(next).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+	assert.True(t, called)
+	assert.Equal(t, http.StatusTeapot, rec.Code)
+}
+
+func TestRegistriesAreIndependent(t *testing.T) {
+	t.Parallel()
+	// Several schedulers in one test process each get their own numbers (no global registry).
+	a, b := metrics.New(), metrics.New()
+	a.IdempotencyReplay()
+	assert.Equal(t, 1.0, value(t, scrape(t, a), "scheduler_idempotency_replays_total", nil))
+	assert.Equal(t, 0.0, value(t, scrape(t, b), "scheduler_idempotency_replays_total", nil))
+	assert.NotNil(t, scrape(t, a)["go_goroutines"], "the Go runtime collector is registered")
+	assert.NotNil(t, scrape(t, a)["process_cpu_seconds_total"], "the process collector is registered")
+}

@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS message_deliveries;
+DROP TABLE IF EXISTS leads;
+DROP TABLE IF EXISTS forms;

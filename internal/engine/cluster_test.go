@@ -164,4 +164,3 @@ func startProxy(t *testing.T, dbURL string) (*toxiproxy.Proxy, string) {
 	u.Host = net.JoinHostPort("127.0.0.1", port)
 	return p, u.String()
 }
-

@@ -92,13 +92,13 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Info("schema ready", "version", store.SchemaVersion())
 		// The elector and engine add instance_id to their lines themselves.
 		elector, err := leader.New(leader.Config{DB: db, InstanceID: cfg.InstanceID, Log: base,
-			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr})
+			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m})
 		if err != nil {
 			log.Error("cannot start the elector", "err", err)
 			return exitFailure
 		}
 		eng, err := engine.New(engine.Config{DB: db, Registry: registry, Jobs: cfg.Jobs, InstanceID: cfg.InstanceID,
-			Log: base, PollInterval: cfg.PollInterval})
+			Log: base, PollInterval: cfg.PollInterval, Metrics: m})
 		if err != nil {
 			log.Error("cannot start the run engine", "err", err)
 			return exitFailure

@@ -27,6 +27,7 @@ func (e *Engine) recoverAbandoned(ctx context.Context, term leader.Term, log *sl
 		return
 	}
 	for _, a := range abandoned {
+		e.conf.Metrics.RunRecorded(a.Job, store.StatusAbandoned, a.Trigger)
 		if a.RecoveryID == 0 {
 			log.Warn("run abandoned; not recovered because the job already has a queued run",
 				"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch)
@@ -104,6 +105,9 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 		if !latest.IsZero() {
 			upTo[en.conf.Name] = latest
 		}
+		for range missed {
+			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+		}
 		if len(missed) > 0 {
 			log.Warn("recorded missed slots", "count", len(missed), "first", missed[0], "last", missed[len(missed)-1],
 				"older_not_recorded", notLogged)
@@ -114,6 +118,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			e.start(ctx, term, en, out.Run)
 		case out.Skipped != "":
 			log.Info("latest missed slot skipped", "scheduled_at", latest, "reason", out.Skipped)
+			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, store.TriggerCatchUp)
 		}
 	}
 	return upTo

@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -43,6 +44,8 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxMissed bounds the missed rows recorded per job when a leader takes over.
 	MaxMissed int
+	// Metrics, when set, counts runs and their outcomes.
+	Metrics *metrics.Metrics
 }
 
 // entry is one configured job.
@@ -238,6 +241,7 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
 		log.Info("slot skipped", "reason", out.Skipped)
+		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)
 	default:
 		log.Info("slot claimed", "run_id", out.Run.ID)
 		e.start(ctx, term, en, out.Run)

@@ -22,6 +22,10 @@ var (
 	errCancelRequested = errors.New("cancel requested")
 )
 
+// statusInterrupted labels, in metrics only, a run this replica could not finish because it
+// lost leadership; job_runs keeps it running until the next leader marks it abandoned.
+const statusInterrupted = "interrupted"
+
 // panicError is a job body's panic, turned into the run's failure.
 type panicError struct {
 	value any
@@ -67,6 +71,11 @@ func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *
 		Params: params,
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
+	var delay time.Duration
+	if run.ScheduledAt != nil {
+		delay = run.StartedAt.Sub(*run.ScheduledAt)
+	}
+	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
 	stats, runErr := runJob(runCtx, en.job, env)
 	var cause error
 	if runCtx.Err() != nil {
@@ -89,16 +98,21 @@ func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats,
 // finish is the one place a run ends: it decides the final status and records it in a
 // fenced write. A run interrupted by the loss of leadership is not finished here: this
 // replica can no longer write, and the next leader marks it abandoned and recovers it.
+// Every run that was started (RunStarted) passes here exactly once.
 func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
 	stats jobs.Stats, runErr, cause error, started time.Time) {
 	elapsed := time.Since(started)
+	status := store.StatusSucceeded
+	// The running gauge falls whatever happens; an interrupted run is counted as such here
+	// and as abandoned by the leader that finds it.
+	defer func() { e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed) }()
 	if errors.Is(runErr, store.ErrNotLeader) || ctx.Err() != nil {
+		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)
 		e.testSignals.interrupted.signal(run.ID)
 		return
 	}
-	status := store.StatusSucceeded
 	var pe *panicError
 	switch {
 	case errors.As(runErr, &pe):
@@ -127,9 +141,11 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	})
 	if err != nil {
 		log.Warn("recording the end of the run failed; the next leader recovers it", "status", status, "error", err)
+		status = statusInterrupted
 		e.testSignals.interrupted.signal(run.ID)
 		return
 	}
+	e.conf.Metrics.Entities(run.Job, stats.Processed, stats.Changed, stats.SkippedLocked, stats.Errors)
 	log.Info("run finished", "status", status, "elapsed", elapsed, "error", runErr,
 		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors)
 	e.testSignals.finished.signal(run.ID)

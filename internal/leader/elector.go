@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -51,6 +52,8 @@ type Config struct {
 	InstanceHeartbeat time.Duration
 	// Host, Version and HTTPAddr describe this replica in scheduler_instances.
 	Host, Version, HTTPAddr string
+	// Metrics, when set, counts elections and step-downs.
+	Metrics *metrics.Metrics
 }
 
 func (c *Config) withDefaults() (*Config, error) {
@@ -215,6 +218,10 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, conn *pgx.Conn) (Te
 			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
 	}
 	e.log.Info("elected leader", "epoch", cur.Epoch, "old_epoch", old.Epoch, "old_leader", old.InstanceID, "since", cur.Since)
+	// The elector cannot know when the old leader died, so no hand-over duration is observed
+	// here; BenchmarkHandover measures it.
+	e.conf.Metrics.Elected(-1)
+	e.conf.Metrics.SetLeader(true, cur.Epoch)
 	termCtx, endTerm := context.WithCancel(ctx)
 	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx}, endTerm, nil
 }
@@ -233,9 +240,6 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term T
 		case <-ctx.Done():
 			e.attemptResign(conn, term, endTerm)
 			return
-		case <-e.testSignals.forceStepDown.ch:
-			e.stepDown(conn, term, endTerm, errors.New("forced by a test"))
-			return
 		case <-ticker.C:
 		}
 		start := time.Now()
@@ -247,10 +251,10 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term T
 			e.attemptResign(conn, term, endTerm)
 			return
 		case err != nil:
-			e.stepDown(conn, term, endTerm, fmt.Errorf("heartbeat on the lock connection failed: %w", err))
+			e.stepDown(conn, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
 			return
 		case epoch != term.Epoch:
-			e.stepDown(conn, term, endTerm, fmt.Errorf("epoch is now %d: another replica was elected", epoch))
+			e.stepDown(conn, term, endTerm, "fenced", fmt.Errorf("epoch is now %d: another replica was elected", epoch))
 			return
 		}
 		// The server answered after start, so the lock was still held at start.
@@ -259,9 +263,10 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term T
 }
 
 // stepDown ends a term that can no longer be trusted: jobs first, then the connection.
-func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc, reason error) {
+func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc, kind string, reason error) {
 	endTerm()
 	e.setLeader(false, term)
+	e.conf.Metrics.SteppedDown(kind)
 	e.log.Warn("stepped down: stopped scheduling and cancelled running jobs", "epoch", term.Epoch, "reason", reason)
 	closeConn(conn)
 	e.testSignals.lostLeadership.signal(term.Epoch)
@@ -274,6 +279,7 @@ func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc
 func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.CancelFunc) {
 	endTerm()
 	e.setLeader(false, term)
+	e.conf.Metrics.SteppedDown("shutdown")
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	if err := store.UnlockLeader(ctx, conn); err != nil {

@@ -6,14 +6,12 @@ type testSignals struct {
 	lockAcquired     testSignal[struct{}]
 	gainedLeadership testSignal[int64]
 	lostLeadership   testSignal[int64]
-	forceStepDown    testSignal[struct{}] // read by the elector: a test asks it to step down
 }
 
 func (s *testSignals) init() {
 	s.lockAcquired.init()
 	s.gainedLeadership.init()
 	s.lostLeadership.init()
-	s.forceStepDown.init()
 }
 
 type testSignal[T any] struct{ ch chan T }

@@ -199,6 +199,7 @@ func (db *DB) CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
 type Abandoned struct {
 	ID         int64
 	Job        string
+	Trigger    string
 	Epoch      int64
 	RecoveryID int64
 }
@@ -213,7 +214,7 @@ func AbandonRuns(ctx context.Context, tx pgx.Tx, epoch int64) ([]Abandoned, erro
 		SET status = 'abandoned', finished_at = now(),
 		    error = 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
 		WHERE status = 'running' AND epoch < $1
-		RETURNING id, job, epoch, params`
+		RETURNING id, job, trigger, epoch, params`
 	// Queued, so the leader's queue picks it up like a manual run. DO NOTHING also covers
 	// a job that already has a queued run: that run does the recovering.
 	const recover = `
@@ -231,7 +232,7 @@ func AbandonRuns(ctx context.Context, tx pgx.Tx, epoch int64) ([]Abandoned, erro
 	}
 	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (left, error) {
 		var l left
-		err := row.Scan(&l.ID, &l.Job, &l.Epoch, &l.params)
+		err := row.Scan(&l.ID, &l.Job, &l.Trigger, &l.Epoch, &l.params)
 		return l, err
 	})
 	if err != nil {

@@ -22,30 +22,30 @@ type leaderView struct {
 func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	l, err := s.cfg.DB.LeaderForAPI(ctx)
+	l, err := s.cfg.DB.Leader(ctx)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	if l.InstanceID == nil || l.Since == nil {
+	if l.InstanceID == "" {
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, http.StatusServiceUnavailable, probNoLeader,
 			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment")
 		return
 	}
-	writeJSON(w, http.StatusOK, leaderView{InstanceID: *l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
-		IsSelf: *l.InstanceID == s.cfg.InstanceID})
+	writeJSON(w, http.StatusOK, leaderView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
+		IsSelf: l.InstanceID == s.cfg.InstanceID})
 }
 
 type instanceView struct {
-	store.InstanceRow
+	store.Instance
 	IsSelf bool `json:"is_self"`
 }
 
 func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	list, err := s.cfg.DB.InstancesForAPI(ctx)
+	list, err := s.cfg.DB.Instances(ctx)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -53,7 +53,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	views := make([]instanceView, len(list))
 	for i, in := range list {
 		in.StartedAt, in.LastSeenAt = in.StartedAt.UTC(), in.LastSeenAt.UTC()
-		views[i] = instanceView{InstanceRow: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
+		views[i] = instanceView{Instance: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"instances": views})
 }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -49,9 +51,9 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	if err != nil {
 		return configError(stderr, err)
 	}
-	log := logging.ForInstance(logging.New(stdout, cfg.LogLevel, cfg.LogFormat), cfg.InstanceID)
+	base := logging.New(stdout, cfg.LogLevel, cfg.LogFormat)
+	log := logging.ForInstance(base, cfg.InstanceID)
 	registry := jobs.Builtin(settings, log)
-	_ = registry // run by the engine once elected
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)
 	for _, j := range cfg.Jobs {
@@ -92,14 +94,43 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	}()
 
 	// Nothing runs before the schema is ours: no database, no leader, no job (fail closed).
+	var leading sync.WaitGroup
 	if err := migrateUntilDone(ctx, cfg.DatabaseURL, log); err == nil {
 		log.Info("schema ready", "version", store.SchemaVersion())
+		// The elector and engine add instance_id to their lines themselves.
+		elector, err := leader.New(leader.Config{DB: db, InstanceID: cfg.InstanceID, Log: base,
+			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m})
+		if err != nil {
+			log.Error("cannot start the elector", "err", err)
+			return exitFailure
+		}
+		eng, err := engine.New(engine.Config{DB: db, Registry: registry, Jobs: cfg.Jobs, InstanceID: cfg.InstanceID,
+			Log: base, PollInterval: cfg.PollInterval, Metrics: m})
+		if err != nil {
+			log.Error("cannot start the run engine", "err", err)
+			return exitFailure
+		}
+		terms := elector.Listen()
+		leading.Add(2)
+		go func() { defer leading.Done(); eng.Run(ctx, terms.C()) }()
+		// On ctx's end the elector resigns at once, so a follower takes over while this
+		// replica is still draining HTTP.
+		go func() { defer leading.Done(); elector.Run(ctx) }()
 	}
 
 	<-ctx.Done()
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// Leadership is released first; runs are cancelled with their term, and a job body
+	// that ignores its context cannot hold the exit beyond the shutdown timeout.
+	stopped := make(chan struct{})
+	go func() { leading.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-shutdownCtx.Done():
+		log.Warn("jobs still running at the shutdown timeout; exiting anyway, the next leader recovers them")
+	}
 	if err := server.Shutdown(shutdownCtx); err != nil {
 		log.Warn("http shutdown incomplete", "err", err)
 	}

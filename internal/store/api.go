@@ -245,53 +245,6 @@ func (db *DB) CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, err
 	return nil, 0, fmt.Errorf("cancel run %d: its status kept changing; try again", id)
 }
 
-// LeaderInfo is the leader row: who was elected last, with which epoch, since when.
-// InstanceID is nil when no replica was ever elected.
-type LeaderInfo struct {
-	Epoch      int64
-	InstanceID *string
-	Since      *time.Time
-}
-
-// LeaderForAPI reads scheduler_leader. (The engine's db.Leader reads the same row; once
-// merged, the API can use it and this goes.)
-func (db *DB) LeaderForAPI(ctx context.Context) (LeaderInfo, error) {
-	var l LeaderInfo
-	err := db.Pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
-		Scan(&l.Epoch, &l.InstanceID, &l.Since)
-	if err != nil {
-		return l, fmt.Errorf("read the leader row: %w", err)
-	}
-	return l, nil
-}
-
-// InstanceRow is one replica's heartbeat row. (The engine's store.Instance has the same
-// fields; once merged, the API can use db.Instances and this goes.)
-type InstanceRow struct {
-	InstanceID string    `json:"instance_id"`
-	Host       string    `json:"host"`
-	Version    string    `json:"version"`
-	HTTPAddr   string    `json:"http_addr"`
-	StartedAt  time.Time `json:"started_at"`
-	LastSeenAt time.Time `json:"last_seen_at"`
-	IsLeader   bool      `json:"is_leader"`
-}
-
-// InstancesForAPI lists scheduler_instances. (Until the engine's db.Instances is merged.)
-func (db *DB) InstancesForAPI(ctx context.Context) ([]InstanceRow, error) {
-	rows, err := db.Pool.Query(ctx, `
-		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
-		FROM scheduler_instances ORDER BY instance_id`)
-	if err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[InstanceRow])
-	if err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
-	}
-	return list, nil
-}
-
 // KnownLock names an advisory lock the scheduler takes with a fixed key,
 // hashtextextended(Name, 0), so the lock view can say what it is for.
 type KnownLock struct {

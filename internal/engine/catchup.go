@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// recoverAbandoned marks the runs earlier epochs left running as abandoned and queues one
+// recovery run each (DESIGN.md guarantee 5); the queue then runs them like manual runs.
+func (e *Engine) recoverAbandoned(ctx context.Context, term leader.Term, log *slog.Logger) {
+	var abandoned []store.Abandoned
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+		var err error
+		abandoned, err = store.AbandonRuns(ctx, tx, term.Epoch)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("recovering abandoned runs failed; the next leader retries", "error", err)
+		}
+		return
+	}
+	for _, a := range abandoned {
+		e.conf.Metrics.RunRecorded(a.Job, store.StatusAbandoned, a.Trigger)
+		if a.RecoveryID == 0 {
+			log.Warn("run abandoned; not recovered because the job already has a queued run",
+				"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch)
+			continue
+		}
+		log.Warn("run abandoned by an earlier leader; queued its recovery",
+			"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch, "recovery_run_id", a.RecoveryID)
+	}
+}
+
+// catchUp handles the slots nobody claimed while there was no leader (DESIGN.md guarantee
+// 3): for each enabled job, the latest missed slot runs once with trigger catch-up if it
+// is within the job's catch-up window; older missed slots since the job's last recorded
+// slot are recorded as missed. Everything is decided on the database clock.
+//
+// It returns, per job, the latest slot it considered, from which startTimers ticks the
+// slots that come due before its timers fire.
+func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger) map[string]time.Time {
+	upTo := make(map[string]time.Time, len(e.order))
+	for _, en := range e.order {
+		log := log.With("job", en.conf.Name)
+		sched := en.conf.Schedule
+		var (
+			latest    time.Time
+			missed    []time.Time
+			notLogged int
+			out       store.ClaimOutcome
+		)
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+			missed, notLogged, out = nil, 0, store.ClaimOutcome{}
+			var now time.Time
+			if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+				return err
+			}
+			latest = sched.Prev(now)
+			if latest.IsZero() {
+				return nil
+			}
+			last, err := store.LastSlot(ctx, tx, en.conf.Name)
+			if err != nil || !last.Before(latest) {
+				return err
+			}
+			runLatest := en.conf.Catchup > 0 && now.Sub(latest) <= en.conf.Catchup
+			// A job that never recorded a slot has no known gap before its latest slot.
+			if !last.IsZero() {
+				for s := sched.Next(last); !s.IsZero() && s.Before(latest); s = sched.Next(s) {
+					missed = append(missed, s)
+					if len(missed) > e.conf.MaxMissed {
+						missed = missed[1:]
+						notLogged++
+					}
+				}
+			}
+			if !runLatest {
+				missed = append(missed, latest)
+			}
+			if _, err := store.RecordMissed(ctx, tx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
+				return err
+			}
+			if !runLatest {
+				return nil
+			}
+			out, err = store.ClaimSlot(ctx, tx, store.Claim{
+				Job: en.conf.Name, ScheduledAt: latest, Trigger: store.TriggerCatchUp, MinGap: en.conf.MinGap,
+				InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
+			})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err)
+			}
+			continue
+		}
+		if !latest.IsZero() {
+			upTo[en.conf.Name] = latest
+		}
+		for range missed {
+			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+		}
+		if len(missed) > 0 {
+			log.Warn("recorded missed slots", "count", len(missed), "first", missed[0], "last", missed[len(missed)-1],
+				"older_not_recorded", notLogged)
+		}
+		switch {
+		case out.Run != nil:
+			log.Info("caught up the latest missed slot", "run_id", out.Run.ID, "scheduled_at", latest)
+			e.start(ctx, term, en, out.Run)
+		case out.Skipped != "":
+			log.Info("latest missed slot skipped", "scheduled_at", latest, "reason", out.Skipped)
+			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, store.TriggerCatchUp)
+		}
+	}
+	return upTo
+}

@@ -1,0 +1,249 @@
+// Package engine runs the business jobs while this replica leads: gocron is the timer that
+// says when a slot is due, and a row in job_runs, claimed in a transaction fenced by the
+// leader's epoch, is the record of what ran or was skipped (DESIGN.md guarantees 2-5).
+// It also recovers runs a dead leader left behind, catches up missed slots, and runs the
+// manual runs any replica's API queued.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+const (
+	pollIntervalDefault = 2 * time.Second
+	// maxMissedDefault bounds the missed rows recorded per job at an election, so a job on
+	// "@every 1s" after a day of downtime does not write 86 400 rows.
+	maxMissedDefault = 100
+)
+
+// Config configures an Engine.
+type Config struct {
+	DB       *store.DB
+	Registry *jobs.Registry
+	// Jobs is the validated per-job configuration; every name must be in Registry.
+	Jobs       []config.Job
+	InstanceID string
+	Log        *slog.Logger
+	// PollInterval is how often the leader looks for queued runs and cancel requests
+	// besides being woken by NOTIFY; the fallback for a lost notification.
+	PollInterval time.Duration
+	// MaxMissed bounds the missed rows recorded per job when a leader takes over.
+	MaxMissed int
+	// Metrics, when set, counts runs and their outcomes.
+	Metrics *metrics.Metrics
+}
+
+// entry is one configured job.
+type entry struct {
+	job  jobs.Job
+	conf config.Job
+}
+
+// Engine runs jobs during this replica's terms of leadership.
+type Engine struct {
+	conf  Config
+	log   *slog.Logger
+	jobs  map[string]*entry
+	order []*entry // enabled jobs, in configuration order
+
+	runs sync.WaitGroup // every run goroutine
+
+	mu      sync.Mutex
+	running map[int64]context.CancelCauseFunc // by run id
+
+	testSignals testSignals
+}
+
+// New checks conf once, so a misconfiguration stops the replica at start with an error
+// that names the job and the setting, instead of failing at the first tick.
+func New(conf Config) (*Engine, error) {
+	if conf.DB == nil || conf.Registry == nil {
+		return nil, errors.New("engine: Config.DB and Config.Registry are required")
+	}
+	if conf.InstanceID == "" {
+		return nil, errors.New("engine: Config.InstanceID is required")
+	}
+	if conf.Log == nil {
+		conf.Log = slog.Default()
+	}
+	if conf.PollInterval <= 0 {
+		conf.PollInterval = pollIntervalDefault
+	}
+	if conf.MaxMissed <= 0 {
+		conf.MaxMissed = maxMissedDefault
+	}
+	e := &Engine{
+		conf:    conf,
+		log:     conf.Log.With("instance_id", conf.InstanceID),
+		jobs:    map[string]*entry{},
+		running: map[int64]context.CancelCauseFunc{},
+	}
+	var problems []error
+	for _, jc := range conf.Jobs {
+		job, ok := conf.Registry.Get(jc.Name)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Errorf("job %q is configured but not registered; known jobs: %s", jc.Name, knownJobs(conf.Registry)))
+			continue
+		case e.jobs[jc.Name] != nil:
+			problems = append(problems, fmt.Errorf("job %q is configured twice", jc.Name))
+			continue
+		case jc.Schedule == nil:
+			problems = append(problems, fmt.Errorf("job %q has no schedule", jc.Name))
+		case jc.Timeout <= 0:
+			problems = append(problems, fmt.Errorf("job %q: timeout %s must be above 0 (set its maximum runtime, e.g. SCHEDULER_JOB_<NAME>_TIMEOUT=10m)", jc.Name, jc.Timeout))
+		case jc.Catchup < 0 || jc.MinGap < 0:
+			problems = append(problems, fmt.Errorf("job %q: catch-up window %s and minimum gap %s must not be negative", jc.Name, jc.Catchup, jc.MinGap))
+		}
+		en := &entry{job: job, conf: jc}
+		e.jobs[jc.Name] = en
+		if jc.Enabled {
+			e.order = append(e.order, en)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("engine: invalid job configuration: %w", errors.Join(problems...))
+	}
+	return e, nil
+}
+
+func knownJobs(r *jobs.Registry) string {
+	var names []string
+	for _, j := range r.All() {
+		names = append(names, j.Name())
+	}
+	sort.Strings(names)
+	return fmt.Sprint(names)
+}
+
+// Run leads each term received from terms until ctx is cancelled, then waits for the
+// runs it started (they are cancelled with their term).
+func (e *Engine) Run(ctx context.Context, terms <-chan leader.Term) {
+	defer e.runs.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case term := <-terms:
+			if term.Ctx.Err() == nil {
+				e.lead(ctx, term)
+			}
+		}
+	}
+}
+
+// lead does the leader's work for one term and returns when the term (or ctx) ends:
+// recover what the previous leader left running, catch up missed slots, then fire slots
+// and run queued runs.
+func (e *Engine) lead(ctx context.Context, term leader.Term) {
+	termCtx, cancel := context.WithCancel(term.Ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	log := e.log.With("epoch", term.Epoch)
+	log.Info("leading: recovering abandoned runs, catching up, starting timers")
+
+	e.recoverAbandoned(termCtx, term, log)
+	caughtUpTo := e.catchUp(termCtx, term, log)
+	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
+	if err != nil {
+		// Without timers this replica would hold leadership and run nothing: make the
+		// failure loud. It is a bug (schedules were validated), not an operating condition.
+		log.Error("starting the timers failed; scheduled runs will not fire this term", "error", err)
+	} else {
+		defer func() {
+			if err := timers.Shutdown(); err != nil {
+				log.Warn("stopping the timers", "error", err)
+			}
+		}()
+	}
+	e.testSignals.leading.signal(term.Epoch)
+
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.listen(termCtx, log, wake)
+	}()
+	e.queueLoop(termCtx, term, log, wake)
+	wg.Wait()
+	log.Info("stopped leading")
+}
+
+// startTimers creates this term's gocron scheduler: one cron job per enabled job, firing at
+// the job's own slots. A firing only names its slot; the claim decides whether it runs.
+// Slots that came due between the catch-up and the timers' start are ticked here, so the
+// hand-over leaves no slot without a row.
+func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Logger, caughtUpTo map[string]time.Time) (gocron.Scheduler, error) {
+	s, err := gocron.NewScheduler(gocron.WithLocation(time.UTC), gocron.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	for _, en := range e.order {
+		sched := en.conf.Schedule
+		task := gocron.NewTask(func() {
+			e.tick(ctx, term, log, en, sched.Nearest(time.Now()), store.TriggerSchedule)
+		})
+		if _, err := s.NewJob(gocron.CronJob(sched.String(), true), task,
+			gocron.WithCronImplementation(sched), gocron.WithName(en.conf.Name)); err != nil {
+			_ = s.Shutdown()
+			return nil, fmt.Errorf("timer for job %s: %w", en.conf.Name, err)
+		}
+	}
+	s.Start()
+	now := time.Now()
+	for _, en := range e.order {
+		from, ok := caughtUpTo[en.conf.Name]
+		if !ok {
+			continue
+		}
+		for slot := en.conf.Schedule.Next(from); !slot.IsZero() && !slot.After(now); slot = en.conf.Schedule.Next(slot) {
+			e.tick(ctx, term, log, en, slot, store.TriggerSchedule)
+		}
+	}
+	return s, nil
+}
+
+// tick claims one slot and starts its run if the claim won.
+func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
+	var out store.ClaimOutcome
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+		var err error
+		out, err = store.ClaimSlot(ctx, tx, store.Claim{
+			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
+			InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
+		})
+		return err
+	})
+	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("claiming the slot failed; it is left to the next leader's catch-up", "error", err)
+		}
+	case out.Taken:
+		log.Debug("slot already claimed")
+	case out.Skipped != "":
+		log.Info("slot skipped", "reason", out.Skipped)
+		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)
+	default:
+		log.Info("slot claimed", "run_id", out.Run.ID)
+		e.start(ctx, term, en, out.Run)
+	}
+}

@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/schedule"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+const waitTimeout = 15 * time.Second
+
+// The test jobs. Each records what it did in test_calls through env.Tx, so every call is
+// a fenced write stamped with the epoch it committed under and its clock_timestamp().
+
+// recordJob records one call and returns.
+type recordJob struct{ name string }
+
+func (j recordJob) Name() string { return j.name }
+func (j recordJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
+func (j recordJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	return jobs.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
+}
+
+// blockJob records its start, then waits for its context and returns its error.
+type blockJob struct{ name string }
+
+func (j blockJob) Name() string { return j.name }
+func (j blockJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
+func (j blockJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	if err := recordCall(ctx, env); err != nil {
+		return jobs.Stats{}, err
+	}
+	<-ctx.Done()
+	return jobs.Stats{}, ctx.Err()
+}
+
+// panicJob panics.
+type panicJob struct{ name string }
+
+func (j panicJob) Name() string { return j.name }
+func (j panicJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
+func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
+	panic("boom: the job body blew up")
+}
+
+// writerJob writes one row every few milliseconds, each in its own fenced transaction,
+// until its context ends or a write fails.
+type writerJob struct{ name string }
+
+func (j writerJob) Name() string { return j.name }
+func (j writerJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
+func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	var stats jobs.Stats
+	for {
+		if err := recordCall(ctx, env); err != nil {
+			return stats, err
+		}
+		stats.Changed++
+		select {
+		case <-ctx.Done():
+			return stats, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// recordCall inserts a test_calls row in the run's fenced transaction; the epoch it stamps
+// is read from the leader row the fence just checked.
+func recordCall(ctx context.Context, env *jobs.Env) error {
+	return env.Tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO test_calls (run_id, epoch, written_at)
+			SELECT $1, epoch, clock_timestamp() FROM scheduler_leader WHERE id = 1`, env.RunID)
+		return err
+	})
+}
+
+var registry = jobs.NewRegistry(
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"},
+)
+
+// newDB gives the test its own database with the test_calls table.
+func newDB(t *testing.T) (*store.DB, string) {
+	t.Helper()
+	db, url := testdb.Open(t, store.Options{InstanceID: "test"})
+	_, err := db.Pool.Exec(context.Background(), `
+		CREATE TABLE test_calls (
+			run_id     bigint NOT NULL,
+			epoch      bigint NOT NULL,
+			written_at timestamptz NOT NULL
+		)`)
+	require.NoError(t, err)
+	return db, url
+}
+
+func job(t *testing.T, name, spec string, timeout time.Duration) config.Job {
+	t.Helper()
+	s, err := schedule.Parse(spec)
+	require.NoError(t, err)
+	return config.Job{Name: name, Schedule: s, Enabled: true, Timeout: timeout, Catchup: s.Period(time.Now())}
+}
+
+type nodeOptions struct {
+	jobs         []config.Job
+	lease        time.Duration
+	pollInterval time.Duration
+	maxMissed    int
+}
+
+// node is one scheduler: an elector and an engine on their own pool, as in one replica.
+type node struct {
+	id     string
+	db     *store.DB
+	el     *leader.Elector
+	en     *Engine
+	terms  *leader.Subscription // a second subscription, for the test to watch terms
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
+	t.Helper()
+	if opts.lease == 0 {
+		opts.lease = 2 * time.Second
+	}
+	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log})
+	require.NoError(t, err)
+	en, err := New(Config{DB: db, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
+		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed})
+	require.NoError(t, err)
+	en.testSignals.init()
+	n := &node{id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}
+	sub := el.Listen()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() {
+		defer close(n.done)
+		go en.Run(ctx, sub.C())
+		el.Run(ctx)
+	}()
+	t.Cleanup(n.stop)
+	return n
+}
+
+// stop shuts the node down as SIGTERM does: the elector resigns, the engine stops.
+func (n *node) stop() {
+	n.cancel()
+	<-n.done
+}
+
+func logLevel() slog.Level {
+	if os.Getenv("TEST_LOG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelError
+}
+
+func awaitSignal[T any](t *testing.T, s *testSignal[T], what string) T {
+	t.Helper()
+	select {
+	case v := <-s.ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func awaitTerm(t *testing.T, n *node) leader.Term {
+	t.Helper()
+	select {
+	case term := <-n.terms.C():
+		return term
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s was not elected", n.id)
+		panic("unreachable")
+	}
+}
+
+// queueRun inserts a manual run as the API does.
+func queueRun(t *testing.T, db *store.DB, job string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		INSERT INTO job_runs (job, trigger, status) VALUES ($1, 'manual', 'queued') RETURNING id`, job).Scan(&id))
+	return id
+}
+
+func getRun(t *testing.T, db *store.DB, id int64) *store.Run {
+	t.Helper()
+	r, err := store.ScanRun(db.Pool.QueryRow(context.Background(), `SELECT `+store.RunColumns+` FROM job_runs WHERE id = $1`, id))
+	require.NoError(t, err)
+	return r
+}
+
+func runsOf(t *testing.T, db *store.DB, job string) []*store.Run {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT `+store.RunColumns+` FROM job_runs WHERE job = $1 ORDER BY id`, job)
+	require.NoError(t, err)
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return store.ScanRun(row) })
+	require.NoError(t, err)
+	return runs
+}
+
+// awaitStatus waits until run id reaches status.
+func awaitStatus(t *testing.T, db *store.DB, id int64, status string) *store.Run {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var s string
+		err := db.Pool.QueryRow(context.Background(), `SELECT status FROM job_runs WHERE id = $1`, id).Scan(&s)
+		return err == nil && s == status
+	}, waitTimeout, 10*time.Millisecond, fmt.Sprintf("run %d to become %s", id, status))
+	return getRun(t, db, id)
+}
+
+func count(t *testing.T, db *store.DB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// listen wakes the queue on every notification of a queued run or a cancel request, on a
+// dedicated connection (a LISTEN belongs to its session). When the connection fails it
+// reconnects; the queue's polling covers the gap.
+func (e *Engine) listen(ctx context.Context, log *slog.Logger, wake chan<- struct{}) {
+	nudge := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		conn, err := e.conf.DB.Connect(ctx)
+		if err == nil {
+			_, err = conn.Exec(ctx, `LISTEN scheduler_runs`)
+			if err == nil {
+				nudge() // anything queued before LISTEN took effect
+				for {
+					if _, err = conn.WaitForNotification(ctx); err != nil {
+						break
+					}
+					nudge()
+				}
+			}
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+		}
+		if ctx.Err() == nil {
+			log.Warn("listening for queued runs failed; polling until reconnected", "error", err, "poll_interval", e.conf.PollInterval)
+			sleep(ctx, e.conf.PollInterval)
+		}
+	}
+}
+
+// queueLoop starts queued runs and applies cancel requests, when woken and every
+// PollInterval, until the term ends.
+func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logger, wake <-chan struct{}) {
+	ticker := time.NewTicker(e.conf.PollInterval)
+	defer ticker.Stop()
+	for {
+		e.startQueued(ctx, term, log)
+		e.applyCancelRequests(ctx, term, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// startQueued moves every queued run to running under this term's epoch and starts it.
+func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Logger) {
+	for ctx.Err() == nil {
+		var run *store.Run
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+			var err error
+			run, err = store.PickQueued(ctx, tx, e.conf.InstanceID, term.Epoch)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("picking a queued run failed; retrying at the next poll", "error", err)
+			}
+			return
+		}
+		if run == nil {
+			return
+		}
+		log.Info("queued run picked", "run_id", run.ID, "job", run.Job, "trigger", run.Trigger)
+		en := e.jobs[run.Job]
+		if en == nil {
+			runLog := e.log.With("run_id", run.ID, "job", run.Job, "epoch", term.Epoch, "trigger", run.Trigger)
+			e.finish(ctx, term, runLog, run, jobs.Stats{},
+				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID),
+				nil, time.Now())
+			continue
+		}
+		e.start(ctx, term, en, run)
+	}
+}
+
+// applyCancelRequests cancels the running runs whose cancellation was requested; they end
+// cancelled.
+func (e *Engine) applyCancelRequests(ctx context.Context, term leader.Term, log *slog.Logger) {
+	ids, err := e.conf.DB.CancelRequested(ctx, term.Epoch)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("reading cancel requests failed; retrying at the next poll", "error", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		if e.cancelRun(id) {
+			log.Info("cancel requested; cancelling the run", "run_id", id)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Causes of a run's context ending, which decide its final status.
+var (
+	errTimedOut        = errors.New("the run exceeded its maximum runtime")
+	errCancelRequested = errors.New("cancel requested")
+)
+
+// statusInterrupted labels, in metrics only, a run this replica could not finish because it
+// lost leadership; job_runs keeps it running until the next leader marks it abandoned.
+const statusInterrupted = "interrupted"
+
+// panicError is a job body's panic, turned into the run's failure.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+// start runs a claimed (status running) run in its own goroutine.
+func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
+	e.runs.Add(1)
+	go func() {
+		defer e.runs.Done()
+		e.execute(ctx, term, en, run)
+	}()
+}
+
+// execute runs the job body under the job's timeout and a cancel the queue can trigger,
+// then finishes the run.
+func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
+	log := e.log.With("run_id", run.ID, "job", run.Job, "epoch", term.Epoch, "trigger", run.Trigger)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
+	defer cancelTimeout()
+	e.track(run.ID, cancel)
+	defer e.untrack(run.ID)
+
+	started := time.Now()
+	params, err := jobs.ParseParams(run.Params)
+	if err != nil {
+		e.finish(ctx, term, log, run, jobs.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started)
+		return
+	}
+	env := &jobs.Env{
+		RunID: run.ID,
+		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
+			return e.conf.DB.Fenced(ctx, term.Epoch, fn)
+		},
+		Pool:   e.conf.DB.Pool,
+		Log:    log,
+		Now:    *run.StartedAt,
+		Params: params,
+	}
+	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
+	var delay time.Duration
+	if run.ScheduledAt != nil {
+		delay = run.StartedAt.Sub(*run.ScheduledAt)
+	}
+	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
+	stats, runErr := runJob(runCtx, en.job, env)
+	var cause error
+	if runCtx.Err() != nil {
+		cause = context.Cause(runCtx)
+	}
+	e.finish(ctx, term, log, run, stats, runErr, cause, started)
+}
+
+// runJob calls the job body, turning a panic into an error so one bad job cannot bring the
+// replica down.
+func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return job.Run(ctx, env)
+}
+
+// finish is the one place a run ends: it decides the final status and records it in a
+// fenced write. A run interrupted by the loss of leadership is not finished here: this
+// replica can no longer write, and the next leader marks it abandoned and recovers it.
+// Every run that was started (RunStarted) passes here exactly once.
+func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
+	stats jobs.Stats, runErr, cause error, started time.Time) {
+	elapsed := time.Since(started)
+	status := store.StatusSucceeded
+	// The running gauge falls whatever happens; an interrupted run is counted as such here
+	// and as abandoned by the leader that finds it.
+	defer func() { e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed) }()
+	if errors.Is(runErr, store.ErrNotLeader) || ctx.Err() != nil {
+		status = statusInterrupted
+		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
+			"error", runErr, "elapsed", elapsed)
+		e.testSignals.interrupted.signal(run.ID)
+		return
+	}
+	var pe *panicError
+	switch {
+	case errors.As(runErr, &pe):
+		status = store.StatusFailed
+		log.Error("job panicked", "panic", fmt.Sprint(pe.value), "stack", string(pe.stack))
+	case runErr == nil:
+	case errors.Is(cause, errTimedOut):
+		status = store.StatusTimedOut
+		runErr = fmt.Errorf("timed out after %s: %w", elapsed.Round(time.Millisecond), runErr)
+	case errors.Is(cause, errCancelRequested):
+		status = store.StatusCancelled
+	default:
+		status = store.StatusFailed
+	}
+	var errText *string
+	if runErr != nil {
+		s := runErr.Error()
+		errText = &s
+	}
+	statsJSON, err := json.Marshal(stats)
+	if err != nil {
+		statsJSON = []byte(`{}`)
+	}
+	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+		return store.FinishRun(ctx, tx, run.ID, status, statsJSON, errText)
+	})
+	if err != nil {
+		log.Warn("recording the end of the run failed; the next leader recovers it", "status", status, "error", err)
+		status = statusInterrupted
+		e.testSignals.interrupted.signal(run.ID)
+		return
+	}
+	e.conf.Metrics.Entities(run.Job, stats.Processed, stats.Changed, stats.SkippedLocked, stats.Errors)
+	log.Info("run finished", "status", status, "elapsed", elapsed, "error", runErr,
+		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors)
+	e.testSignals.finished.signal(run.ID)
+}
+
+func (e *Engine) track(id int64, cancel context.CancelCauseFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running[id] = cancel
+}
+
+func (e *Engine) untrack(id int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.running, id)
+}
+
+// cancelRun cancels a running run of this replica; false if it is not running here.
+func (e *Engine) cancelRun(id int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cancel, ok := e.running[id]
+	if ok {
+		cancel(errCancelRequested)
+	}
+	return ok
+}

@@ -1,0 +1,371 @@
+// Package leader elects one leader among the scheduler's replicas: a session-level
+// PostgreSQL advisory lock held on a dedicated connection, a fencing epoch bumped by every
+// election, a heartbeat that makes a leader step down within the lease when it loses its
+// connection, and the instance heartbeats behind GET /v1/instances.
+//
+// Modelled on River's internal/leadership elector, with one difference on purpose:
+// followers wait for the lock inside PostgreSQL (pg_advisory_lock), so a released or
+// dropped lock is taken over at once instead of after a lease and a poll.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+const (
+	leaseTimeoutDefault = 5 * time.Second
+	// instanceHeartbeatDefault is how often every replica refreshes its scheduler_instances row.
+	instanceHeartbeatDefault = 2 * time.Second
+	// staleInstanceFactor: the leader deletes rows not refreshed for this many heartbeats.
+	staleInstanceFactor = 10
+	// reconnectDelay spaces attempts to reach a database that is down.
+	reconnectDelay = time.Second
+	// resignTimeout bounds giving up leadership during a shutdown.
+	resignTimeout = 2 * time.Second
+	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
+	subscriberBuffer = 16
+)
+
+// Config configures an Elector.
+type Config struct {
+	DB         *store.DB
+	InstanceID string
+	Log        *slog.Logger
+	// LeaseTimeout bounds how long a leader may go without a successful heartbeat before it
+	// steps down, and how long a new leader waits for the old one's transactions before
+	// terminating them. Default 5 s.
+	LeaseTimeout time.Duration
+	// HeartbeatInterval is how often the leader checks its lock connection. Default lease/5.
+	HeartbeatInterval time.Duration
+	// InstanceHeartbeat is how often this replica refreshes its scheduler_instances row.
+	InstanceHeartbeat time.Duration
+	// Host, Version and HTTPAddr describe this replica in scheduler_instances.
+	Host, Version, HTTPAddr string
+	// Metrics, when set, counts elections and step-downs.
+	Metrics *metrics.Metrics
+}
+
+func (c *Config) withDefaults() (*Config, error) {
+	out := *c
+	if out.DB == nil {
+		return nil, errors.New("leader: Config.DB is required")
+	}
+	if out.InstanceID == "" {
+		return nil, errors.New("leader: Config.InstanceID is required")
+	}
+	if out.Log == nil {
+		out.Log = slog.Default()
+	}
+	if out.LeaseTimeout <= 0 {
+		out.LeaseTimeout = leaseTimeoutDefault
+	}
+	if out.HeartbeatInterval <= 0 {
+		out.HeartbeatInterval = out.LeaseTimeout / 5
+	}
+	if out.HeartbeatInterval >= out.LeaseTimeout {
+		return nil, fmt.Errorf("leader: HeartbeatInterval %s must be shorter than LeaseTimeout %s", out.HeartbeatInterval, out.LeaseTimeout)
+	}
+	if out.InstanceHeartbeat <= 0 {
+		out.InstanceHeartbeat = instanceHeartbeatDefault
+	}
+	return &out, nil
+}
+
+// Term is one period of leadership of this replica.
+type Term struct {
+	// Epoch is the fencing token: every write of the term goes through store.DB.Fenced
+	// with it and fails once another replica has been elected.
+	Epoch int64
+	// Since is when the term began, on the database clock.
+	Since time.Time
+	// Ctx is cancelled when the term ends (step-down, resignation, shutdown): everything
+	// the term started must stop.
+	Ctx context.Context
+}
+
+// Subscription delivers this replica's terms, in order.
+type Subscription struct {
+	ch chan Term
+	e  *Elector
+}
+
+// C returns the channel of terms. A term whose Ctx is already done by the time it is read
+// ended before the subscriber got to it.
+func (s *Subscription) C() <-chan Term { return s.ch }
+
+// Unlisten stops the subscription.
+func (s *Subscription) Unlisten() {
+	s.e.mu.Lock()
+	defer s.e.mu.Unlock()
+	for i, sub := range s.e.subs {
+		if sub == s {
+			s.e.subs = append(s.e.subs[:i], s.e.subs[i+1:]...)
+			break
+		}
+	}
+}
+
+// Elector runs this replica's side of the election.
+type Elector struct {
+	conf *Config
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	subs     []*Subscription
+	isLeader bool
+	epoch    int64
+
+	started           time.Time
+	leadershipChanged chan struct{} // wakes the instance heartbeat
+
+	testSignals testSignals
+}
+
+// New checks conf and returns an elector; Run starts it.
+func New(conf Config) (*Elector, error) {
+	c, err := conf.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	return &Elector{
+		conf:              c,
+		log:               c.Log.With("instance_id", c.InstanceID),
+		started:           time.Now(),
+		leadershipChanged: make(chan struct{}, 1),
+	}, nil
+}
+
+// Listen subscribes to this replica's terms.
+func (e *Elector) Listen() *Subscription {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &Subscription{ch: make(chan Term, subscriberBuffer), e: e}
+	e.subs = append(e.subs, s)
+	return s
+}
+
+// IsLeader reports whether this replica leads now, and under which epoch.
+func (e *Elector) IsLeader() (bool, int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.isLeader, e.epoch
+}
+
+// Run takes part in elections until ctx is cancelled. It then resigns leadership at once
+// (with its own bounded context) and returns.
+func (e *Elector) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.instanceHeartbeatLoop(ctx)
+	}()
+	defer wg.Wait()
+
+	for ctx.Err() == nil {
+		conn, err := e.conf.DB.Connect(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", reconnectDelay)
+				sleep(ctx, reconnectDelay)
+			}
+			continue
+		}
+		term, endTerm, err := e.attemptGainLeadership(ctx, conn)
+		if err != nil {
+			closeConn(conn)
+			if ctx.Err() == nil {
+				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", reconnectDelay)
+				sleep(ctx, reconnectDelay)
+			}
+			continue
+		}
+		e.keepLeadershipLoop(ctx, conn, term, endTerm)
+	}
+}
+
+// attemptGainLeadership waits inside PostgreSQL for the leader lock, then bumps the epoch.
+func (e *Elector) attemptGainLeadership(ctx context.Context, conn *pgx.Conn) (Term, context.CancelFunc, error) {
+	// A backend blocked in pg_advisory_lock does not read its socket; this makes it notice
+	// that this replica died instead of taking the lock for a dead client.
+	if _, err := conn.Exec(ctx, `SET client_connection_check_interval = 1000`); err != nil {
+		return Term{}, nil, fmt.Errorf("prepare the lock session: %w", err)
+	}
+	if err := store.LockLeader(ctx, conn); err != nil {
+		return Term{}, nil, fmt.Errorf("wait for the leader lock: %w", err)
+	}
+	e.testSignals.lockAcquired.signal(struct{}{})
+	old, cur, terminated, err := store.BumpEpoch(ctx, conn, e.conf.InstanceID, e.conf.LeaseTimeout)
+	if err != nil {
+		return Term{}, nil, err
+	}
+	if terminated > 0 {
+		e.log.Warn("terminated the old leader's backends that held up the epoch bump beyond the lease",
+			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
+	}
+	e.log.Info("elected leader", "epoch", cur.Epoch, "old_epoch", old.Epoch, "old_leader", old.InstanceID, "since", cur.Since)
+	// The elector cannot know when the old leader died, so no hand-over duration is observed
+	// here; BenchmarkHandover measures it.
+	e.conf.Metrics.Elected(-1)
+	e.conf.Metrics.SetLeader(true, cur.Epoch)
+	termCtx, endTerm := context.WithCancel(ctx)
+	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx}, endTerm, nil
+}
+
+// keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that
+// cannot prove within the lease that it still holds its lock steps down (DESIGN.md
+// guarantee 6): the heartbeat's deadline is the last success plus the lease, so jobs are
+// cancelled within the lease of the moment the connection was last known good.
+func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term Term, endTerm context.CancelFunc) {
+	e.setLeader(true, term)
+	lastOK := time.Now()
+	ticker := time.NewTicker(e.conf.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.attemptResign(conn, term, endTerm)
+			return
+		case <-ticker.C:
+		}
+		start := time.Now()
+		hbCtx, cancel := context.WithDeadline(ctx, lastOK.Add(e.conf.LeaseTimeout))
+		epoch, err := store.LeaderEpoch(hbCtx, conn)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			e.attemptResign(conn, term, endTerm)
+			return
+		case err != nil:
+			e.stepDown(conn, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
+			return
+		case epoch != term.Epoch:
+			e.stepDown(conn, term, endTerm, "fenced", fmt.Errorf("epoch is now %d: another replica was elected", epoch))
+			return
+		}
+		// The server answered after start, so the lock was still held at start.
+		lastOK = start
+	}
+}
+
+// stepDown ends a term that can no longer be trusted: jobs first, then the connection.
+func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc, kind string, reason error) {
+	endTerm()
+	e.setLeader(false, term)
+	e.conf.Metrics.SteppedDown(kind)
+	e.log.Warn("stepped down: stopped scheduling and cancelled running jobs", "epoch", term.Epoch, "reason", reason)
+	closeConn(conn)
+	e.testSignals.lostLeadership.signal(term.Epoch)
+}
+
+// attemptResign gives leadership up on shutdown so a follower takes over at once (DESIGN.md
+// guarantee 7). It uses a fresh bounded context because we want to give up leadership even
+// during a shutdown, when ctx is already cancelled; closing the connection releases the lock
+// too if the unlock fails.
+func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.CancelFunc) {
+	endTerm()
+	e.setLeader(false, term)
+	e.conf.Metrics.SteppedDown("shutdown")
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	if err := store.UnlockLeader(ctx, conn); err != nil {
+		e.log.Warn("releasing the leader lock failed; closing its connection releases it", "epoch", term.Epoch, "error", err)
+	}
+	closeConn(conn)
+	e.log.Info("resigned leadership", "epoch", term.Epoch)
+	e.testSignals.lostLeadership.signal(term.Epoch)
+}
+
+func (e *Elector) setLeader(isLeader bool, term Term) {
+	e.mu.Lock()
+	e.isLeader = isLeader
+	e.epoch = term.Epoch
+	var subs []*Subscription
+	if isLeader {
+		subs = append(subs, e.subs...)
+	}
+	e.mu.Unlock()
+	for _, s := range subs {
+		select {
+		case s.ch <- term:
+		default:
+			// The subscriber has not read its last 16 terms; it would be acting on ended terms anyway.
+			e.log.Error("a leadership subscriber is not reading its terms; dropped one", "epoch", term.Epoch)
+		}
+	}
+	select {
+	case e.leadershipChanged <- struct{}{}:
+	default:
+	}
+	if isLeader {
+		e.testSignals.gainedLeadership.signal(term.Epoch)
+	}
+}
+
+// instanceHeartbeatLoop keeps this replica's scheduler_instances row fresh; the leader also
+// deletes the rows of replicas gone for ten heartbeats.
+func (e *Elector) instanceHeartbeatLoop(ctx context.Context) {
+	ticker := time.NewTicker(e.conf.InstanceHeartbeat)
+	defer ticker.Stop()
+	for {
+		isLeader, _ := e.IsLeader()
+		in := store.Instance{
+			InstanceID: e.conf.InstanceID, Host: e.conf.Host, Version: e.conf.Version,
+			HTTPAddr: e.conf.HTTPAddr, StartedAt: e.started, IsLeader: isLeader,
+		}
+		hbCtx, cancel := context.WithTimeout(ctx, e.conf.InstanceHeartbeat)
+		if err := e.conf.DB.HeartbeatInstance(hbCtx, in); err != nil && ctx.Err() == nil {
+			e.log.Warn("instance heartbeat failed", "error", err)
+		}
+		if isLeader {
+			n, err := e.conf.DB.DeleteStaleInstances(hbCtx, staleInstanceFactor*e.conf.InstanceHeartbeat)
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("deleting stale instances failed", "error", err)
+			} else if n > 0 {
+				e.log.Info("deleted stale instances", "count", n)
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			// A clean exit removes the row at once rather than leaving it to go stale.
+			ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+			defer cancel()
+			if err := e.conf.DB.DeleteInstance(ctx, e.conf.InstanceID); err != nil {
+				e.log.Warn("removing this instance's row failed; the leader will delete it once stale", "error", err)
+			}
+			return
+		case <-ticker.C:
+		case <-e.leadershipChanged:
+		}
+	}
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

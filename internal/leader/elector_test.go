@@ -1,0 +1,186 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+const waitTimeout = 10 * time.Second
+
+func await[T any](t *testing.T, s *testSignal[T], what string) T {
+	t.Helper()
+	select {
+	case v := <-s.ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+type replica struct {
+	id     string
+	db     *store.DB
+	e      *Elector
+	sub    *Subscription
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startReplica starts an elector on its own pool (so its application_name is its own).
+func startReplica(t *testing.T, url, id string, lease time.Duration) *replica {
+	t.Helper()
+	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: lease})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	e, err := New(Config{DB: db, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	require.NoError(t, err)
+	e.testSignals.init()
+	r := &replica{id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		e.Run(ctx)
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func leaderRow(t *testing.T, db *store.DB) store.LeaderRow {
+	t.Helper()
+	row, err := db.Leader(context.Background())
+	require.NoError(t, err)
+	return row
+}
+
+func TestOneLeaderAndResignHandsOver(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	var rs []*replica
+	for i := range 3 {
+		rs = append(rs, startReplica(t, url, fmt.Sprintf("r%d", i), 2*time.Second))
+	}
+	// Exactly one of the three wins; the others keep waiting on the lock.
+	gained := pickGained(rs)
+	var first *replica
+	select {
+	case first = <-gained:
+	case <-time.After(waitTimeout):
+		t.Fatal("no replica was elected")
+	}
+	term := <-first.sub.C()
+	assert.Equal(t, int64(1), term.Epoch)
+	row := leaderRow(t, first.db)
+	assert.Equal(t, store.LeaderRow{InstanceID: first.id, Epoch: 1, Since: term.Since}, row)
+	for _, r := range rs {
+		isLeader, _ := r.e.IsLeader()
+		assert.Equal(t, r == first, isLeader, "replica %s", r.id)
+	}
+
+	// Resigning (what SIGTERM does) ends the term and lets a follower in with a new epoch.
+	first.stop()
+	require.Error(t, term.Ctx.Err(), "the resigned leader's term must be over")
+	await(t, &first.e.testSignals.lostLeadership, "the first leader to resign")
+	var second *replica
+	select {
+	case second = <-gained:
+	case <-time.After(waitTimeout):
+		t.Fatal("no follower took over")
+	}
+	require.NotSame(t, first, second)
+	term2 := <-second.sub.C()
+	assert.Equal(t, int64(2), term2.Epoch)
+	assert.True(t, term2.Since.After(term.Since))
+	assert.Equal(t, second.id, leaderRow(t, second.db).InstanceID)
+}
+
+// pickGained reports the replicas that signal they gained leadership, in order.
+func pickGained(rs []*replica) <-chan *replica {
+	out := make(chan *replica, len(rs))
+	for _, r := range rs {
+		go func() {
+			select {
+			case <-r.e.testSignals.gainedLeadership.ch:
+				out <- r
+			case <-time.After(waitTimeout):
+			}
+		}()
+	}
+	return out
+}
+
+func TestLeaderStepsDownWhenItsLockSessionIsKilled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	r := startReplica(t, url, "solo", time.Second)
+	term := <-r.sub.C()
+	require.Equal(t, int64(1), term.Epoch)
+
+	// Kill the lock session from outside, as a DBA or a new leader would.
+	var killed int
+	require.NoError(t, r.db.Pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed))
+	require.Equal(t, 1, killed)
+	killedAt := time.Now()
+
+	assert.Equal(t, int64(1), await(t, &r.e.testSignals.lostLeadership, "step-down"))
+	select {
+	case <-term.Ctx.Done():
+	default:
+		t.Fatal("the term's context must be cancelled when the leader steps down")
+	}
+	assert.Less(t, time.Since(killedAt), 2*time.Second, "step-down must happen within about the lease")
+
+	// It competes again and wins under a new epoch.
+	term2 := <-r.sub.C()
+	assert.Equal(t, int64(2), term2.Epoch)
+}
+
+func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := startReplica(t, url, "a", 2*time.Second)
+	<-a.sub.C()
+	b := startReplica(t, url, "b", 2*time.Second)
+	_, err := a.db.Pool.Exec(ctx, `
+		INSERT INTO scheduler_instances (instance_id, host, version, started_at, last_seen_at)
+		VALUES ('gone', 'h', 'v', now() - interval '1 hour', now() - interval '1 hour')`)
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		list, err := a.db.Instances(ctx)
+		if err != nil || len(list) != 2 {
+			return false
+		}
+		return list[0].InstanceID == "a" && list[0].IsLeader && list[1].InstanceID == "b" && !list[1].IsLeader
+	}, waitTimeout, 20*time.Millisecond, "both replicas listed, the leader marked, the stale row deleted")
+
+	// A clean stop removes the row at once.
+	b.stop()
+	list, err := a.db.Instances(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "a", list[0].InstanceID)
+}

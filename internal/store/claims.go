@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reasons a slot is recorded as skipped.
+const (
+	ReasonOverlap = "overlap"
+	ReasonMinGap  = "min-gap"
+	ReasonPaused  = "paused"
+)
+
+// Claim asks for one schedule slot of a job.
+type Claim struct {
+	Job         string
+	ScheduledAt time.Time // the slot's nominal time, whole seconds
+	Trigger     string    // TriggerSchedule or TriggerCatchUp
+	MinGap      time.Duration
+	InstanceID  string
+	Epoch       int64
+}
+
+// ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
+// Skipped (a skipped row was recorded with this reason) or Taken (the slot already had a
+// row, written by this or an earlier leader) is set.
+type ClaimOutcome struct {
+	Run     *Run
+	Skipped string
+	Taken   bool
+}
+
+// ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (DESIGN.md
+// guarantees 2 and 4). The unique index on (job, scheduled_at) makes the slot run at most
+// once whatever replica or epoch tries; the unique index on the job's active runs turns a
+// slot that comes due during a run into a skipped row rather than a second run.
+func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
+	const taken = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = $2)`
+	const paused = `SELECT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)`
+	const active = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))`
+	// lockAtLeastFor: measured between run starts, on the database clock.
+	const tooSoon = `
+		SELECT EXISTS (SELECT 1 FROM job_runs
+		               WHERE job = $1 AND started_at > now() - $2::bigint * interval '1 microsecond')`
+	// ON CONFLICT without a target covers both unique indexes: an existing slot row and
+	// another active run of the job (inserted since the check above) both leave no row.
+	const insert = `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
+		VALUES ($1, $2, 'running', $3, now(), $4, $5)
+		ON CONFLICT DO NOTHING
+		RETURNING ` + RunColumns
+
+	var exists bool
+	if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
+		return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
+	}
+	if exists {
+		return ClaimOutcome{Taken: true}, nil
+	}
+	skip := func(reason string) (ClaimOutcome, error) {
+		recorded, err := recordSkip(ctx, tx, c, reason)
+		if err != nil || !recorded {
+			return ClaimOutcome{Taken: err == nil}, err
+		}
+		return ClaimOutcome{Skipped: reason}, nil
+	}
+	var isPaused, isActive, isTooSoon bool
+	if err := tx.QueryRow(ctx, paused, c.Job).Scan(&isPaused); err != nil {
+		return ClaimOutcome{}, fmt.Errorf("read job settings: %w", err)
+	}
+	if isPaused {
+		return skip(ReasonPaused)
+	}
+	if err := tx.QueryRow(ctx, active, c.Job).Scan(&isActive); err != nil {
+		return ClaimOutcome{}, fmt.Errorf("check active runs: %w", err)
+	}
+	if isActive {
+		return skip(ReasonOverlap)
+	}
+	if c.MinGap > 0 {
+		if err := tx.QueryRow(ctx, tooSoon, c.Job, c.MinGap.Microseconds()).Scan(&isTooSoon); err != nil {
+			return ClaimOutcome{}, fmt.Errorf("check minimum gap: %w", err)
+		}
+		if isTooSoon {
+			return skip(ReasonMinGap)
+		}
+	}
+	run, err := ScanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
+			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
+		}
+		if exists {
+			return ClaimOutcome{Taken: true}, nil
+		}
+		return skip(ReasonOverlap)
+	}
+	if err != nil {
+		return ClaimOutcome{}, fmt.Errorf("claim slot: %w", err)
+	}
+	return ClaimOutcome{Run: run}, nil
+}
+
+// recordSkip writes the slot's skipped row; false if the slot already had one.
+func recordSkip(ctx context.Context, tx pgx.Tx, c Claim, reason string) (bool, error) {
+	const insert = `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
+		VALUES ($1, $2, 'skipped', $3, now(), $4, $5, $6)
+		ON CONFLICT DO NOTHING`
+	tag, err := tx.Exec(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch, reason)
+	if err != nil {
+		return false, fmt.Errorf("record skipped slot: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LastSlot returns the latest scheduled_at recorded for job, or the zero time.
+func LastSlot(ctx context.Context, tx pgx.Tx, job string) (time.Time, error) {
+	var last *time.Time
+	if err := tx.QueryRow(ctx, `SELECT max(scheduled_at) FROM job_runs WHERE job = $1`, job).Scan(&last); err != nil {
+		return time.Time{}, fmt.Errorf("read last slot of %s: %w", job, err)
+	}
+	if last == nil {
+		return time.Time{}, nil
+	}
+	return *last, nil
+}
+
+// RecordMissed records slots as missed (DESIGN.md guarantee 3: older misses are recorded,
+// not silently lost); slots that already have a row are left alone. It returns how many
+// rows it wrote.
+func RecordMissed(ctx context.Context, tx pgx.Tx, job string, slots []time.Time, instanceID string, epoch int64) (int64, error) {
+	const insert = `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
+		SELECT $1, 'schedule', 'missed', slot, now(), $3, $4
+		FROM unnest($2::timestamptz[]) AS slot
+		ON CONFLICT DO NOTHING`
+	tag, err := tx.Exec(ctx, insert, job, slots, instanceID, epoch)
+	if err != nil {
+		return 0, fmt.Errorf("record missed slots of %s: %w", job, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// FinishRun records a run's end. Called inside the run's fenced transaction, so a deposed
+// leader cannot overwrite what the next leader decided about the run; only a running run
+// is finished.
+func FinishRun(ctx context.Context, tx pgx.Tx, id int64, status string, stats json.RawMessage, errText *string) error {
+	const update = `
+		UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4
+		WHERE id = $1 AND status = 'running'`
+	tag, err := tx.Exec(ctx, update, id, status, stats, errText)
+	if err != nil {
+		return fmt.Errorf("finish run %d: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("finish run %d: it is no longer running", id)
+	}
+	return nil
+}
+
+// PickQueued moves the oldest queued run to running under epoch and returns it, or nil
+// when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
+// cancelling it) for the next pass instead of waiting for it.
+func PickQueued(ctx context.Context, tx pgx.Tx, instanceID string, epoch int64) (*Run, error) {
+	const pick = `
+		UPDATE job_runs SET status = 'running', started_at = now(), instance_id = $1, epoch = $2
+		WHERE id = (SELECT id FROM job_runs WHERE status = 'queued' ORDER BY id
+		            FOR UPDATE SKIP LOCKED LIMIT 1)
+		RETURNING ` + RunColumns
+	run, err := ScanRun(tx.QueryRow(ctx, pick, instanceID, epoch))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pick queued run: %w", err)
+	}
+	return run, nil
+}
+
+// CancelRequested lists the running runs of epoch whose cancellation was requested.
+func (db *DB) CancelRequested(ctx context.Context, epoch int64) ([]int64, error) {
+	rows, err := db.Pool.Query(ctx,
+		`SELECT id FROM job_runs WHERE status = 'running' AND cancel_requested AND epoch = $1`, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("list cancel requests: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// Abandoned is a run an earlier leader left running, and the recovery run queued for it
+// (RecoveryID 0 when none was queued because the job already had an active run).
+type Abandoned struct {
+	ID         int64
+	Job        string
+	Trigger    string
+	Epoch      int64
+	RecoveryID int64
+}
+
+// AbandonRuns marks the runs left running by epochs before epoch as abandoned and queues
+// one recovery run for each (DESIGN.md guarantee 5). Only a leader calls it, inside its
+// fenced transaction: after the epoch bump no older epoch can write, so those runs are
+// certainly dead. recovers_run_id is unique, so no run is recovered twice.
+func AbandonRuns(ctx context.Context, tx pgx.Tx, epoch int64) ([]Abandoned, error) {
+	const abandon = `
+		UPDATE job_runs
+		SET status = 'abandoned', finished_at = now(),
+		    error = 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
+		WHERE status = 'running' AND epoch < $1
+		RETURNING id, job, trigger, epoch, params`
+	// Queued, so the leader's queue picks it up like a manual run. DO NOTHING also covers
+	// a job that already has a queued run: that run does the recovering.
+	const recover = `
+		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id)
+		VALUES ($1, 'recovery', 'queued', $2, $3)
+		ON CONFLICT DO NOTHING
+		RETURNING id`
+	rows, err := tx.Query(ctx, abandon, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("abandon runs of earlier epochs: %w", err)
+	}
+	type left struct {
+		Abandoned
+		params json.RawMessage
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (left, error) {
+		var l left
+		err := row.Scan(&l.ID, &l.Job, &l.Trigger, &l.Epoch, &l.params)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("abandon runs of earlier epochs: %w", err)
+	}
+	out := make([]Abandoned, 0, len(runs))
+	for _, l := range runs {
+		err := tx.QueryRow(ctx, recover, l.Job, l.params, l.ID).Scan(&l.RecoveryID)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("queue recovery of run %d: %w", l.ID, err)
+		}
+		out = append(out, l.Abandoned)
+	}
+	return out, nil
+}

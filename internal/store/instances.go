@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Instance is one replica's row in scheduler_instances, refreshed by its heartbeat.
+type Instance struct {
+	InstanceID string    `json:"instance_id"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	HTTPAddr   string    `json:"http_addr"`
+	StartedAt  time.Time `json:"started_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	IsLeader   bool      `json:"is_leader"`
+}
+
+// HeartbeatInstance upserts in's row with last_seen_at = the database's now().
+func (db *DB) HeartbeatInstance(ctx context.Context, in Instance) error {
+	const upsert = `
+		INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
+		VALUES ($1, $2, $3, $4, $5, now(), $6)
+		ON CONFLICT (instance_id) DO UPDATE
+		SET host = EXCLUDED.host, version = EXCLUDED.version, http_addr = EXCLUDED.http_addr,
+		    started_at = EXCLUDED.started_at, last_seen_at = now(), is_leader = EXCLUDED.is_leader`
+	_, err := db.Pool.Exec(ctx, upsert, in.InstanceID, in.Host, in.Version, in.HTTPAddr, in.StartedAt, in.IsLeader)
+	if err != nil {
+		return fmt.Errorf("heartbeat instance %s: %w", in.InstanceID, err)
+	}
+	return nil
+}
+
+// DeleteInstance removes a replica's row when it shuts down cleanly.
+func (db *DB) DeleteInstance(ctx context.Context, instanceID string) error {
+	_, err := db.Pool.Exec(ctx, `DELETE FROM scheduler_instances WHERE instance_id = $1`, instanceID)
+	return err
+}
+
+// DeleteStaleInstances removes the rows of replicas not seen for longer than olderThan
+// (by the database clock) and returns how many went.
+func (db *DB) DeleteStaleInstances(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tag, err := db.Pool.Exec(ctx,
+		`DELETE FROM scheduler_instances WHERE last_seen_at < now() - $1::bigint * interval '1 microsecond'`,
+		olderThan.Microseconds())
+	if err != nil {
+		return 0, fmt.Errorf("delete stale instances: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Instances lists the replicas, for GET /v1/instances, oldest first. IsLeader is what each
+// replica last reported; the leader row (Leader) is the authority.
+func (db *DB) Instances(ctx context.Context) ([]Instance, error) {
+	rows, err := db.Pool.Query(ctx, `
+		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
+		FROM scheduler_instances
+		ORDER BY started_at, instance_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Instance, error) {
+		var in Instance
+		err := row.Scan(&in.InstanceID, &in.Host, &in.Version, &in.HTTPAddr, &in.StartedAt, &in.LastSeenAt, &in.IsLeader)
+		return in, err
+	})
+}

@@ -1,0 +1,109 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// Guarantee 8: a half-dead old leader holding a fenced transaction open cannot block the
+// hand-over beyond the lease: the bump terminates its backends, and the old transaction
+// can no longer commit.
+func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := testdb.New(t)
+	// The old leader's pool; its long idle-in-transaction timeout leaves the bump to end it.
+	oldDB, err := store.Open(ctx, u, store.Options{InstanceID: "old", LeaseTimeout: time.Minute})
+	require.NoError(t, err)
+	defer oldDB.Close()
+	_, err = oldDB.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1, instance_id = 'old', since = now()`)
+	require.NoError(t, err)
+
+	tx, err := oldDB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	require.NoError(t, store.CheckEpoch(ctx, tx, 1))
+	_, err = tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)
+	require.NoError(t, err)
+
+	newDB, err := store.Open(ctx, u, store.Options{InstanceID: "new"})
+	require.NoError(t, err)
+	defer newDB.Close()
+	conn, err := newDB.Connect(ctx)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, store.LockLeader(ctx, conn))
+
+	const lease = 300 * time.Millisecond
+	old, cur, terminated, err := store.BumpEpoch(ctx, conn, "new", lease)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), old.Epoch)
+	assert.Equal(t, "old", old.InstanceID)
+	assert.Equal(t, int64(2), cur.Epoch)
+	assert.Equal(t, "new", cur.InstanceID)
+	assert.GreaterOrEqual(t, terminated, 1)
+
+	assert.Error(t, tx.Commit(ctx), "the old epoch's transaction must not commit after the bump")
+	var n int
+	require.NoError(t, newDB.Pool.QueryRow(ctx, `SELECT count(*) FROM job_settings WHERE job = 'old-epoch-write'`).Scan(&n))
+	assert.Zero(t, n)
+	row, err := newDB.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, cur, row)
+
+	// The bump's own session survived: it still holds the lock and can heartbeat.
+	epoch, err := store.LeaderEpoch(ctx, conn)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), epoch)
+	require.NoError(t, store.UnlockLeader(ctx, conn))
+}
+
+// The bump's since is stamped after the last old-epoch transaction committed, never before:
+// it waits for their FOR SHARE locks before taking clock_timestamp().
+func TestBumpEpochSinceIsAfterOldEpochCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{InstanceID: "x"})
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1, instance_id = 'x'`)
+	require.NoError(t, err)
+
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	var committedAt time.Time
+	fenced := make(chan error, 1)
+	go func() {
+		fenced <- db.Fenced(ctx, 1, func(tx pgx.Tx) error {
+			close(inside)
+			<-release
+			return tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&committedAt)
+		})
+	}()
+	<-inside
+	conn, err := db.Connect(ctx)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	bumped := make(chan store.LeaderRow, 1)
+	go func() {
+		_, cur, _, err := store.BumpEpoch(ctx, conn, "y", time.Minute)
+		assert.NoError(t, err)
+		bumped <- cur
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return waiting == 1
+	}, 10*time.Second, 10*time.Millisecond, "the bump waits for the fenced transaction")
+	close(release)
+	require.NoError(t, <-fenced)
+	cur := <-bumped
+	assert.True(t, cur.Since.After(committedAt), "since %s must follow the old epoch's last write %s", cur.Since, committedAt)
+}

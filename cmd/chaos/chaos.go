@@ -74,6 +74,9 @@ type Handover struct {
 	// FirstStart is the first started_at of a run of the new epoch minus the moment the
 	// signal was sent (0: no run started within the wait).
 	FirstStart time.Duration
+	// BeyondDue is that first start minus the later of the signal and the run's slot: the
+	// delay the hand-over added to the schedule.
+	BeyondDue time.Duration
 	// Err says why the hand-over was not measured (no new leader in time).
 	Err string
 }
@@ -309,7 +312,7 @@ func (r *runner) killLeaders(ctx context.Context, res *Result) error {
 			res.Handovers = append(res.Handovers, h)
 		}
 		r.cfg.Log.Info("leader killed", "signal", name, "instance", id, "epoch", epoch,
-			"elected_after", h.Elected, "first_start_after", h.FirstStart, "err", h.Err)
+			"elected_after", h.Elected, "first_start_after", h.FirstStart, "beyond_due", h.BeyondDue, "err", h.Err)
 		select {
 		case <-rep.done:
 		case <-time.After(10 * time.Second):
@@ -357,11 +360,21 @@ func (r *runner) measureHandover(ctx context.Context, old int64, sent time.Time)
 	}
 	deadline = time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		var first *time.Time
-		err := r.pool.QueryRow(context.WithoutCancel(ctx),
-			`SELECT min(started_at) FROM job_runs WHERE epoch = $1 AND started_at IS NOT NULL`, epoch).Scan(&first)
-		if err == nil && first != nil {
-			h.FirstStart = first.Sub(sent)
+		var started time.Time
+		var slot *time.Time
+		err := r.pool.QueryRow(context.WithoutCancel(ctx), `
+SELECT started_at, scheduled_at FROM job_runs
+WHERE epoch = $1 AND started_at IS NOT NULL
+ORDER BY started_at LIMIT 1`, epoch).Scan(&started, &slot)
+		if err == nil {
+			h.FirstStart = started.Sub(sent)
+			// The part of the wait the hand-over caused: a slot that came due after the
+			// signal could not have started before it came due anyway.
+			due := sent
+			if slot != nil && slot.After(sent) {
+				due = *slot
+			}
+			h.BeyondDue = started.Sub(due)
 			return h
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -165,9 +165,10 @@ func printResult(w io.Writer, r *Result) {
 		fmt.Fprintf(w, "  %-40s %d\n", x.name, x.n)
 	}
 	fmt.Fprintf(w, "  %-40s %v\n", "settled (a run after the last insert)", r.Settled)
-	fmt.Fprintf(w, "\nhand-overs (signal sent → new epoch's since; → first run start of the new epoch):\n")
+	fmt.Fprintf(w, "\nhand-overs: signal sent → new epoch's since (elected); → first run start of the new epoch;\n"+
+		"that start − the later of the signal and the run's slot (beyond its slot: what the hand-over added)\n")
 	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
-		var elected, first []time.Duration
+		var elected, first, beyond []time.Duration
 		for _, h := range r.Handovers {
 			if h.Signal != sig || h.Err != "" {
 				continue
@@ -175,13 +176,15 @@ func printResult(w io.Writer, r *Result) {
 			elected = append(elected, h.Elected)
 			if h.FirstStart > 0 {
 				first = append(first, h.FirstStart)
+				beyond = append(beyond, h.BeyondDue)
 			}
 		}
-		fmt.Fprintf(w, "  %s: %d hand-overs; elected %s; first run start %s\n", sig, len(elected), spread(elected), spread(first))
+		fmt.Fprintf(w, "  %s: %d hand-overs\n    elected:         %s\n    first run start: %s\n    beyond its slot: %s\n",
+			sig, len(elected), spread(elected), spread(first), spread(beyond))
 	}
 	for i, h := range r.Handovers {
-		fmt.Fprintf(w, "    %2d %s elected after %v, first run after %v %s\n", i+1, h.Signal,
-			h.Elected.Round(time.Millisecond), h.FirstStart.Round(time.Millisecond), h.Err)
+		fmt.Fprintf(w, "    %2d %s elected after %v, first run after %v (%v beyond its slot) %s\n", i+1, h.Signal,
+			h.Elected.Round(time.Millisecond), h.FirstStart.Round(time.Millisecond), h.BeyondDue.Round(time.Millisecond), h.Err)
 	}
 }
 

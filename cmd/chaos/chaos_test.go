@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/seed"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -54,4 +56,36 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	assert.Positive(t, res.MembersInserted)
 	assert.Equal(t, res.MembersInserted, res.MembersApplied, "every inserted member is due and must be applied once")
 	assert.Greater(t, res.Epoch, int64(len(res.Handovers)), "each kill must have produced a new epoch")
+}
+
+// TestCheckCountsViolations shows the checker is not blind: a due member nobody applied, a
+// member changed without its history row and a run of an old epoch left running are each
+// counted and make Violations non-empty.
+func TestCheckCountsViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.New(t))
+	require.NoError(t, err)
+	defer pool.Close()
+	_, err = seed.Members(ctx, pool, 0)
+	require.NoError(t, err)
+	r := &runner{pool: pool}
+	_, err = pool.Exec(ctx, insertChaosMembersSQL, 1, 3)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+UPDATE members SET pending_membership_plan_id = NULL, pending_membership_start_date = NULL,
+                   pending_membership_end_date = NULL, pending_membership_price = NULL
+WHERE email = 'chaos-3@chaos.example';
+UPDATE scheduler_leader SET epoch = 2;
+INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, epoch)
+VALUES ('plan-change', 'schedule', 'running', now(), now(), 1)`)
+	require.NoError(t, err)
+
+	res := &Result{Settled: true}
+	require.NoError(t, r.check(ctx, res))
+	assert.Equal(t, int64(2), res.DueNotApplied)
+	assert.Equal(t, int64(1), res.AppliedWithoutHistory)
+	assert.Equal(t, int64(1), res.StuckRunning)
+	assert.Zero(t, res.DuplicateHistory)
+	assert.Len(t, res.Violations(), 3)
 }

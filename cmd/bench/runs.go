@@ -98,47 +98,40 @@ func benchRetention(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	reps := 1 // a purge of millions of rows takes minutes; one repetition, its samples are the writer's inserts
+	// One repetition: a purge of millions of rows takes minutes; its samples are the writer's
+	// hundreds of inserts.
 	var base, during []time.Duration
 	var purge time.Duration
 	var deleted, maxRSS int64
-	for range reps {
-		err := onCopy(ctx, b, tmpl, func(pool *pgxpool.Pool, url string) error {
-			// The writer alone, then the writer during the purge, on the same database.
-			stop := make(chan struct{})
-			time.AfterFunc(b.sz.writerWindow, func() { close(stop) })
-			lat, err := writer(ctx, pool, stop)
-			if err != nil {
-				return err
-			}
-			base = append(base, lat...)
-
-			stop = make(chan struct{})
-			var wg sync.WaitGroup
-			var werr error
-			var wlat []time.Duration
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				wlat, werr = writer(ctx, pool, stop)
-			}()
-			res, err := runJobChild(ctx, "data-retention", url)
-			close(stop)
-			wg.Wait()
-			if err != nil {
-				return err
-			}
-			if werr != nil {
-				return werr
-			}
-			during = append(during, wlat...)
-			purge, maxRSS = res.took, max(maxRSS, res.maxRSSKB)
-			deleted = res.stats.Detail["job_runs"]
-			return nil
-		})
+	err = onCopy(ctx, b, tmpl, func(pool *pgxpool.Pool, url string) error {
+		// The writer alone, then the writer during the purge, on the same database.
+		stop := make(chan struct{})
+		time.AfterFunc(b.sz.writerWindow, func() { close(stop) })
+		lat, err := writer(ctx, pool, stop)
 		if err != nil {
 			return err
 		}
+		base = lat
+
+		stop = make(chan struct{})
+		var wg sync.WaitGroup
+		var werr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			during, werr = writer(ctx, pool, stop)
+		}()
+		res, err := runJobChild(ctx, "data-retention", url)
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			return err
+		}
+		purge, maxRSS, deleted = res.took, res.maxRSSKB, res.stats.Detail["job_runs"]
+		return werr
+	})
+	if err != nil {
+		return err
 	}
 	if deleted != int64(n) {
 		return fmt.Errorf("data-retention deleted %d job runs, want %d", deleted, n)

@@ -14,6 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -98,7 +99,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 }
 
 var registry = jobs.NewRegistry(
-	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"},
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"}, chattyJob{"chatty"},
 )
 
 // newDB gives the test its own database with the test_calls table.
@@ -127,6 +128,8 @@ type nodeOptions struct {
 	lease        time.Duration
 	pollInterval time.Duration
 	maxMissed    int
+	log          *slog.Logger     // default: stderr, errors only unless TEST_LOG is set
+	metrics      *metrics.Metrics // default: none
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
@@ -148,11 +151,14 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
-	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log})
+	log := opts.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	}
+	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en, err := New(Config{DB: db, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
-		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed})
+		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en.testSignals.init()
 	n := &node{id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}

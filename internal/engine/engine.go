@@ -179,7 +179,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			}
 		}()
 	}
-	e.testSignals.leading.signal(term.Epoch)
+	e.testSignals.leading.Send(term.Epoch)
 
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup

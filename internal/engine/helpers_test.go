@@ -18,6 +18,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -187,15 +188,9 @@ func logLevel() slog.Level {
 	return slog.LevelError
 }
 
-func awaitSignal[T any](t *testing.T, s *testSignal[T], what string) T {
+func awaitSignal[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 	t.Helper()
-	select {
-	case v := <-s.ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return s.Await(t, waitTimeout, what)
 }
 
 func awaitTerm(t *testing.T, n *node) leader.Term {

@@ -117,9 +117,9 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed)
 		// Signalled after the metrics, so a test awaiting the signal sees them.
 		if status == statusInterrupted {
-			e.testSignals.interrupted.signal(run.ID)
+			e.testSignals.interrupted.Send(run.ID)
 		} else {
-			e.testSignals.finished.signal(run.ID)
+			e.testSignals.finished.Send(run.ID)
 		}
 	}()
 	if errors.Is(runErr, store.ErrNotLeader) || ctx.Err() != nil {

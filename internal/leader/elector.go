@@ -220,7 +220,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, conn *pgx.Conn) (Te
 		return Term{}, nil, fmt.Errorf("wait for the leader lock: %w", err)
 	}
 	lockedAt := time.Now()
-	e.testSignals.lockAcquired.signal(struct{}{})
+	e.testSignals.lockAcquired.Send(struct{}{})
 	taken, err := store.LeaderLockTaken(ctx, conn)
 	if err != nil {
 		return Term{}, nil, err
@@ -331,7 +331,7 @@ func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc
 	closeConn(conn)
 	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
 		"how", "closed the lock connection")
-	e.testSignals.lostLeadership.signal(term.Epoch)
+	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 
 // attemptResign gives leadership up on shutdown so a follower takes over at once (DESIGN.md
@@ -356,7 +356,7 @@ func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.Cance
 	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
 		"how", "resigned")
 	e.log.Info("resigned leadership", "epoch", term.Epoch)
-	e.testSignals.lostLeadership.signal(term.Epoch)
+	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 
 func (e *Elector) setLeader(isLeader bool, term Term) {
@@ -381,7 +381,7 @@ func (e *Elector) setLeader(isLeader bool, term Term) {
 	default:
 	}
 	if isLeader {
-		e.testSignals.gainedLeadership.signal(term.Epoch)
+		e.testSignals.gainedLeadership.Send(term.Epoch)
 	}
 }
 

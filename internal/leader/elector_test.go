@@ -14,21 +14,16 @@ import (
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 const waitTimeout = 10 * time.Second
 
-func await[T any](t *testing.T, s *testSignal[T], what string) T {
+func await[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 	t.Helper()
-	select {
-	case v := <-s.ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return s.Await(t, waitTimeout, what)
 }
 
 type replica struct {
@@ -125,7 +120,7 @@ func pickGained(rs []*replica) <-chan *replica {
 	for _, r := range rs {
 		go func() {
 			select {
-			case <-r.e.testSignals.gainedLeadership.ch:
+			case <-r.e.testSignals.gainedLeadership.C():
 				out <- r
 			case <-time.After(waitTimeout):
 			}

@@ -3,19 +3,23 @@
 // production: until a test calls Init, Send drops the value.
 package testsignal
 
-import (
-	"testing"
-	"time"
-)
+import "time"
 
-// Signal is one kind of event carrying a T.
-type Signal[T any] struct{ ch chan T }
+// T is the part of testing.TB that Await needs; the package does not import testing because
+// production code links it.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Signal is one kind of event carrying a V.
+type Signal[V any] struct{ ch chan V }
 
 // Init makes the signal record events; tests call it before starting the component.
-func (s *Signal[T]) Init() { s.ch = make(chan T, 1000) }
+func (s *Signal[V]) Init() { s.ch = make(chan V, 1000) }
 
 // Send records v without ever blocking the component.
-func (s *Signal[T]) Send(v T) {
+func (s *Signal[V]) Send(v V) {
 	if s.ch == nil {
 		return
 	}
@@ -26,10 +30,10 @@ func (s *Signal[T]) Send(v T) {
 }
 
 // C returns the recorded events.
-func (s *Signal[T]) C() <-chan T { return s.ch }
+func (s *Signal[V]) C() <-chan V { return s.ch }
 
 // Await returns the next event, failing the test after timeout.
-func (s *Signal[T]) Await(t testing.TB, timeout time.Duration, what string) T {
+func (s *Signal[V]) Await(t T, timeout time.Duration, what string) V {
 	t.Helper()
 	select {
 	case v := <-s.ch:

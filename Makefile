@@ -14,6 +14,14 @@ run: build
 test:
 	scripts/test.sh
 
+# make bench [QUICK=1]: benchmarks against BENCH_DATABASE_URL/DATABASE_URL or a throwaway cluster.
+bench:
+	scripts/bench.sh bench $(if $(QUICK),-quick)
+
+# make chaos [DURATION=2m]: 3 replicas, the leader killed every few seconds; checks the invariants.
+chaos:
+	scripts/bench.sh chaos $(if $(DURATION),-duration $(DURATION))
+
 clean:
 	rm -rf bin .run
 	scripts/pg.sh remove .pgdata

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	// The bench re-executes its own binary to measure a job alone; under go test that
+	// binary is the test binary.
+	if len(os.Args) > 1 && os.Args[1] == childFlag {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	testdb.Main(m)
+}
+
+// TestBenchSectionsRunOnTinyData keeps the bench from rotting: the data-set, job and API
+// sections run end to end on tiny sizes, each checks the jobs changed exactly the rows the
+// raw statements change, and every measurement lands in the report. The figures themselves
+// mean nothing at this size; make bench produces them.
+func TestBenchSectionsRunOnTinyData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every job on several database copies; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tiny := sizes{members: 2000, naiveSample: 100, groups: 300, retention: 3000, historyRows: 3000,
+		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond}
+	// Any database of the cluster serves as the admin connection that creates the others.
+	b, err := newBench(ctx, testdb.New(t), tiny, true, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer b.close()
+
+	for _, s := range []struct {
+		name string
+		run  func(context.Context, *bench) error
+	}{{"members", benchMembers}, {"rounds", benchRounds}, {"retention", benchRetention}, {"api", benchAPI}} {
+		require.NoError(t, s.run(ctx, b), s.name)
+	}
+	var names []string
+	for _, r := range b.report.rows {
+		names = append(names, r.name)
+		assert.NotEmpty(t, r.value, r.name)
+	}
+	for _, want := range []string{
+		"plan-change job ÷ one raw SQL statement", "plan-change job ÷ naive per-member loop",
+		"plan-change peak RSS of the job's process", "status-sync job ÷ one raw SQL statement",
+		"rounds-open job ÷ one raw UPDATE with AT TIME ZONE",
+		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
+		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
+	} {
+		assert.Contains(t, names, want)
+	}
+	md := b.report.markdown(ctx, b)
+	assert.Contains(t, md, "| plan-change job ÷ one raw SQL statement | 2 k members, all due |")
+	assert.Contains(t, md, "- PostgreSQL: PostgreSQL ")
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// childFlag re-executes the bench binary to run one job body alone in a process, so that
+// the process's peak RSS (rusage Maxrss, read by the parent after it exits) is the job's.
+const childFlag = "-child"
+
+// childResult is what a child prints on stdout.
+type childResult struct {
+	Nanos int64      `json:"nanos"` // the job body's run time, without process start and connect
+	Stats jobs.Stats `json:"stats"`
+	Error string     `json:"error,omitempty"`
+}
+
+// jobResult is a child's result with its peak RSS.
+type jobResult struct {
+	took     time.Duration
+	stats    jobs.Stats
+	maxRSSKB int64
+}
+
+func benchJob(name string) (jobs.Job, error) {
+	switch name {
+	case "plan-change":
+		return jobs.NewPlanChange(), nil
+	case "status-sync":
+		return jobs.NewStatusSync(), nil
+	case "rounds-open":
+		return jobs.NewRoundsOpen(), nil
+	case "data-retention":
+		return jobs.NewDataRetention(jobs.RetentionSettings{}), nil
+	}
+	return nil, fmt.Errorf("no job %q in the bench", name)
+}
+
+// childMain runs: bench -child <job> <database URL>. The job body is called directly with
+// an Env fenced by epoch 1, as the jobs' own tests do; the database's leader row is at 1.
+func childMain(args []string) int {
+	res := runChild(args)
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	if res.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+func runChild(args []string) childResult {
+	if len(args) != 2 {
+		return childResult{Error: "usage: bench -child <job> <database URL>"}
+	}
+	job, err := benchJob(args[0])
+	if err != nil {
+		return childResult{Error: err.Error()}
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, args[1], store.Options{InstanceID: "bench-child", MaxConns: 4})
+	if err != nil {
+		return childResult{Error: err.Error()}
+	}
+	defer db.Close()
+	now, err := db.Now(ctx)
+	if err != nil {
+		return childResult{Error: err.Error()}
+	}
+	env := &jobs.Env{
+		RunID: 1,
+		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
+			return db.Fenced(ctx, 1, fn)
+		},
+		Pool: db.Pool,
+		Log:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:  now,
+	}
+	start := time.Now()
+	stats, err := job.Run(ctx, env)
+	res := childResult{Nanos: int64(time.Since(start)), Stats: stats}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+// runJobChild runs job on the database at url in a child process and returns its time,
+// counts and peak RSS.
+func runJobChild(ctx context.Context, job, url string) (jobResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return jobResult{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, childFlag, job, url)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res childResult
+	if jerr := json.Unmarshal(out, &res); jerr != nil {
+		return jobResult{}, fmt.Errorf("child %s: %v (%v); stderr: %s", job, err, jerr, stderr.String())
+	}
+	if res.Error != "" {
+		return jobResult{}, fmt.Errorf("child %s: %s; stderr: %s", job, res.Error, stderr.String())
+	}
+	if err != nil {
+		return jobResult{}, fmt.Errorf("child %s: %w; stderr: %s", job, err, stderr.String())
+	}
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var rss int64
+	if ru != nil {
+		rss = ru.Maxrss // KiB on Linux
+	}
+	return jobResult{took: time.Duration(res.Nanos), stats: res.Stats, maxRSSKB: rss}, nil
+}

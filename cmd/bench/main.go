@@ -1,0 +1,130 @@
+// Command bench measures the scheduler's jobs, API and hand-over against a real PostgreSQL
+// and writes the figures to BENCHMARKS.md (make bench; make bench QUICK=1 for a reduced run).
+//
+// Every figure is a median over several repetitions plus a ratio to a reference measured in
+// the same run on the same machine (the equivalent raw SQL statement, the naive per-member
+// loop the job replaces, the same writer without the purge), so the ratios stay meaningful on
+// a slower or busier machine even when the absolute times do not. Data sets are built once,
+// set-based, into template databases; every measurement that changes data runs on a fresh
+// copy (CREATE DATABASE ... TEMPLATE), so the job and its reference see identical data.
+//
+//	BENCH_DATABASE_URL (or DATABASE_URL): a PostgreSQL whose user may create databases.
+//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-only members,rounds,...]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sizes are the data-set sizes and repetition counts of one bench run.
+type sizes struct {
+	members      int // due members for plan-change and status-sync
+	naiveSample  int // members the naive per-member loop processes (extrapolated to members)
+	groups       int // groups for rounds-open
+	retention    int // old job_runs rows data-retention deletes
+	historyRows  int // job_runs rows behind the history API
+	reps         int // repetitions of each timed measurement
+	requests     int // requests per API measurement
+	handovers    int // kill -9 and SIGTERM trials each
+	delaySlots   int // one-second slots for the schedule delay
+	writerWindow time.Duration
+}
+
+var (
+	fullSizes = sizes{
+		members: 1_000_000, naiveSample: 20_000, groups: 100_000, retention: 10_000_000,
+		historyRows: 10_000_000, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
+		writerWindow: 20 * time.Second,
+	}
+	quickSizes = sizes{
+		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
+		historyRows: 1_000_000, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
+		writerWindow: 3 * time.Second,
+	}
+)
+
+// sections run in priority order; each adds its rows to the report.
+var sections = []struct {
+	name string
+	run  func(ctx context.Context, b *bench) error
+}{
+	{"members", benchMembers},
+	{"rounds", benchRounds},
+	{"retention", benchRetention},
+	{"api", benchAPI},
+	{"handover", benchHandover},
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childFlag {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
+	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
+	only := flag.String("only", "", "comma-separated sections to run (members,rounds,retention,api,handover); default all")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	url := os.Getenv("BENCH_DATABASE_URL")
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+	if url == "" {
+		log.Error("set BENCH_DATABASE_URL (or DATABASE_URL) to a PostgreSQL whose user may create databases, or run `make bench`, which starts a throwaway one")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	sz := fullSizes
+	if *quick {
+		sz = quickSizes
+	}
+	b, err := newBench(ctx, url, sz, *quick, log)
+	if err != nil {
+		log.Error("bench setup", "err", err)
+		os.Exit(1)
+	}
+	defer b.close()
+
+	start := time.Now()
+	var failed []string
+	for _, s := range sections {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), s.name) {
+			continue
+		}
+		log.Info("section", "name", s.name)
+		t := time.Now()
+		if err := s.run(ctx, b); err != nil {
+			log.Error("section failed", "name", s.name, "err", err)
+			b.report.failure(s.name, err)
+			failed = append(failed, s.name)
+		}
+		log.Info("section done", "name", s.name, "took", time.Since(t).Round(time.Millisecond))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	b.report.took = time.Since(start)
+	text := b.report.markdown(ctx, b)
+	fmt.Print(text)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+			log.Error("write report", "err", err)
+			os.Exit(1)
+		}
+		log.Info("report written", "file", *out)
+	}
+	if len(failed) > 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// bench holds one run's connection to the cluster, its sizes and its report. Every database
+// it creates is named bench_<run>_<name> and dropped by close.
+type bench struct {
+	adminURL string
+	admin    *pgxpool.Pool
+	run      string
+	sz       sizes
+	quick    bool
+	log      *slog.Logger
+	report   *report
+	created  []string
+	base     string // the migrated database the others are copied from
+}
+
+func newBench(ctx context.Context, adminURL string, sz sizes, quick bool, log *slog.Logger) (*bench, error) {
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	if err := admin.Ping(ctx); err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	var suffix [3]byte
+	_, _ = rand.Read(suffix[:])
+	return &bench{adminURL: adminURL, admin: admin, run: hex.EncodeToString(suffix[:]), sz: sz, quick: quick,
+		log: log, report: &report{quick: quick, sz: sz}}, nil
+}
+
+// close drops every database this run created.
+func (b *bench) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := len(b.created) - 1; i >= 0; i-- {
+		if _, err := b.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{b.created[i]}.Sanitize()+` WITH (FORCE)`); err != nil {
+			b.log.Warn("drop database", "name", b.created[i], "err", err)
+		}
+	}
+	b.admin.Close()
+}
+
+func (b *bench) dbName(name string) string { return "bench_" + b.run + "_" + name }
+
+// url returns the URL of database name on the bench's cluster.
+func (b *bench) url(name string) string {
+	u, err := url.Parse(b.adminURL)
+	if err != nil {
+		panic(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// createDB creates database name, empty or as a copy of template, and returns its full name.
+func (b *bench) createDB(ctx context.Context, name, template string) (string, error) {
+	full := b.dbName(name)
+	q := `CREATE DATABASE ` + pgx.Identifier{full}.Sanitize()
+	if template != "" {
+		// FILE_COPY copies the files as they are: much faster than WAL_LOG for big data sets.
+		q += ` TEMPLATE ` + pgx.Identifier{template}.Sanitize() + ` STRATEGY FILE_COPY`
+	}
+	if _, err := b.admin.Exec(ctx, q); err != nil {
+		return "", fmt.Errorf("create database %s: %w", full, err)
+	}
+	b.created = append(b.created, full)
+	return full, nil
+}
+
+func (b *bench) dropDB(ctx context.Context, full string) {
+	if _, err := b.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{full}.Sanitize()+` WITH (FORCE)`); err != nil {
+		b.log.Warn("drop database", "name", full, "err", err)
+	}
+}
+
+// migratedDB creates a database with every migration applied and the leader row at epoch 1,
+// so job bodies called with a fenced Env for epoch 1 commit without an elected leader. The
+// migrations run once per bench run, into a base database the others are copied from.
+func (b *bench) migratedDB(ctx context.Context, name string) (string, error) {
+	if b.base == "" {
+		base, err := b.createDB(ctx, "base", "")
+		if err != nil {
+			return "", err
+		}
+		if err := migrateUp(ctx, b.url(base)); err != nil {
+			return "", err
+		}
+		b.base = base
+	}
+	return b.createDB(ctx, name, b.base)
+}
+
+func migrateUp(ctx context.Context, url string) error {
+	m, err := store.NewMigrator(url)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Up(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	return err
+}
+
+// finishTemplate vacuums, freezes and analyzes a template database, so every copy starts
+// with the same statistics and visibility map and no measurement pays for hint bits.
+func (b *bench) finishTemplate(ctx context.Context, full string) error {
+	conn, err := pgx.Connect(ctx, b.url(full))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `VACUUM (FREEZE, ANALYZE)`)
+	return err
+}
+
+// copyDB copies template into a fresh database and opens a store on it.
+func (b *bench) copyDB(ctx context.Context, template, name string) (*store.DB, string, error) {
+	full, err := b.createDB(ctx, name, template)
+	if err != nil {
+		return nil, "", err
+	}
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench", MaxConns: 4})
+	if err != nil {
+		return nil, "", err
+	}
+	return db, full, nil
+}
+
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
+}

@@ -1,0 +1,499 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerhq/scheduler/internal/seed"
+)
+
+// Config is one chaos run.
+type Config struct {
+	// DatabaseURL is a migrated database the replicas and the run share, and nothing else.
+	DatabaseURL string
+	// Binary is a built scheduler (go build -o <tmp>/scheduler ./cmd/scheduler).
+	Binary string
+	// WorkDir receives the replicas' logs.
+	WorkDir  string
+	Replicas int           // default 3
+	Duration time.Duration // of the chaos phase, default 2 minutes
+	// KillMin and KillMax bound the random pause between two kills of the leader.
+	KillMin, KillMax time.Duration
+	// Settle bounds the wait, after the chaos phase, for a run that started after the last
+	// member was inserted to succeed.
+	Settle time.Duration
+	Log    *slog.Logger
+	// Seed makes the signal choice and pauses repeatable (0: random).
+	Seed uint64
+}
+
+func (c *Config) defaults() {
+	if c.Replicas <= 0 {
+		c.Replicas = 3
+	}
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Minute
+	}
+	if c.KillMin <= 0 {
+		c.KillMin = 2 * time.Second
+	}
+	if c.KillMax < c.KillMin {
+		c.KillMax = c.KillMin + 3*time.Second
+	}
+	if c.Settle <= 0 {
+		c.Settle = time.Minute
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()
+	}
+}
+
+// Handover is one kill of the leader and what followed.
+type Handover struct {
+	Signal string
+	// Elected is the new epoch's since minus the moment the signal was sent.
+	Elected time.Duration
+	// FirstStart is the first started_at of a run of the new epoch minus the moment the
+	// signal was sent (0: no run started within the wait).
+	FirstStart time.Duration
+	// BeyondDue is that first start minus the later of the signal and the run's slot: the
+	// delay the hand-over added to the schedule.
+	BeyondDue time.Duration
+	// Err says why the hand-over was not measured (no new leader in time).
+	Err string
+}
+
+// Result is what the database holds after the run, and the hand-overs seen.
+type Result struct {
+	MembersInserted int64
+	MembersApplied  int64
+	// Invariants: each must be 0.
+	DuplicateHistory      int64 // (member, effective date, change type) with more than one history row
+	DueNotApplied         int64 // members still due after the settle
+	AppliedWithoutHistory int64 // members whose pending change was applied with no history row
+	HistoryNotApplied     int64 // history rows for a change still pending
+	SlotsClaimedTwice     int64 // (job, scheduled_at) with more than one run
+	StuckRunning          int64 // runs still 'running' of an old epoch, or for more than 10 s
+	Settled               bool  // a run that started after the last insert succeeded
+	NoHandover            int   // kills after which no new leader was elected in time
+	Handovers             []Handover
+	RunsByStatus          map[string]int64
+	Epoch                 int64
+}
+
+// Violations lists the broken invariants; empty means the run proved the promise.
+func (r *Result) Violations() []string {
+	var v []string
+	check := func(name string, n int64) {
+		if n != 0 {
+			v = append(v, fmt.Sprintf("%s: %d (must be 0)", name, n))
+		}
+	}
+	check("duplicate history rows", r.DuplicateHistory)
+	check("due members not applied", r.DueNotApplied)
+	check("members applied without a history row", r.AppliedWithoutHistory)
+	check("history rows for changes not applied", r.HistoryNotApplied)
+	check("slots claimed twice", r.SlotsClaimedTwice)
+	check("runs stuck in running", r.StuckRunning)
+	check("kills not followed by a new leader", int64(r.NoHandover))
+	if !r.Settled {
+		v = append(v, "no run succeeded after the last insert within the settle time")
+	}
+	return v
+}
+
+// jobsOff are the jobs the replicas must not run: only plan-change is under test.
+var jobsOff = []string{"STATUS_SYNC", "ROUNDS_CREATE", "ROUNDS_OPEN", "ROUNDS_CLOSE", "ABANDON_RECOVERY", "DATA_RETENTION"}
+
+// replica is one scheduler serve process slot; it is restarted under a new instance id.
+type replica struct {
+	n    int
+	gen  int
+	id   string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+type runner struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	rng      *rand.Rand
+	mu       sync.Mutex
+	replicas []*replica
+}
+
+// Run runs the chaos phase, lets the cluster settle and checks the invariants in the
+// database. It returns an error only when the run itself could not be carried out; broken
+// invariants are in Result.Violations.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	r := &runner{cfg: cfg, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	defer r.stopAll(syscall.SIGKILL)
+
+	if _, err := seed.Members(ctx, pool, 0); err != nil { // the demo tenants and plans
+		return nil, err
+	}
+	for i := range cfg.Replicas {
+		if err := r.start(i); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Log.Info("replicas started", "n", cfg.Replicas, "seed", cfg.Seed)
+
+	res := &Result{}
+	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
+	defer stopChaos()
+	var wg sync.WaitGroup
+	var insertErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res.MembersInserted, insertErr = r.insertMembers(chaosCtx)
+	}()
+	killErr := r.killLeaders(chaosCtx, res)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if insertErr != nil && !errors.Is(insertErr, context.DeadlineExceeded) {
+		return nil, insertErr
+	}
+	if killErr != nil && !errors.Is(killErr, context.DeadlineExceeded) {
+		return nil, killErr
+	}
+
+	cfg.Log.Info("chaos over; settling", "members_inserted", res.MembersInserted, "kills", len(res.Handovers))
+	res.Settled = r.settle(ctx)
+	if err := r.check(ctx, res); err != nil {
+		return nil, err
+	}
+	r.stopAll(syscall.SIGTERM)
+	return res, nil
+}
+
+// start launches replica slot i (again, after a kill) under a new instance id.
+func (r *runner) start(i int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.replicas) <= i {
+		r.replicas = append(r.replicas, &replica{n: len(r.replicas)})
+	}
+	rep := r.replicas[i]
+	rep.gen++
+	rep.id = fmt.Sprintf("chaos-r%d-g%d", i, rep.gen)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(r.cfg.WorkDir, fmt.Sprintf("replica-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.cfg.Binary, "serve")
+	env := append(os.Environ(),
+		"DATABASE_URL="+r.cfg.DatabaseURL,
+		"SCHEDULER_HTTP_ADDR=127.0.0.1:"+port,
+		"SCHEDULER_INSTANCE_ID="+rep.id,
+		"SCHEDULER_LOG_FORMAT=json",
+		"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=@every 1s",
+	)
+	for _, j := range jobsOff {
+		env = append(env, "SCHEDULER_JOB_"+j+"_ENABLED=false")
+	}
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start replica %d: %w", i, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	rep.cmd, rep.done = cmd, done
+	return nil
+}
+
+// stopAll signals every live replica and waits for it (SIGKILL after 10 s).
+func (r *runner) stopAll(sig syscall.Signal) {
+	r.mu.Lock()
+	reps := slices.Clone(r.replicas)
+	r.mu.Unlock()
+	for _, rep := range reps {
+		if rep.cmd != nil && rep.cmd.Process != nil {
+			_ = rep.cmd.Process.Signal(sig)
+		}
+	}
+	for _, rep := range reps {
+		if rep.done == nil {
+			continue
+		}
+		select {
+		case <-rep.done:
+		case <-time.After(10 * time.Second):
+			_ = rep.cmd.Process.Kill()
+			<-rep.done
+		}
+	}
+}
+
+// leader reads the leader row.
+func (r *runner) leader(ctx context.Context) (epoch int64, id string, since time.Time, err error) {
+	var idp *string
+	var sincep *time.Time
+	err = r.pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).Scan(&epoch, &idp, &sincep)
+	if idp != nil {
+		id = *idp
+	}
+	if sincep != nil {
+		since = *sincep
+	}
+	return
+}
+
+// killLeaders kills the current leader (SIGKILL or SIGTERM at random) every few seconds,
+// measures the hand-over and restarts the killed replica, until ctx ends.
+func (r *runner) killLeaders(ctx context.Context, res *Result) error {
+	for {
+		pause := r.cfg.KillMin + time.Duration(r.rng.Int64N(int64(r.cfg.KillMax-r.cfg.KillMin)+1))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		epoch, id, _, err := r.leader(ctx)
+		if err != nil {
+			return err
+		}
+		rep := r.byID(id)
+		if rep == nil {
+			r.cfg.Log.Info("no live leader to kill yet", "leader", id, "epoch", epoch)
+			continue
+		}
+		sig, name := syscall.SIGKILL, "SIGKILL"
+		if r.rng.IntN(2) == 0 {
+			sig, name = syscall.SIGTERM, "SIGTERM"
+		}
+		sent := time.Now()
+		if err := rep.cmd.Process.Signal(sig); err != nil {
+			return fmt.Errorf("signal %s: %w", id, err)
+		}
+		h := r.measureHandover(ctx, epoch, sent)
+		h.Signal = name
+		if h.Err != "" && ctx.Err() == nil {
+			res.NoHandover++
+		}
+		if ctx.Err() == nil || h.Err == "" {
+			res.Handovers = append(res.Handovers, h)
+		}
+		r.cfg.Log.Info("leader killed", "signal", name, "instance", id, "epoch", epoch,
+			"elected_after", h.Elected, "first_start_after", h.FirstStart, "beyond_due", h.BeyondDue, "err", h.Err)
+		select {
+		case <-rep.done:
+		case <-time.After(10 * time.Second):
+			_ = rep.cmd.Process.Kill()
+			<-rep.done
+		}
+		if err := r.start(rep.n); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *runner) byID(id string) *replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.replicas {
+		if rep.id == id {
+			select {
+			case <-rep.done:
+				return nil
+			default:
+				return rep
+			}
+		}
+	}
+	return nil
+}
+
+// measureHandover waits for an epoch after old and for the first run of it to start.
+func (r *runner) measureHandover(ctx context.Context, old int64, sent time.Time) Handover {
+	var h Handover
+	deadline := time.Now().Add(15 * time.Second)
+	var epoch int64
+	for {
+		e, _, since, err := r.leader(context.WithoutCancel(ctx))
+		if err == nil && e > old {
+			epoch, h.Elected = e, since.Sub(sent)
+			break
+		}
+		if time.Now().After(deadline) {
+			h.Err = "no new leader within 15 s"
+			return h
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var started time.Time
+		var slot *time.Time
+		err := r.pool.QueryRow(context.WithoutCancel(ctx), `
+SELECT started_at, scheduled_at FROM job_runs
+WHERE epoch = $1 AND started_at IS NOT NULL
+ORDER BY started_at LIMIT 1`, epoch).Scan(&started, &slot)
+		if err == nil {
+			h.FirstStart = started.Sub(sent)
+			// The part of the wait the hand-over caused: a slot that came due after the
+			// signal could not have started before it came due anyway.
+			due := sent
+			if slot != nil && slot.After(sent) {
+				due = *slot
+			}
+			h.BeyondDue = started.Sub(due)
+			return h
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return h
+}
+
+// insertChaosMembersSQL inserts members $1..$2 of the first seed tenant, each with a plan
+// change due today.
+const insertChaosMembersSQL = `
+WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS d),
+plans AS (
+    SELECT tenant_id, min(id) AS cur, max(id) AS nxt FROM membership_plans
+    WHERE tenant_id = (SELECT min(id) FROM tenants) GROUP BY tenant_id
+)
+INSERT INTO members (tenant_id, email, status, membership_plan_id, membership_start_date, membership_end_date,
+                     pending_membership_plan_id, pending_membership_start_date, pending_membership_end_date,
+                     pending_membership_price)
+SELECT p.tenant_id, 'chaos-' || i || '@chaos.example', 'ACTIVE', p.cur, today.d - 30, today.d + 30,
+       p.nxt, today.d, today.d + 365, 49
+FROM generate_series($1::int, $2::int) AS i, today, plans p`
+
+// insertMembers inserts a few due members every 100 ms until ctx ends.
+func (r *runner) insertMembers(ctx context.Context) (int64, error) {
+	const perTick = 10
+	var n int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-tick.C:
+		}
+		tag, err := r.pool.Exec(ctx, insertChaosMembersSQL, n+1, n+perTick)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, ctx.Err()
+			}
+			return n, fmt.Errorf("insert members: %w", err)
+		}
+		n += tag.RowsAffected()
+	}
+}
+
+// settle waits until a plan-change run that started after the last insert has succeeded.
+func (r *runner) settle(ctx context.Context) bool {
+	var after time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&after); err != nil {
+		return false
+	}
+	deadline := time.Now().Add(r.cfg.Settle)
+	for time.Now().Before(deadline) {
+		var ok bool
+		err := r.pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM job_runs
+               WHERE job = 'plan-change' AND status = 'succeeded' AND started_at > $1)`, after).Scan(&ok)
+		if err == nil && ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// check counts the invariants' violations in the database.
+func (r *runner) check(ctx context.Context, res *Result) error {
+	const q = `
+WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS d)
+SELECT
+    (SELECT count(*) FROM (
+        SELECT 1 FROM member_plan_change_history
+        GROUP BY member_id, effective_date, change_type HAVING count(*) > 1) d),
+    (SELECT count(*) FROM members, today
+     WHERE pending_membership_plan_id IS NOT NULL AND pending_membership_start_date <= today.d),
+    (SELECT count(*) FROM members m
+     WHERE m.email LIKE 'chaos-%' AND m.pending_membership_plan_id IS NULL
+       AND NOT EXISTS (SELECT 1 FROM member_plan_change_history h
+                       WHERE h.member_id = m.id AND h.change_type = 'APPLIED')),
+    (SELECT count(*) FROM member_plan_change_history h JOIN members m ON m.id = h.member_id
+     WHERE h.change_type = 'APPLIED' AND m.pending_membership_plan_id IS NOT NULL
+       AND m.pending_membership_start_date = h.effective_date),
+    (SELECT count(*) FROM (
+        SELECT 1 FROM job_runs WHERE scheduled_at IS NOT NULL
+        GROUP BY job, scheduled_at HAVING count(*) > 1) s),
+    (SELECT count(*) FROM job_runs
+     WHERE status = 'running'
+       AND (epoch < (SELECT epoch FROM scheduler_leader) OR started_at < now() - interval '10 seconds')),
+    (SELECT count(*) FROM member_plan_change_history WHERE change_type = 'APPLIED'),
+    (SELECT epoch FROM scheduler_leader)`
+	err := r.pool.QueryRow(ctx, q).Scan(&res.DuplicateHistory, &res.DueNotApplied, &res.AppliedWithoutHistory,
+		&res.HistoryNotApplied, &res.SlotsClaimedTwice, &res.StuckRunning, &res.MembersApplied, &res.Epoch)
+	if err != nil {
+		return fmt.Errorf("check invariants: %w", err)
+	}
+	rows, err := r.pool.Query(ctx, `SELECT status, count(*) FROM job_runs GROUP BY status ORDER BY status`)
+	if err != nil {
+		return err
+	}
+	res.RunsByStatus = map[string]int64{}
+	var status string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		res.RunsByStatus[status] = n
+		return nil
+	})
+	return err
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, _ := strings.Cut(l.Addr().String(), ":")
+	return port, nil
+}

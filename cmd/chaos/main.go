@@ -1,0 +1,199 @@
+// Command chaos runs several `scheduler serve` replicas against a throwaway database, kills
+// the leader (SIGKILL or SIGTERM at random) every few seconds and restarts it, while members
+// keep coming due and plan-change is scheduled every second. Afterwards it lets the cluster
+// settle and checks in the database that every due member was applied exactly once, that no
+// slot was claimed twice and that no run was left running; it prints the hand-over times and
+// exits non-zero when an invariant broke (make chaos; -duration, default 2m).
+//
+// Loopback only, bounded by -duration plus the settle time, and it stops by itself.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+func main() {
+	duration := flag.Duration("duration", 2*time.Minute, "length of the chaos phase")
+	replicas := flag.Int("replicas", 3, "scheduler serve processes")
+	binary := flag.String("binary", "", "scheduler binary (default: go build ./cmd/scheduler into a temporary directory)")
+	seed := flag.Uint64("seed", 0, "random seed for the kills (0: random)")
+	keep := flag.Bool("keep", false, "keep the database and the replicas' logs for inspection")
+	flag.Parse()
+	os.Exit(mainErr(*duration, *replicas, *binary, *seed, *keep))
+}
+
+func mainErr(duration time.Duration, replicas int, binary string, seed uint64, keep bool) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	admin := os.Getenv("BENCH_DATABASE_URL")
+	if admin == "" {
+		admin = os.Getenv("DATABASE_URL")
+	}
+	if admin == "" {
+		log.Error("set BENCH_DATABASE_URL (or DATABASE_URL) to a PostgreSQL whose user may create databases, or run `make chaos`, which starts a throwaway one")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	work, err := os.MkdirTemp("", "scheduler-chaos-")
+	if err != nil {
+		log.Error("temp dir", "err", err)
+		return 1
+	}
+	if !keep {
+		defer os.RemoveAll(work)
+	}
+	if binary == "" {
+		binary = filepath.Join(work, "scheduler")
+		if err := buildScheduler(ctx, binary); err != nil {
+			log.Error("build the scheduler", "err", err)
+			return 1
+		}
+	}
+	dbURL, drop, err := createDatabase(ctx, admin)
+	if err != nil {
+		log.Error("create the chaos database", "err", err)
+		return 1
+	}
+	if !keep {
+		defer drop()
+	}
+
+	res, err := Run(ctx, Config{DatabaseURL: dbURL, Binary: binary, WorkDir: work, Replicas: replicas,
+		Duration: duration, Log: log, Seed: seed})
+	if err != nil {
+		log.Error("chaos run failed", "err", err, "logs", work)
+		return 1
+	}
+	printResult(os.Stdout, res)
+	if keep {
+		fmt.Printf("\ndatabase %s and replica logs in %s kept\n", dbURL, work)
+	}
+	if v := res.Violations(); len(v) > 0 {
+		fmt.Println("\nFAIL: invariants broken:")
+		for _, x := range v {
+			fmt.Println("  -", x)
+		}
+		return 1
+	}
+	fmt.Println("\nPASS: every invariant held")
+	return 0
+}
+
+// buildScheduler builds ./cmd/scheduler (the module root is the working directory's).
+func buildScheduler(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/scheduler")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
+}
+
+// createDatabase creates and migrates a database named chaos_<random> on admin's cluster and
+// returns its URL and a function that drops it.
+func createDatabase(ctx context.Context, admin string) (string, func(), error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "chaos_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", nil, err
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`)
+			c.Close(ctx)
+		}
+	}
+	u, err := url.Parse(admin)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	m, err := store.NewMigrator(u.String())
+	if err == nil {
+		err = m.Up()
+		m.Close()
+	}
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	return u.String(), drop, nil
+}
+
+func printResult(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "chaos run: %d members inserted, %d plan changes applied, final epoch %d\n",
+		r.MembersInserted, r.MembersApplied, r.Epoch)
+	fmt.Fprintf(w, "runs by status: %v\n", r.RunsByStatus)
+	fmt.Fprintf(w, "\ninvariants (each must be 0):\n")
+	for _, x := range []struct {
+		name string
+		n    int64
+	}{
+		{"duplicate history rows", r.DuplicateHistory},
+		{"due members not applied", r.DueNotApplied},
+		{"members applied without a history row", r.AppliedWithoutHistory},
+		{"history rows for changes not applied", r.HistoryNotApplied},
+		{"slots claimed twice", r.SlotsClaimedTwice},
+		{"runs stuck in running", r.StuckRunning},
+		{"kills not followed by a new leader", int64(r.NoHandover)},
+	} {
+		fmt.Fprintf(w, "  %-40s %d\n", x.name, x.n)
+	}
+	fmt.Fprintf(w, "  %-40s %v\n", "settled (a run after the last insert)", r.Settled)
+	fmt.Fprintf(w, "\nhand-overs: signal sent → new epoch's since (elected); → first run start of the new epoch;\n"+
+		"that start − the later of the signal and the run's slot (beyond its slot: what the hand-over added)\n")
+	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+		var elected, first, beyond []time.Duration
+		for _, h := range r.Handovers {
+			if h.Signal != sig || h.Err != "" {
+				continue
+			}
+			elected = append(elected, h.Elected)
+			if h.FirstStart > 0 {
+				first = append(first, h.FirstStart)
+				beyond = append(beyond, h.BeyondDue)
+			}
+		}
+		fmt.Fprintf(w, "  %s: %d hand-overs\n    elected:         %s\n    first run start: %s\n    beyond its slot: %s\n",
+			sig, len(elected), spread(elected), spread(first), spread(beyond))
+	}
+	for i, h := range r.Handovers {
+		fmt.Fprintf(w, "    %2d %s elected after %v, first run after %v (%v beyond its slot) %s\n", i+1, h.Signal,
+			h.Elected.Round(time.Millisecond), h.FirstStart.Round(time.Millisecond), h.BeyondDue.Round(time.Millisecond), h.Err)
+	}
+}
+
+// spread is "min/median/max" of ds.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	slices.Sort(ds)
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("min %v / median %v / max %v", r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
+}

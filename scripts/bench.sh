@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# bench.sh — run cmd/bench (or cmd/chaos) against a real PostgreSQL: BENCH_DATABASE_URL or
+# DATABASE_URL when set, otherwise a throwaway cluster started for the run and removed at the end.
+#
+#   scripts/bench.sh bench [flags]   benchmarks, report in BENCHMARKS.md (-quick for the reduced run)
+#   scripts/bench.sh chaos [flags]   the chaos run (-duration 2m)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+what=${1:?usage: scripts/bench.sh bench|chaos [flags]}
+shift
+case "$what" in
+  bench|chaos) ;;
+  *) echo "usage: scripts/bench.sh bench|chaos [flags]" >&2; exit 2 ;;
+esac
+
+export BENCH_DATABASE_URL=${BENCH_DATABASE_URL:-${DATABASE_URL:-}}
+if [ -z "$BENCH_DATABASE_URL" ]; then
+  dir=$(mktemp -d /tmp/scheduler-bench-pg.XXXXXX)
+  port=$(( 56000 + RANDOM % 4000 ))
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+  trap 'scripts/pg.sh remove "$dir"' EXIT
+  scripts/pg.sh start "$dir" "$port"
+  BENCH_DATABASE_URL=$(scripts/pg.sh url "$port")
+fi
+
+# A built binary, not `go run`: the bench re-executes itself to measure a job's peak RSS.
+bin=$(mktemp -d /tmp/scheduler-bench-bin.XXXXXX)
+trap 'rm -rf "$bin"; [ -z "${dir:-}" ] || scripts/pg.sh remove "$dir"' EXIT
+go build -o "$bin/$what" "./cmd/$what"
+"$bin/$what" "$@"

@@ -73,10 +73,9 @@ func exercisedExposition(t *testing.T) []byte {
 	m.SetLastSuccess("plan-change", time.Now().Add(-time.Hour))
 	m.RunStarted("plan-change", "schedule", 20*time.Millisecond)
 	m.Entities("plan-change", 10, 7, 2, 1)
-	m.LockContention("plan-change", 2)
 	m.RunFinished("plan-change", "succeeded", "schedule", 3*time.Second)
 	m.RunRecorded("plan-change", "missed", "catch-up")
-	m.LockAcquired("leader", 2*time.Millisecond)
+	m.LockAcquired("leader_row", 2*time.Millisecond)
 	m.IdempotencyReplay()
 	m.IdempotencyConflict()
 

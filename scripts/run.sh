@@ -30,7 +30,13 @@ for i in $(seq 1 "$replicas"); do
   pids+=("$!")
 done
 
-sleep 1
+# Wait until every replica answers /readyz (the binary's own health check: no curl needed).
+for i in $(seq 1 "$replicas"); do
+  for _ in $(seq 1 100); do
+    SCHEDULER_HTTP_ADDR="127.0.0.1:$((8079 + i))" bin/scheduler healthcheck 2>/dev/null && break
+    sleep 0.2
+  done
+done
 echo
 echo "replicas:"
 for i in $(seq 1 "$replicas"); do echo "  replica-${i}: http://127.0.0.1:$((8079 + i))"; done

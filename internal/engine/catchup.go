@@ -115,10 +115,12 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 		switch {
 		case out.Run != nil:
 			log.Info("caught up the latest missed slot", "run_id", out.Run.ID, "scheduled_at", latest)
+			e.conf.Metrics.SetJobPaused(en.conf.Name, false)
 			e.start(ctx, term, en, out.Run)
 		case out.Skipped != "":
-			log.Info("latest missed slot skipped", "scheduled_at", latest, "reason", out.Skipped)
+			log.Info("latest missed slot skipped", "run_id", out.SkippedID, "scheduled_at", latest, "reason", out.Skipped)
 			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, store.TriggerCatchUp)
+			e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
 		}
 	}
 	return upTo

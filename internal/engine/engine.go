@@ -54,6 +54,12 @@ type entry struct {
 	conf config.Job
 }
 
+// runningRun is a run executing on this replica: its job, for the log, and how to cancel it.
+type runningRun struct {
+	job    string
+	cancel context.CancelCauseFunc
+}
+
 // Engine runs jobs during this replica's terms of leadership.
 type Engine struct {
 	conf  Config
@@ -64,7 +70,7 @@ type Engine struct {
 	runs sync.WaitGroup // every run goroutine
 
 	mu      sync.Mutex
-	running map[int64]context.CancelCauseFunc // by run id
+	running map[int64]runningRun // by run id
 
 	testSignals testSignals
 }
@@ -91,7 +97,7 @@ func New(conf Config) (*Engine, error) {
 		conf:    conf,
 		log:     conf.Log.With("instance_id", conf.InstanceID),
 		jobs:    map[string]*entry{},
-		running: map[int64]context.CancelCauseFunc{},
+		running: map[int64]runningRun{},
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {
@@ -158,6 +164,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	log := e.log.With("epoch", term.Epoch)
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
+	e.loadJobHistories(termCtx, log)
 	e.recoverAbandoned(termCtx, term, log)
 	caughtUpTo := e.catchUp(termCtx, term, log)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
@@ -172,7 +179,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			}
 		}()
 	}
-	e.testSignals.leading.signal(term.Epoch)
+	e.testSignals.leading.Send(term.Epoch)
 
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -184,6 +191,30 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	e.queueLoop(termCtx, term, log, wake)
 	wg.Wait()
 	log.Info("stopped leading")
+}
+
+// loadJobHistories sets the job gauges from the database, so a new leader reports the
+// cluster's last successes instead of only its own, and a job paused before the election
+// reads as paused rather than stuck.
+func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
+	if e.conf.Metrics == nil {
+		return
+	}
+	names := make([]string, len(e.conf.Jobs))
+	for i, jc := range e.conf.Jobs {
+		names[i] = jc.Name
+	}
+	histories, err := e.conf.DB.JobHistories(ctx, names)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("reading the jobs' last successes failed; the job gauges show only this term's runs", "error", err)
+		}
+		return
+	}
+	for _, h := range histories {
+		e.conf.Metrics.SetLastSuccess(h.Job, h.LastSuccess)
+		e.conf.Metrics.SetJobPaused(h.Job, h.Paused)
+	}
 }
 
 // startTimers creates this term's gocron scheduler: one cron job per enabled job, firing at
@@ -240,10 +271,13 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	case out.Taken:
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
-		log.Info("slot skipped", "reason", out.Skipped)
+		log.Info("slot skipped", "run_id", out.SkippedID, "reason", out.Skipped)
 		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)
+		e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
 	default:
 		log.Info("slot claimed", "run_id", out.Run.ID)
+		// The claim read job_settings: a claimed slot means the job is not paused.
+		e.conf.Metrics.SetJobPaused(en.conf.Name, false)
 		e.start(ctx, term, en, out.Run)
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -98,7 +100,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 }
 
 var registry = jobs.NewRegistry(
-	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"},
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"}, chattyJob{"chatty"},
 )
 
 // newDB gives the test its own database with the test_calls table.
@@ -127,6 +129,8 @@ type nodeOptions struct {
 	lease        time.Duration
 	pollInterval time.Duration
 	maxMissed    int
+	log          *slog.Logger     // default: stderr, errors only unless TEST_LOG is set
+	metrics      *metrics.Metrics // default: none
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
@@ -148,11 +152,14 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
-	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log})
+	log := opts.log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	}
+	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en, err := New(Config{DB: db, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
-		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed})
+		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en.testSignals.init()
 	n := &node{id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}
@@ -181,15 +188,9 @@ func logLevel() slog.Level {
 	return slog.LevelError
 }
 
-func awaitSignal[T any](t *testing.T, s *testSignal[T], what string) T {
+func awaitSignal[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 	t.Helper()
-	select {
-	case v := <-s.ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return s.Await(t, waitTimeout, what)
 }
 
 func awaitTerm(t *testing.T, n *node) leader.Term {

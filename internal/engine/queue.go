@@ -85,8 +85,9 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 		log.Info("queued run picked", "run_id", run.ID, "job", run.Job, "trigger", run.Trigger)
 		en := e.jobs[run.Job]
 		if en == nil {
-			runLog := e.log.With("run_id", run.ID, "job", run.Job, "epoch", term.Epoch, "trigger", run.Trigger)
-			e.finish(ctx, term, runLog, run, jobs.Stats{},
+			// finish lowers the running gauge, so the run is announced first.
+			e.conf.Metrics.RunStarted(run.Job, run.Trigger, 0)
+			e.finish(ctx, term, e.runLog(term, run), run, jobs.Stats{},
 				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID),
 				nil, time.Now())
 			continue
@@ -106,8 +107,8 @@ func (e *Engine) applyCancelRequests(ctx context.Context, term leader.Term, log 
 		return
 	}
 	for _, id := range ids {
-		if e.cancelRun(id) {
-			log.Info("cancel requested; cancelling the run", "run_id", id)
+		if job, ok := e.cancelRun(id); ok {
+			log.Info("cancel requested; cancelling the run", "run_id", id, "job", job)
 		}
 	}
 }

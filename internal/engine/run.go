@@ -13,6 +13,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -46,15 +47,21 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 // execute runs the job body under the job's timeout and a cancel the queue can trigger,
 // then finishes the run.
 func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
-	log := e.log.With("run_id", run.ID, "job", run.Job, "epoch", term.Epoch, "trigger", run.Trigger)
+	log := e.runLog(term, run)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
 	defer cancelTimeout()
-	e.track(run.ID, cancel)
+	e.track(run, cancel)
 	defer e.untrack(run.ID)
 
 	started := time.Now()
+	var delay time.Duration
+	if run.ScheduledAt != nil {
+		delay = run.StartedAt.Sub(*run.ScheduledAt)
+	}
+	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
+	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
 	params, err := jobs.ParseParams(run.Params)
 	if err != nil {
 		e.finish(ctx, term, log, run, jobs.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started)
@@ -71,17 +78,18 @@ func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *
 		Params: params,
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
-	var delay time.Duration
-	if run.ScheduledAt != nil {
-		delay = run.StartedAt.Sub(*run.ScheduledAt)
-	}
-	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
 	stats, runErr := runJob(runCtx, en.job, env)
 	var cause error
 	if runCtx.Err() != nil {
 		cause = context.Cause(runCtx)
 	}
 	e.finish(ctx, term, log, run, stats, runErr, cause, started)
+}
+
+// runLog is the logger of every line about one run, the job's own lines included: one
+// helper defines the run's identity (run_id, job, epoch, and instance_id from e.log).
+func (e *Engine) runLog(term leader.Term, run *store.Run) *slog.Logger {
+	return logging.ForRun(e.log, run.ID, run.Job, term.Epoch).With("trigger", run.Trigger)
 }
 
 // runJob calls the job body, turning a panic into an error so one bad job cannot bring the
@@ -105,12 +113,19 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	status := store.StatusSucceeded
 	// The running gauge falls whatever happens; an interrupted run is counted as such here
 	// and as abandoned by the leader that finds it.
-	defer func() { e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed) }()
+	defer func() {
+		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed)
+		// Signalled after the metrics, so a test awaiting the signal sees them.
+		if status == statusInterrupted {
+			e.testSignals.interrupted.Send(run.ID)
+		} else {
+			e.testSignals.finished.Send(run.ID)
+		}
+	}()
 	if errors.Is(runErr, store.ErrNotLeader) || ctx.Err() != nil {
 		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)
-		e.testSignals.interrupted.signal(run.ID)
 		return
 	}
 	var pe *panicError
@@ -142,19 +157,17 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	if err != nil {
 		log.Warn("recording the end of the run failed; the next leader recovers it", "status", status, "error", err)
 		status = statusInterrupted
-		e.testSignals.interrupted.signal(run.ID)
 		return
 	}
 	e.conf.Metrics.Entities(run.Job, stats.Processed, stats.Changed, stats.SkippedLocked, stats.Errors)
 	log.Info("run finished", "status", status, "elapsed", elapsed, "error", runErr,
 		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors)
-	e.testSignals.finished.signal(run.ID)
 }
 
-func (e *Engine) track(id int64, cancel context.CancelCauseFunc) {
+func (e *Engine) track(run *store.Run, cancel context.CancelCauseFunc) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.running[id] = cancel
+	e.running[run.ID] = runningRun{job: run.Job, cancel: cancel}
 }
 
 func (e *Engine) untrack(id int64) {
@@ -163,13 +176,14 @@ func (e *Engine) untrack(id int64) {
 	delete(e.running, id)
 }
 
-// cancelRun cancels a running run of this replica; false if it is not running here.
-func (e *Engine) cancelRun(id int64) bool {
+// cancelRun cancels a running run of this replica and returns its job; false if it is not
+// running here.
+func (e *Engine) cancelRun(id int64) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cancel, ok := e.running[id]
+	r, ok := e.running[id]
 	if ok {
-		cancel(errCancelRequested)
+		r.cancel(errCancelRequested)
 	}
-	return ok
+	return r.job, ok
 }

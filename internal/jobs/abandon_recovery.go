@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
 // AbandonSettings configure abandon-recovery.
@@ -320,7 +322,7 @@ func (j *AbandonRecovery) send(ctx context.Context, env *Env, st *Stats, msgs []
 		}
 		ids = append(ids, m.DeliveryID)
 		attempts = append(attempts, m.Attempt)
-		pid, err := j.sender.Send(ctx, m)
+		pid, err := j.sender.Send(logging.NewContext(ctx, env.Log), m)
 		if err != nil {
 			msg := err.Error()
 			providerIDs, errs = append(providerIDs, nil), append(errs, &msg)

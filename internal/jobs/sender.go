@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
 // Message is one message a job sends, as recorded in its message_deliveries row.
@@ -58,7 +60,8 @@ func (*LogSender) Provider() string { return "log" }
 func (*LogSender) Idempotent() bool { return false }
 
 func (s *LogSender) Send(ctx context.Context, m Message) (string, error) {
-	s.log.InfoContext(ctx, "message sent (log sender: logged, not delivered)",
+	// The run's logger when there is one, so the line carries the run's run_id.
+	logging.FromContext(ctx, s.log).InfoContext(ctx, "message sent (log sender: logged, not delivered)",
 		"delivery_id", m.DeliveryID, "channel", m.Channel, "to", m.To, "template", m.Template,
 		"payload", string(m.Payload))
 	return m.IdempotencyKey(), nil

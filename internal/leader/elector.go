@@ -129,6 +129,11 @@ type Elector struct {
 	started           time.Time
 	leadershipChanged chan struct{} // wakes the instance heartbeat
 
+	// Touched only by Run's goroutine: when this replica last took the leader lock, and when
+	// it last stepped down (for the hand-over to its own next term).
+	lockedAt      time.Time
+	steppedDownAt time.Time
+
 	testSignals testSignals
 }
 
@@ -168,13 +173,18 @@ func (e *Elector) IsLeader() (bool, int64) {
 // Run takes part in elections until ctx is cancelled. It then resigns leadership at once
 // (with its own bounded context) and returns.
 func (e *Elector) Run(ctx context.Context) {
+	// The instance row outlives the resignation, which marks it a follower before releasing
+	// the lock: so the next leader reads a resigned leader, never a missing row or a leader
+	// whose last heartbeat is seconds old (see handover).
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.instanceHeartbeatLoop(ctx)
+		e.instanceHeartbeatLoop(hbCtx)
 	}()
 	defer wg.Wait()
+	defer stopHeartbeat()
 
 	for ctx.Err() == nil {
 		conn, err := e.conf.DB.Connect(ctx)
@@ -205,25 +215,74 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, conn *pgx.Conn) (Te
 	if _, err := conn.Exec(ctx, `SET client_connection_check_interval = 1000`); err != nil {
 		return Term{}, nil, fmt.Errorf("prepare the lock session: %w", err)
 	}
+	waitStart := time.Now()
 	if err := store.LockLeader(ctx, conn); err != nil {
 		return Term{}, nil, fmt.Errorf("wait for the leader lock: %w", err)
 	}
-	e.testSignals.lockAcquired.signal(struct{}{})
+	lockedAt := time.Now()
+	e.testSignals.lockAcquired.Send(struct{}{})
+	taken, err := store.LeaderLockTaken(ctx, conn)
+	if err != nil {
+		return Term{}, nil, err
+	}
+	// The follower's wait in pg_advisory_lock is unbounded by design and says nothing; the
+	// bump's wait for the old epoch's fenced transactions is the hand-over's lock cost.
+	bumpStart := time.Now()
 	old, cur, terminated, err := store.BumpEpoch(ctx, conn, e.conf.InstanceID, e.conf.LeaseTimeout)
 	if err != nil {
 		return Term{}, nil, err
 	}
+	bumpWait := time.Since(bumpStart)
+	e.conf.Metrics.LockAcquired("leader_row", bumpWait)
 	if terminated > 0 {
 		e.log.Warn("terminated the old leader's backends that held up the epoch bump beyond the lease",
 			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
 	}
-	e.log.Info("elected leader", "epoch", cur.Epoch, "old_epoch", old.Epoch, "old_leader", old.InstanceID, "since", cur.Since)
-	// The elector cannot know when the old leader died, so no hand-over duration is observed
-	// here; BenchmarkHandover measures it.
-	e.conf.Metrics.Elected(-1)
+	e.lockedAt = lockedAt
+	handover := e.handover(old, cur, taken)
+	e.log.Info("lock acquired", "lock", "scheduler-leader", "key", taken.Key, "epoch", cur.Epoch,
+		"waited", lockedAt.Sub(waitStart), "leader_row_wait", bumpWait)
+	e.log.Info("elected leader", "epoch", cur.Epoch, "old_epoch", old.Epoch, "old_leader", old.InstanceID,
+		"since", cur.Since, "handover", handover)
+	if handover < 0 {
+		e.conf.Metrics.Elected(-1)
+	} else {
+		e.conf.Metrics.Elected(handover.Seconds())
+	}
 	e.conf.Metrics.SetLeader(true, cur.Epoch)
 	termCtx, endTerm := context.WithCancel(ctx)
 	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx}, endTerm, nil
+}
+
+// handover is how long the cluster went without a leader before the term cur, or -1 when
+// that cannot be known honestly. It runs from the old leader's last sign of life to cur's
+// since, on the database clock:
+//   - a leader that died or hung still reads as leading in scheduler_instances: its last
+//     heartbeat there (at most InstanceHeartbeat before it stopped, so the figure may be
+//     high by that much);
+//   - a leader that resigned or stepped down marked its row a follower: the lock was
+//     released when this replica got it, waiting in pg_advisory_lock. (A leader that
+//     stepped down before the server noticed its dead lock session is counted from the
+//     release, so that figure may be low by the server's detection time.)
+//
+// This replica's own previous term is counted from its step-down, on its own clock. The
+// first leader of a cluster, or a replica that restarted under the same instance id (its
+// new heartbeats overwrite the old leader's row), gets -1.
+func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time.Duration {
+	switch {
+	case old.InstanceID == "":
+		return -1
+	case old.InstanceID == e.conf.InstanceID:
+		if e.steppedDownAt.IsZero() {
+			return -1
+		}
+		return time.Since(e.steppedDownAt)
+	}
+	stop := taken.At
+	if taken.PreviousLastSeen != nil && taken.PreviousLastSeen.Before(stop) {
+		stop = *taken.PreviousLastSeen
+	}
+	return max(cur.Since.Sub(stop), 0)
 }
 
 // keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that
@@ -267,9 +326,12 @@ func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc
 	endTerm()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
+	e.steppedDownAt = time.Now()
 	e.log.Warn("stepped down: stopped scheduling and cancelled running jobs", "epoch", term.Epoch, "reason", reason)
 	closeConn(conn)
-	e.testSignals.lostLeadership.signal(term.Epoch)
+	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
+		"how", "closed the lock connection")
+	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 
 // attemptResign gives leadership up on shutdown so a follower takes over at once (DESIGN.md
@@ -282,12 +344,19 @@ func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.Cance
 	e.conf.Metrics.SteppedDown("shutdown")
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
+	// Marked a follower before the lock goes, so the next leader measures the hand-over
+	// from the release rather than from this row's last periodic heartbeat.
+	if err := e.conf.DB.HeartbeatInstance(ctx, e.instance(false)); err != nil {
+		e.log.Warn("marking this instance a follower failed; the next leader's hand-over figure may be high", "error", err)
+	}
 	if err := store.UnlockLeader(ctx, conn); err != nil {
 		e.log.Warn("releasing the leader lock failed; closing its connection releases it", "epoch", term.Epoch, "error", err)
 	}
 	closeConn(conn)
+	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
+		"how", "resigned")
 	e.log.Info("resigned leadership", "epoch", term.Epoch)
-	e.testSignals.lostLeadership.signal(term.Epoch)
+	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 
 func (e *Elector) setLeader(isLeader bool, term Term) {
@@ -312,7 +381,7 @@ func (e *Elector) setLeader(isLeader bool, term Term) {
 	default:
 	}
 	if isLeader {
-		e.testSignals.gainedLeadership.signal(term.Epoch)
+		e.testSignals.gainedLeadership.Send(term.Epoch)
 	}
 }
 
@@ -323,12 +392,8 @@ func (e *Elector) instanceHeartbeatLoop(ctx context.Context) {
 	defer ticker.Stop()
 	for {
 		isLeader, _ := e.IsLeader()
-		in := store.Instance{
-			InstanceID: e.conf.InstanceID, Host: e.conf.Host, Version: e.conf.Version,
-			HTTPAddr: e.conf.HTTPAddr, StartedAt: e.started, IsLeader: isLeader,
-		}
 		hbCtx, cancel := context.WithTimeout(ctx, e.conf.InstanceHeartbeat)
-		if err := e.conf.DB.HeartbeatInstance(hbCtx, in); err != nil && ctx.Err() == nil {
+		if err := e.conf.DB.HeartbeatInstance(hbCtx, e.instance(isLeader)); err != nil && ctx.Err() == nil {
 			e.log.Warn("instance heartbeat failed", "error", err)
 		}
 		if isLeader {
@@ -352,6 +417,14 @@ func (e *Elector) instanceHeartbeatLoop(ctx context.Context) {
 		case <-ticker.C:
 		case <-e.leadershipChanged:
 		}
+	}
+}
+
+// instance is this replica's scheduler_instances row.
+func (e *Elector) instance(isLeader bool) store.Instance {
+	return store.Instance{
+		InstanceID: e.conf.InstanceID, Host: e.conf.Host, Version: e.conf.Version,
+		HTTPAddr: e.conf.HTTPAddr, StartedAt: e.started, IsLeader: isLeader,
 	}
 }
 

@@ -11,23 +11,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 const waitTimeout = 10 * time.Second
 
-func await[T any](t *testing.T, s *testSignal[T], what string) T {
+func await[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 	t.Helper()
-	select {
-	case v := <-s.ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return s.Await(t, waitTimeout, what)
 }
 
 type replica struct {
@@ -42,10 +38,15 @@ type replica struct {
 // startReplica starts an elector on its own pool (so its application_name is its own).
 func startReplica(t *testing.T, url, id string, lease time.Duration) *replica {
 	t.Helper()
+	return startReplicaWithMetrics(t, url, id, lease, nil)
+}
+
+func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, m *metrics.Metrics) *replica {
+	t.Helper()
 	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: lease})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	e, err := New(Config{DB: db, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond,
+	e, err := New(Config{DB: db, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	e.testSignals.init()
@@ -119,7 +120,7 @@ func pickGained(rs []*replica) <-chan *replica {
 	for _, r := range rs {
 		go func() {
 			select {
-			case <-r.e.testSignals.gainedLeadership.ch:
+			case <-r.e.testSignals.gainedLeadership.C():
 				out <- r
 			case <-time.After(waitTimeout):
 			}
@@ -183,4 +184,71 @@ func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	assert.Equal(t, "a", list[0].InstanceID)
+}
+
+// histogramCount is the sample count and sum of the histogram series of family name with the
+// given label (no label: the family's only series); zero when it has no series yet.
+func histogramCount(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) (uint64, float64) {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue next
+				}
+			}
+			return s.GetHistogram().GetSampleCount(), s.GetHistogram().GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
+// The first leader of a cluster has no predecessor, so its hand-over is unknown; a follower
+// taking over from a resigned leader measures it from the lock's release, which lies between
+// the old leader's stop and this test seeing the new term.
+func TestElectionsObserveHandoverAndLeaderRowWait(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	m1, m2 := metrics.New(), metrics.New()
+	first := startReplicaWithMetrics(t, url, "m1", 2*time.Second, m1)
+	term := <-first.sub.C()
+	require.Equal(t, int64(1), term.Epoch)
+	second := startReplicaWithMetrics(t, url, "m2", 2*time.Second, m2)
+	// The second replica is waiting on the lock only once its row exists and the first's says it leads.
+	require.Eventually(t, func() bool {
+		var n int
+		err := first.db.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM scheduler_instances WHERE (instance_id = 'm1' AND is_leader) OR instance_id = 'm2'`).Scan(&n)
+		return err == nil && n == 2
+	}, waitTimeout, 10*time.Millisecond)
+
+	n, _ := histogramCount(t, m1, "scheduler_handover_duration_seconds", nil)
+	assert.Zero(t, n, "a cold cluster's first leader has no hand-over to measure")
+	n, _ = histogramCount(t, m1, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
+	assert.Equal(t, uint64(1), n, "every election times its epoch bump")
+
+	stopping := time.Now()
+	first.stop()
+	var term2 Term
+	select {
+	case term2 = <-second.sub.C():
+	case <-time.After(waitTimeout):
+		t.Fatal("the follower did not take over")
+	}
+	elapsed := time.Since(stopping)
+	require.Equal(t, int64(2), term2.Epoch)
+
+	n, sum := histogramCount(t, m2, "scheduler_handover_duration_seconds", nil)
+	require.Equal(t, uint64(1), n, "a take-over from a resigned leader has a known hand-over")
+	assert.GreaterOrEqual(t, sum, 0.0)
+	assert.Less(t, sum, elapsed.Seconds(),
+		"measured from the release (not the resigned leader's last periodic heartbeat), it fits inside the stop-to-term time")
+	n, _ = histogramCount(t, m2, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
+	assert.Equal(t, uint64(1), n)
 }

@@ -1,30 +1,17 @@
 package leader
 
+import "github.com/schedulerhq/scheduler/internal/testsignal"
+
 // testSignals let tests await the elector's events instead of sleeping (as River's). They
 // are nil channels, and so cost nothing, unless a test calls init.
 type testSignals struct {
-	lockAcquired     testSignal[struct{}]
-	gainedLeadership testSignal[int64]
-	lostLeadership   testSignal[int64]
+	lockAcquired     testsignal.Signal[struct{}]
+	gainedLeadership testsignal.Signal[int64]
+	lostLeadership   testsignal.Signal[int64]
 }
 
 func (s *testSignals) init() {
-	s.lockAcquired.init()
-	s.gainedLeadership.init()
-	s.lostLeadership.init()
-}
-
-type testSignal[T any] struct{ ch chan T }
-
-func (s *testSignal[T]) init() { s.ch = make(chan T, 100) }
-
-// signal records v without ever blocking the elector.
-func (s *testSignal[T]) signal(v T) {
-	if s.ch == nil {
-		return
-	}
-	select {
-	case s.ch <- v:
-	default:
-	}
+	s.lockAcquired.Init()
+	s.gainedLeadership.Init()
+	s.lostLeadership.Init()
 }

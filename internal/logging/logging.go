@@ -4,6 +4,7 @@
 package logging
 
 import (
+	"context"
 	"io"
 	"log/slog"
 )
@@ -38,4 +39,20 @@ func ForInstance(base *slog.Logger, instanceID string) *slog.Logger {
 // use it too.
 func ForRun(base *slog.Logger, runID int64, job string, epoch int64) *slog.Logger {
 	return base.With("run_id", runID, "job", job, "epoch", epoch)
+}
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying log, for code below a run that has no other way to get
+// the run's logger (a message sender, an HTTP client's retry loop).
+func NewContext(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, contextKey{}, log)
+}
+
+// FromContext returns the logger NewContext put in ctx, or fallback.
+func FromContext(ctx context.Context, fallback *slog.Logger) *slog.Logger {
+	if log, ok := ctx.Value(contextKey{}).(*slog.Logger); ok {
+		return log
+	}
+	return fallback
 }

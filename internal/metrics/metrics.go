@@ -63,9 +63,8 @@ type Metrics struct {
 	expectedPeriod       *prometheus.GaugeVec
 	jobPaused            *prometheus.GaugeVec
 
-	entitiesTotal       *prometheus.CounterVec
-	lockContentionTotal *prometheus.CounterVec
-	lockWaitSeconds     *prometheus.HistogramVec
+	entitiesTotal   *prometheus.CounterVec
+	lockWaitSeconds *prometheus.HistogramVec
 
 	idempotencyReplaysTotal   prometheus.Counter
 	idempotencyConflictsTotal prometheus.Counter
@@ -142,10 +141,6 @@ func New() *Metrics {
 			Namespace: namespace, Name: "entities_total",
 			Help: "Entities handled by runs, by job and outcome: processed (all examined); changed, skipped_locked and error are subsets of processed.",
 		}, []string{"job_name", "outcome"}),
-		lockContentionTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "entity_lock_contention_total",
-			Help: "Per-entity advisory try-locks that found the entity locked by another transaction, by job.",
-		}, []string{"job_name"}),
 		lockWaitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "lock_wait_seconds",
 			Help:    "Seconds spent waiting to acquire a named lock, by lock.",
@@ -178,7 +173,7 @@ func New() *Metrics {
 		m.isLeader, m.leaderEpoch, m.electionsTotal, m.handoverSeconds, m.stepDownsTotal,
 		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
 		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
-		m.entitiesTotal, m.lockContentionTotal, m.lockWaitSeconds,
+		m.entitiesTotal, m.lockWaitSeconds,
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
 	)
@@ -348,14 +343,6 @@ func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors
 		// Creating the series even for 0 lets rate() and ratios see the job from its first run.
 		m.entitiesTotal.WithLabelValues(job, c.outcome).Add(float64(max(c.n, 0)))
 	}
-}
-
-// LockContention counts n per-entity try-locks that found the entity already locked.
-func (m *Metrics) LockContention(job string, n int64) {
-	if m == nil || n <= 0 {
-		return
-	}
-	m.lockContentionTotal.WithLabelValues(job).Add(float64(n))
 }
 
 // LockAcquired observes how long acquiring the named lock took. lock names a kind of lock

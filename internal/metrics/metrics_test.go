@@ -187,8 +187,6 @@ func TestEntityLockAndIdempotencyCounters(t *testing.T) {
 	m := metrics.New()
 	m.Entities("status-sync", 10, 4, 3, 1)
 	m.Entities("status-sync", 5, 5, 0, 0)
-	m.LockContention("status-sync", 3)
-	m.LockContention("status-sync", 0)
 	m.LockAcquired("leader", 40*time.Millisecond)
 	m.IdempotencyReplay()
 	m.IdempotencyReplay()
@@ -199,7 +197,8 @@ func TestEntityLockAndIdempotencyCounters(t *testing.T) {
 		assert.Equal(t, want, value(t, families, "scheduler_entities_total",
 			map[string]string{"job_name": "status-sync", "outcome": outcome}), outcome)
 	}
-	assert.Equal(t, 3.0, value(t, families, "scheduler_entity_lock_contention_total", map[string]string{"job_name": "status-sync"}))
+	assert.Nil(t, families["scheduler_entity_lock_contention_total"],
+		"per-entity lock contention is entities_total{outcome=skipped_locked}, not a second counter")
 	wait := histogram(t, families, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader"})
 	assert.Equal(t, uint64(1), wait.GetSampleCount())
 	assert.Equal(t, uint64(0), cumulativeCount(wait, 0.025))
@@ -294,7 +293,6 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.SetJobPeriod("j", time.Hour)
 	m.SetJobPaused("j", true)
 	m.Entities("j", 1, 1, 0, 0)
-	m.LockContention("j", 1)
 	m.LockAcquired("leader", time.Millisecond)
 	m.IdempotencyReplay()
 	m.IdempotencyConflict()

@@ -28,12 +28,13 @@ type Claim struct {
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
-// Skipped (a skipped row was recorded with this reason) or Taken (the slot already had a
-// row, written by this or an earlier leader) is set.
+// Skipped (a skipped row, SkippedID, was recorded with this reason) or Taken (the slot
+// already had a row, written by this or an earlier leader) is set.
 type ClaimOutcome struct {
-	Run     *Run
-	Skipped string
-	Taken   bool
+	Run       *Run
+	Skipped   string
+	SkippedID int64
+	Taken     bool
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (DESIGN.md
@@ -64,11 +65,11 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 		return ClaimOutcome{Taken: true}, nil
 	}
 	skip := func(reason string) (ClaimOutcome, error) {
-		recorded, err := recordSkip(ctx, tx, c, reason)
-		if err != nil || !recorded {
+		id, err := recordSkip(ctx, tx, c, reason)
+		if err != nil || id == 0 {
 			return ClaimOutcome{Taken: err == nil}, err
 		}
-		return ClaimOutcome{Skipped: reason}, nil
+		return ClaimOutcome{Skipped: reason, SkippedID: id}, nil
 	}
 	var isPaused, isActive, isTooSoon bool
 	if err := tx.QueryRow(ctx, paused, c.Job).Scan(&isPaused); err != nil {
@@ -107,17 +108,22 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 	return ClaimOutcome{Run: run}, nil
 }
 
-// recordSkip writes the slot's skipped row; false if the slot already had one.
-func recordSkip(ctx context.Context, tx pgx.Tx, c Claim, reason string) (bool, error) {
+// recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
+func recordSkip(ctx context.Context, tx pgx.Tx, c Claim, reason string) (int64, error) {
 	const insert = `
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
 		VALUES ($1, $2, 'skipped', $3, now(), $4, $5, $6)
-		ON CONFLICT DO NOTHING`
-	tag, err := tx.Exec(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch, reason)
-	if err != nil {
-		return false, fmt.Errorf("record skipped slot: %w", err)
+		ON CONFLICT DO NOTHING
+		RETURNING id`
+	var id int64
+	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch, reason).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
 	}
-	return tag.RowsAffected() == 1, nil
+	if err != nil {
+		return 0, fmt.Errorf("record skipped slot: %w", err)
+	}
+	return id, nil
 }
 
 // LastSlot returns the latest scheduled_at recorded for job, or the zero time.

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+)
+
+// chattyJob logs three lines through env.Log and reports fixed entity counts.
+type chattyJob struct{ name string }
+
+var chattyStats = jobs.Stats{Processed: 3, Changed: 2, SkippedLocked: 1}
+
+func (j chattyJob) Name() string { return j.name }
+func (j chattyJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+}
+func (j chattyJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	for i := range 3 {
+		env.Log.Info("chatty step", "step", i)
+	}
+	return chattyStats, nil
+}
+
+// syncBuffer is a log sink the node's goroutines and the test can share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines decodes every JSON line written so far.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
+		out = append(out, line)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// observedNode starts one node with a JSON log and metrics, running chatty (yearly, its
+// current slot already recorded, so neither catch-up nor the timers touch it) and tick
+// (disabled and paused), and waits until it leads.
+type observedNode struct {
+	*node
+	logs    *syncBuffer
+	metrics *metrics.Metrics
+	epoch   int64
+}
+
+// chattyLastSuccess is when the seeded run of chatty finished.
+var chattyLastSuccess = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+
+func startObservedNode(t *testing.T) *observedNode {
+	t.Helper()
+	db, url := newDB(t)
+	chatty := job(t, "chatty", "0 0 1 1 *", time.Minute)
+	tick := job(t, "tick", "@every 1s", time.Minute)
+	tick.Enabled = false
+	_, err := db.Pool.Exec(context.Background(), `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
+		VALUES ('chatty', 'schedule', 'succeeded', $1, $2, $2)`,
+		chatty.Schedule.Prev(time.Now()), chattyLastSuccess)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(context.Background(), `INSERT INTO job_settings (job, paused) VALUES ('tick', true)`)
+	require.NoError(t, err)
+
+	logs := &syncBuffer{}
+	m := metrics.New()
+	n := startNode(t, url, "obs-1", nodeOptions{
+		jobs:    []config.Job{chatty, tick},
+		log:     logging.New(logs, slog.LevelDebug, logging.FormatJSON),
+		metrics: m,
+	})
+	term := awaitTerm(t, n)
+	require.Equal(t, term.Epoch, awaitSignal(t, &n.en.testSignals.leading, "the term's start"))
+	return &observedNode{node: n, logs: logs, metrics: m, epoch: term.Epoch}
+}
+
+// runChatty queues a manual run of chatty and waits until its end is recorded.
+func (o *observedNode) runChatty(t *testing.T) int64 {
+	t.Helper()
+	id := queueRun(t, o.db, "chatty")
+	for awaitSignal(t, &o.en.testSignals.finished, "the manual run to finish") != id {
+	}
+	return id
+}
+
+func TestEveryLineOfARunCarriesItsRunID(t *testing.T) {
+	t.Parallel()
+	o := startObservedNode(t)
+	id := o.runChatty(t)
+
+	var ofJob []map[string]any
+	messages := map[string]int{}
+	for _, line := range o.logs.lines(t) {
+		if line["job"] == "chatty" {
+			ofJob = append(ofJob, line)
+			messages[line["msg"].(string)]++
+		}
+	}
+	require.GreaterOrEqual(t, len(ofJob), 5, "started, three job lines, finished: %v", messages)
+	assert.Equal(t, 3, messages["chatty step"], "the job's own lines")
+	assert.Equal(t, 1, messages["run started"])
+	assert.Equal(t, 1, messages["run finished"])
+	for _, line := range ofJob {
+		assert.Equal(t, float64(id), line["run_id"], "%v", line)
+		assert.Equal(t, float64(o.epoch), line["epoch"], "%v", line)
+		assert.Equal(t, "obs-1", line["instance_id"], "%v", line)
+	}
+}
+
+func TestMetricsMoveAfterARun(t *testing.T) {
+	t.Parallel()
+	o := startObservedNode(t)
+
+	// A new leader reports the cluster's history, not only what it ran itself.
+	families := scrape(t, o.metrics)
+	assert.Equal(t, float64(chattyLastSuccess.Unix()),
+		gaugeOrCounter(t, families, "scheduler_job_last_success_timestamp_seconds", map[string]string{"job_name": "chatty"}))
+	assert.Equal(t, 0.0, gaugeOrCounter(t, families, "scheduler_job_paused", map[string]string{"job_name": "chatty"}))
+	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_job_paused", map[string]string{"job_name": "tick"}),
+		"a job paused before the election reads as paused, so it does not alert as stuck")
+	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_is_leader", nil))
+	assert.GreaterOrEqual(t, gaugeOrCounter(t, families, "scheduler_elections_total", nil), 1.0)
+
+	before := time.Now()
+	o.runChatty(t)
+	families = scrape(t, o.metrics)
+	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_runs_total",
+		map[string]string{"job_name": "chatty", "status": "succeeded", "trigger": "manual"}))
+	duration := findSeries(families, "scheduler_run_duration_seconds", map[string]string{"job_name": "chatty"})
+	require.NotNil(t, duration)
+	assert.Equal(t, uint64(1), duration.GetHistogram().GetSampleCount())
+	for outcome, want := range map[string]int64{
+		"processed": chattyStats.Processed, "changed": chattyStats.Changed,
+		"skipped_locked": chattyStats.SkippedLocked, "error": chattyStats.Errors,
+	} {
+		assert.Equal(t, float64(want), gaugeOrCounter(t, families, "scheduler_entities_total",
+			map[string]string{"job_name": "chatty", "outcome": outcome}), outcome)
+	}
+	assert.Equal(t, 0.0, gaugeOrCounter(t, families, "scheduler_jobs_running", map[string]string{"job_name": "chatty"}))
+	assert.GreaterOrEqual(t, gaugeOrCounter(t, families, "scheduler_job_last_success_timestamp_seconds",
+		map[string]string{"job_name": "chatty"}), float64(before.Unix()), "the run's success replaces the history's")
+	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_is_leader", nil))
+	assert.GreaterOrEqual(t, gaugeOrCounter(t, families, "scheduler_elections_total", nil), 1.0)
+	wait := findSeries(families, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
+	require.NotNil(t, wait, "the election timed its epoch bump")
+	assert.Equal(t, uint64(1), wait.GetHistogram().GetSampleCount())
+}
+
+// scrape reads the node's /metrics as Prometheus does.
+func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	require.NoError(t, err)
+	return families
+}
+
+// findSeries is the series of family name whose labels include want; nil when none.
+func findSeries(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+next:
+	for _, s := range families[name].GetMetric() {
+		got := map[string]string{}
+		for _, l := range s.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return s
+	}
+	return nil
+}
+
+func gaugeOrCounter(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	s := findSeries(families, name, labels)
+	require.NotNil(t, s, "no series %s%v", name, labels)
+	if s.Counter != nil {
+		return s.Counter.GetValue()
+	}
+	return s.GetGauge().GetValue()
+}

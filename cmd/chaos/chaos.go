@@ -83,8 +83,8 @@ type Handover struct {
 
 // Result is what the database holds after the run, and the hand-overs seen.
 type Result struct {
-	MembersInserted int64
-	MembersApplied  int64
+	MembersInserted int64 // chaos members in the database at the end
+	MembersApplied  int64 // APPLIED history rows
 	// Invariants: each must be 0.
 	DuplicateHistory      int64 // (member, effective date, change type) with more than one history row
 	DueNotApplied         int64 // members still due after the settle
@@ -409,11 +409,11 @@ func (r *runner) insertMembers(ctx context.Context) (int64, error) {
 			return n, ctx.Err()
 		case <-tick.C:
 		}
-		tag, err := r.pool.Exec(ctx, insertChaosMembersSQL, n+1, n+perTick)
+		// Not cancelled by the end of the chaos phase: an insert that committed must be counted.
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		tag, err := r.pool.Exec(ictx, insertChaosMembersSQL, n+1, n+perTick)
+		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
-				return n, ctx.Err()
-			}
 			return n, fmt.Errorf("insert members: %w", err)
 		}
 		n += tag.RowsAffected()
@@ -468,9 +468,10 @@ SELECT
      WHERE status = 'running'
        AND (epoch < (SELECT epoch FROM scheduler_leader) OR started_at < now() - interval '10 seconds')),
     (SELECT count(*) FROM member_plan_change_history WHERE change_type = 'APPLIED'),
+    (SELECT count(*) FROM members WHERE email LIKE 'chaos-%'),
     (SELECT epoch FROM scheduler_leader)`
 	err := r.pool.QueryRow(ctx, q).Scan(&res.DuplicateHistory, &res.DueNotApplied, &res.AppliedWithoutHistory,
-		&res.HistoryNotApplied, &res.SlotsClaimedTwice, &res.StuckRunning, &res.MembersApplied, &res.Epoch)
+		&res.HistoryNotApplied, &res.SlotsClaimedTwice, &res.StuckRunning, &res.MembersApplied, &res.MembersInserted, &res.Epoch)
 	if err != nil {
 		return fmt.Errorf("check invariants: %w", err)
 	}

@@ -2,6 +2,8 @@
 # pg.sh — a local PostgreSQL for development and tests, installed when missing.
 #
 #   scripts/pg.sh start DIR PORT   initdb DIR (once) and start a server on 127.0.0.1:PORT
+#                                  (PG_DURABLE=1: keep PostgreSQL's durable commit settings,
+#                                  for benchmarks that must reflect a production server)
 #   scripts/pg.sh stop DIR         stop the server of DIR
 #   scripts/pg.sh remove DIR       stop it and delete DIR
 #   scripts/pg.sh url PORT [DB]    print the connection URL
@@ -65,12 +67,12 @@ port = $port
 unix_socket_directories = '$dir'
 max_connections = 400
 shared_buffers = 256MB
-# Development and test data only: durability traded for speed.
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 log_min_messages = warning
 CONF
+    if [ "${PG_DURABLE:-}" != 1 ]; then
+      # Development and test data only: durability traded for speed.
+      printf 'fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n' >>"$dir/postgresql.conf"
+    fi
   fi
   if as_owner "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
     return 0

@@ -57,25 +57,15 @@ func inBatchTx(ctx context.Context, env *Env, fn func(pgx.Tx) error) error {
 	return err
 }
 
-// tryLockGroupsSQL takes the transaction-level advisory lock of each group for this job,
-// without waiting: a group another run is working on is skipped and counted, never waited
-// for, so two copies of a job never block each other and never touch the same group.
-// The locks are taken in their own statement so that the statements after it, which
-// re-check each group's state, see everything committed by whoever held the lock before.
-const tryLockGroupsSQL = `
-SELECT group_id
-FROM unnest($2::bigint[]) AS g (group_id)
-WHERE pg_try_advisory_xact_lock(hashtextextended($1::text || ':' || group_id::text, 0))`
-
-// tryLockGroups returns the groups among ids whose lock this transaction now holds.
+// tryLockGroups returns the groups among ids whose lock this transaction now holds. A group
+// another run is working on is skipped and counted, never waited for, so two copies of a job
+// never block each other and never touch the same group. The locks are taken in their own
+// statement so that the statements after it, which re-check each group's state, see
+// everything committed by whoever held the lock before.
 func tryLockGroups(ctx context.Context, tx pgx.Tx, job string, ids []int64) (map[int64]bool, error) {
-	rows, err := tx.Query(ctx, tryLockGroupsSQL, job, uniqueIDs(ids))
+	locked, err := TryLockAll(ctx, tx, job, uniqueIDs(ids))
 	if err != nil {
-		return nil, fmt.Errorf("lock groups: %w", err)
-	}
-	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("lock groups: %w", err)
+		return nil, err
 	}
 	set := make(map[int64]bool, len(locked))
 	for _, id := range locked {

@@ -23,24 +23,24 @@ const (
 	TriggerRecovery = "recovery"
 )
 
-// Run is one row of job_runs.
+// Run is one row of job_runs. Its JSON shape is the API's (api/views.go), not this struct's.
 type Run struct {
-	ID              int64           `json:"id"`
-	Job             string          `json:"job"`
-	Trigger         string          `json:"trigger"`
-	Status          string          `json:"status"`
-	ScheduledAt     *time.Time      `json:"scheduled_at"`
-	CreatedAt       time.Time       `json:"created_at"`
-	StartedAt       *time.Time      `json:"started_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	InstanceID      *string         `json:"instance_id"`
-	Epoch           *int64          `json:"epoch"`
-	Stats           json.RawMessage `json:"stats"`
-	Error           *string         `json:"error"`
-	Reason          *string         `json:"reason"`
-	Params          json.RawMessage `json:"params"`
-	RecoversRunID   *int64          `json:"recovers_run_id,omitempty"`
-	CancelRequested bool            `json:"cancel_requested"`
+	ID              int64
+	Job             string
+	Trigger         string
+	Status          string
+	ScheduledAt     *time.Time
+	CreatedAt       time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	InstanceID      *string
+	Epoch           *int64
+	Stats           json.RawMessage
+	Error           *string
+	Reason          *string
+	Params          json.RawMessage
+	RecoversRunID   *int64
+	CancelRequested bool
 }
 
 // DurationMS is finished_at - started_at in milliseconds, nil while unfinished.

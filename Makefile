@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 REPLICAS ?= 3
 
-.PHONY: build run test bench chaos clean
+.PHONY: build run test lint bench chaos clean
 
 build:
 	go build -o bin/scheduler ./cmd/scheduler
@@ -11,8 +11,13 @@ build:
 run: build
 	scripts/run.sh $(REPLICAS)
 
+# make test runs make lint first: a static-check finding fails the suite.
 test:
 	scripts/test.sh
+
+# go vet, staticcheck and deadcode at pinned versions (installed into bin/tools when missing).
+lint:
+	scripts/lint.sh
 
 # make bench [QUICK=1]: benchmarks against BENCH_DATABASE_URL/DATABASE_URL or a throwaway cluster.
 bench:

@@ -14,15 +14,14 @@ import (
 
 // row is one line of the report: a measured figure, its reference, and the target.
 type row struct {
-	section string
-	name    string // what was measured
-	data    string // on which data
-	value   string // the absolute median (or other statistic) of the measurement
-	ref     string // the reference's absolute figure, when the target is a ratio
-	ratio   string // value ÷ ref, when the target is a ratio
-	target  string
-	pass    *bool // nil: no target
-	note    string
+	name   string // what was measured
+	data   string // on which data
+	value  string // the absolute median (or other statistic) of the measurement
+	ref    string // the reference's absolute figure, when the target is a ratio
+	ratio  string // value ÷ ref, when the target is a ratio
+	target string
+	pass   *bool // nil: no target
+	note   string
 }
 
 type report struct {

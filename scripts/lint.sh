@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# lint.sh — the static checks `make lint` runs and `make test` runs first: go vet, staticcheck
+# and deadcode, at pinned versions installed into bin/tools when missing (no global install).
+# Any finding fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
+DEADCODE_VERSION=v0.52.0   # golang.org/x/tools
+
+tools=$(pwd)/bin/tools
+install() { # install NAME MODULE@VERSION, once per version
+  local name=$1 pkg=$2
+  if [ ! -x "$tools/$name" ] || [ "$(cat "$tools/$name.version" 2>/dev/null)" != "$pkg" ]; then
+    echo "lint.sh: installing $pkg" >&2
+    GOBIN=$tools go install "$pkg"
+    echo "$pkg" >"$tools/$name.version"
+  fi
+}
+install staticcheck "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+install deadcode "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
+
+echo "go vet" >&2
+go vet ./...
+echo "staticcheck" >&2
+"$tools/staticcheck" ./...
+
+# deadcode lists functions no main package reaches. Code that exists only for tests is
+# reached from tests alone by design: the test harness packages and the test-signal hooks.
+echo "deadcode" >&2
+dead=$("$tools/deadcode" ./... | grep -Ev '^internal/(testdb|testsignal)/|unreachable func: testSignals\.init$' || true)
+if [ -n "$dead" ]; then
+  echo "$dead"
+  echo "lint.sh: unreachable code above: delete it, or use it" >&2
+  exit 1
+fi

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# test.sh — the static checks, then the whole suite against a real PostgreSQL: TEST_DATABASE_URL
-# when set, otherwise one throwaway cluster for the run (installed when missing), removed at the end.
+# test.sh — the whole suite against a real PostgreSQL: TEST_DATABASE_URL when set, otherwise
+# one throwaway cluster for the run (installed when missing), removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-scripts/lint.sh
 
 if [ -z "${TEST_DATABASE_URL:-}" ]; then
   dir=$(mktemp -d /tmp/scheduler-test-pg.XXXXXX)
@@ -16,5 +14,6 @@ if [ -z "${TEST_DATABASE_URL:-}" ]; then
   TEST_DATABASE_URL=$(scripts/pg.sh url "$port")
 fi
 
+go vet ./...
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...

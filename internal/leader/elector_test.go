@@ -27,6 +27,7 @@ func await[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 }
 
 type replica struct {
+	t      *testing.T
 	id     string
 	db     *store.DB
 	e      *Elector
@@ -50,7 +51,7 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	e.testSignals.init()
-	r := &replica{id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}
+	r := &replica{t: t, id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
@@ -63,7 +64,24 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 
 func (r *replica) stop() {
 	r.cancel()
-	<-r.done
+	select {
+	case <-r.done:
+	case <-time.After(waitTimeout):
+		r.t.Fatalf("replica %s did not stop within %s", r.id, waitTimeout)
+	}
+}
+
+// awaitTerm returns r's next term, failing the test if none comes in time: a regression
+// must fail the test, not hang it.
+func awaitTerm(t *testing.T, r *replica, what string) Term {
+	t.Helper()
+	select {
+	case term := <-r.sub.C():
+		return term
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
+		panic("unreachable")
+	}
 }
 
 func leaderRow(t *testing.T, db *store.DB) store.LeaderRow {
@@ -88,7 +106,7 @@ func TestOneLeaderAndResignHandsOver(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("no replica was elected")
 	}
-	term := <-first.sub.C()
+	term := awaitTerm(t, first, "the first term")
 	assert.Equal(t, int64(1), term.Epoch)
 	row := leaderRow(t, first.db)
 	assert.Equal(t, store.LeaderRow{InstanceID: first.id, Epoch: 1, Since: term.Since}, row)
@@ -108,7 +126,7 @@ func TestOneLeaderAndResignHandsOver(t *testing.T) {
 		t.Fatal("no follower took over")
 	}
 	require.NotSame(t, first, second)
-	term2 := <-second.sub.C()
+	term2 := awaitTerm(t, second, "the second term")
 	assert.Equal(t, int64(2), term2.Epoch)
 	assert.True(t, term2.Since.After(term.Since))
 	assert.Equal(t, second.id, leaderRow(t, second.db).InstanceID)
@@ -134,7 +152,7 @@ func TestLeaderStepsDownWhenItsLockSessionIsKilled(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	r := startReplica(t, url, "solo", time.Second)
-	term := <-r.sub.C()
+	term := awaitTerm(t, r, "the first term")
 	require.Equal(t, int64(1), term.Epoch)
 
 	// Kill the lock session from outside, as a DBA or a new leader would.
@@ -154,7 +172,7 @@ func TestLeaderStepsDownWhenItsLockSessionIsKilled(t *testing.T) {
 	assert.Less(t, time.Since(killedAt), 2*time.Second, "step-down must happen within about the lease")
 
 	// It competes again and wins under a new epoch.
-	term2 := <-r.sub.C()
+	term2 := awaitTerm(t, r, "the term after the step-down")
 	assert.Equal(t, int64(2), term2.Epoch)
 }
 
@@ -163,7 +181,7 @@ func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	a := startReplica(t, url, "a", 2*time.Second)
-	<-a.sub.C()
+	awaitTerm(t, a, "a leading")
 	b := startReplica(t, url, "b", 2*time.Second)
 	_, err := a.db.Pool.Exec(ctx, `
 		INSERT INTO scheduler_instances (instance_id, host, version, started_at, last_seen_at)
@@ -217,7 +235,7 @@ func TestElectionsObserveHandoverAndLeaderRowWait(t *testing.T) {
 	url := testdb.New(t)
 	m1, m2 := metrics.New(), metrics.New()
 	first := startReplicaWithMetrics(t, url, "m1", 2*time.Second, m1)
-	term := <-first.sub.C()
+	term := awaitTerm(t, first, "the first term")
 	require.Equal(t, int64(1), term.Epoch)
 	second := startReplicaWithMetrics(t, url, "m2", 2*time.Second, m2)
 	// The second replica is waiting on the lock only once its row exists and the first's says it leads.
@@ -235,12 +253,7 @@ func TestElectionsObserveHandoverAndLeaderRowWait(t *testing.T) {
 
 	stopping := time.Now()
 	first.stop()
-	var term2 Term
-	select {
-	case term2 = <-second.sub.C():
-	case <-time.After(waitTimeout):
-		t.Fatal("the follower did not take over")
-	}
+	term2 := awaitTerm(t, second, "the follower to take over")
 	elapsed := time.Since(stopping)
 	require.Equal(t, int64(2), term2.Epoch)
 

@@ -83,9 +83,9 @@ func runChild(args []string) childResult {
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, 1, fn)
 		},
-		Pool: db.Pool,
-		Log:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Now:  now,
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:      now,
 	}
 	start := time.Now()
 	stats, err := job.Run(ctx, env)

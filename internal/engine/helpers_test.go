@@ -100,7 +100,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 }
 
 var registry = jobs.NewRegistry(
-	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"}, chattyJob{"chatty"},
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
 )
 
 // newDB gives the test its own database with the test_calls table.
@@ -135,6 +135,7 @@ type nodeOptions struct {
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
 type node struct {
+	t      *testing.T
 	id     string
 	db     *store.DB
 	el     *leader.Elector
@@ -162,7 +163,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en.testSignals.init()
-	n := &node{id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}
+	n := &node{t: t, id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}
 	sub := el.Listen()
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
@@ -178,7 +179,11 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 // stop shuts the node down as SIGTERM does: the elector resigns, the engine stops.
 func (n *node) stop() {
 	n.cancel()
-	<-n.done
+	select {
+	case <-n.done:
+	case <-time.After(waitTimeout):
+		n.t.Fatalf("%s did not stop within %s", n.id, waitTimeout)
+	}
 }
 
 func logLevel() slog.Level {
@@ -245,4 +250,15 @@ func count(t *testing.T, db *store.DB, sql string, args ...any) int {
 	var n int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
+}
+
+// awaitFinished waits until run id reaches a final status.
+func awaitFinished(t *testing.T, db *store.DB, id int64) *store.Run {
+	t.Helper()
+	var r *store.Run
+	require.Eventually(t, func() bool {
+		r = getRun(t, db, id)
+		return r.Finished()
+	}, waitTimeout, 10*time.Millisecond, fmt.Sprintf("run %d to finish", id))
+	return r
 }

@@ -72,10 +72,10 @@ func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return e.conf.DB.Fenced(ctx, term.Epoch, fn)
 		},
-		Pool:   e.conf.DB.Pool,
-		Log:    log,
-		Now:    *run.StartedAt,
-		Params: params,
+		ReadOnly: e.conf.DB.ReadOnly(),
+		Log:      log,
+		Now:      *run.StartedAt,
+		Params:   params,
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
 	stats, runErr := runJob(runCtx, en.job, env)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Job is one business job.
@@ -25,6 +24,12 @@ type Job interface {
 	// Run does one run's work and returns its counts. It must honour ctx (cancelled on
 	// timeout, cancel request or loss of leadership) and write only through env.Tx.
 	Run(ctx context.Context, env *Env) (Stats, error)
+}
+
+// Querier runs read queries; *pgxpool.Pool and pgx.Tx satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits.
@@ -42,8 +47,10 @@ type Env struct {
 	// Tx runs fn in a transaction fenced by the run's epoch: it fails with store.ErrNotLeader,
 	// committing nothing, once this replica has been deposed.
 	Tx func(ctx context.Context, fn func(pgx.Tx) error) error
-	// Pool is for reads outside the fence (streaming candidate ids). Never write through it.
-	Pool *pgxpool.Pool
+	// ReadOnly is for reads outside the fence (streaming candidate ids). Its sessions are
+	// read-only on the server, so a write through it fails (SQLSTATE 25006) instead of
+	// committing without the epoch check; writes go through Tx.
+	ReadOnly Querier
 	// Log carries run_id, job, epoch and instance_id on every line.
 	Log *slog.Logger
 	// Now is the run's clock; tests inject a fixed one, production uses the database's now()

@@ -35,9 +35,9 @@ RETURNING id`, job).Scan(&runID))
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, 1, fn)
 		},
-		Pool: db.Pool,
-		Log:  slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
-		Now:  runNow,
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
+		Now:      runNow,
 	}
 }
 

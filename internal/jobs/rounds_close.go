@@ -55,7 +55,7 @@ func (j *roundsClose) Run(ctx context.Context, env *Env) (Stats, error) {
 		if err := ctx.Err(); err != nil {
 			return stats, err
 		}
-		rows, err := env.Pool.Query(ctx, roundsCloseCandidatesSQL, pgx.NamedArgs{
+		rows, err := env.ReadOnly.Query(ctx, roundsCloseCandidatesSQL, pgx.NamedArgs{
 			"now": env.Now, "after_close_at": afterCloseAt, "after_id": afterID, "limit": j.batchSize,
 		})
 		if err != nil {

@@ -114,7 +114,7 @@ func (j *roundsCreate) Run(ctx context.Context, env *Env) (Stats, error) {
 		if err := ctx.Err(); err != nil {
 			return stats, err
 		}
-		rows, err := env.Pool.Query(ctx, roundsCreateCandidatesSQL,
+		rows, err := env.ReadOnly.Query(ctx, roundsCreateCandidatesSQL,
 			pgx.NamedArgs{"after": after, "now": env.Now, "limit": j.batchSize})
 		if err != nil {
 			return stats, fmt.Errorf("read groups due a round: %w", err)

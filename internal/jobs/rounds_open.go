@@ -77,7 +77,7 @@ func (j *roundsOpen) Run(ctx context.Context, env *Env) (Stats, error) {
 		if err := ctx.Err(); err != nil {
 			return stats, err
 		}
-		rows, err := env.Pool.Query(ctx, roundsOpenCandidatesSQL, pgx.NamedArgs{
+		rows, err := env.ReadOnly.Query(ctx, roundsOpenCandidatesSQL, pgx.NamedArgs{
 			"last_date": lastDate, "after_date": afterDate, "after_id": afterID, "limit": j.batchSize,
 		})
 		if err != nil {

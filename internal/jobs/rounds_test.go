@@ -57,9 +57,9 @@ func roundsEnv(db *store.DB, now time.Time, logs *logBuffer) *Env {
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, 1, fn)
 		},
-		Pool: db.Pool,
-		Log:  log,
-		Now:  now,
+		ReadOnly: db.ReadOnly(),
+		Log:      log,
+		Now:      now,
 	}
 }
 

@@ -37,8 +37,12 @@ const (
 // DB is the scheduler's handle on PostgreSQL.
 type DB struct {
 	Pool *pgxpool.Pool
-	opts Options
-	conf *pgx.ConnConfig
+	// readOnly is the pool job bodies read through outside the fence: its sessions start
+	// with default_transaction_read_only on, so a write through it fails on the server
+	// instead of committing unfenced (DESIGN.md guarantee 1).
+	readOnly *pgxpool.Pool
+	opts     Options
+	conf     *pgx.ConnConfig
 }
 
 // Open builds a pool whose every connection carries the session settings of ConnConfig.
@@ -63,11 +67,27 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
-	return &DB{Pool: pool, opts: opts, conf: conf}, nil
+	readConf := poolConf.Copy()
+	readConf.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	readOnly, err := pgxpool.NewWithConfig(ctx, readConf)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open read-only pool: %w", err)
+	}
+	return &DB{Pool: pool, readOnly: readOnly, opts: opts, conf: conf}, nil
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.Pool.Close() }
+// Close closes the pools.
+func (db *DB) Close() {
+	db.Pool.Close()
+	db.readOnly.Close()
+}
+
+// ReadOnly is the pool for reads outside the fence (a job's candidate ids). Every
+// transaction on it is READ ONLY unless the caller explicitly asks otherwise, so an
+// accidental write through it fails with SQLSTATE 25006 rather than committing unfenced.
+// Its connections are opened only when used, so followers hold none.
+func (db *DB) ReadOnly() *pgxpool.Pool { return db.readOnly }
 
 // Options returns the options the DB was opened with.
 func (db *DB) Options() Options { return db.opts }

@@ -7,9 +7,12 @@
 #   scripts/pg.sh stop DIR         stop the server of DIR
 #   scripts/pg.sh remove DIR       stop it and delete DIR
 #   scripts/pg.sh url PORT [DB]    print the connection URL
+#   scripts/pg.sh status DIR       exit 0 when the server of DIR is running
 #   scripts/pg.sh ensure           print a DATABASE_URL that answers: $DATABASE_URL when set,
-#                                  else the project's own cluster in .pgdata (port 55432),
-#                                  started (and created) when needed, with database "scheduler".
+#                                  else the project's own cluster in .pgdata, started (and
+#                                  created) when needed, with database "scheduler". Its port is
+#                                  55432, or the next free one when another server holds that
+#                                  port; the choice is kept in .pgdata/postgresql.conf.
 #
 # initdb refuses to run as root, so as root the server runs as the "postgres" user that
 # Debian's package creates. Authentication is "trust" on 127.0.0.1 only: these clusters
@@ -90,14 +93,37 @@ stop() {
 
 url() { echo "postgres://postgres@127.0.0.1:$1/${2:-postgres}?sslmode=disable"; }
 
+running() { # running DIR: is the server of DIR up?
+  [ -f "$1/PG_VERSION" ] && as_owner "$(pg_bindir)/pg_ctl" -D "$1" status >/dev/null 2>&1
+}
+
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# holder PORT names the process listening on PORT, when ss can tell.
+holder() {
+  command -v ss >/dev/null || { echo "another process"; return; }
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\).*/\1 (pid \2)/p' | head -n 1 | grep . || echo "another process"
+}
+
 ensure() {
   if [ -n "${DATABASE_URL:-}" ]; then echo "$DATABASE_URL"; return; fi
-  local root port=55432
+  local root dir port=55432
   root=$(cd "$(dirname "$0")/.." && pwd)
-  start "$root/.pgdata" "$port"
+  dir=$root/.pgdata
+  if [ -f "$dir/postgresql.conf" ]; then
+    # The last "port =" line wins in postgresql.conf, as it does for the server.
+    port=$(sed -n 's/^port = \([0-9]*\).*/\1/p' "$dir/postgresql.conf" | tail -n 1)
+  fi
+  if ! running "$dir" && port_taken "$port"; then
+    local wanted=$port
+    while port_taken "$port"; do port=$((port + 1)); done
+    log "port $wanted is held by $(holder "$wanted") (another checkout's cluster?); this checkout's cluster in .pgdata uses port $port from now on"
+    if [ -f "$dir/postgresql.conf" ]; then echo "port = $port" >>"$dir/postgresql.conf"; fi
+  fi
+  start "$dir" "$port"
   local bin; bin=$(pg_bindir)
-  if ! "$bin/psql" -qtAX "$(url $port)" -c "select 1 from pg_database where datname='scheduler'" | grep -q 1; then
-    "$bin/psql" -qX "$(url $port)" -c "create database scheduler" >/dev/null
+  if ! "$bin/psql" -qtAX "$(url "$port")" -c "select 1 from pg_database where datname='scheduler'" | grep -q 1; then
+    "$bin/psql" -qX "$(url "$port")" -c "create database scheduler" >/dev/null
   fi
   url "$port" scheduler
 }
@@ -108,7 +134,8 @@ case "$cmd" in
   stop) stop "$2" ;;
   remove) stop "$2"; rm -rf "$2" ;;
   url) url "$2" "${3:-}" ;;
+  status) running "$2" ;;
   ensure) ensure ;;
   bindir) pg_bindir ;;
-  *) echo "usage: $0 start DIR PORT | stop DIR | remove DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR PORT | stop DIR | remove DIR | status DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
 esac

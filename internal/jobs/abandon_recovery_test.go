@@ -69,6 +69,9 @@ var errCrashed = errors.New("process crashed")
 
 const abandonDelay = 30 * time.Minute
 
+// pipeline is a message pipeline with the default settings.
+func pipeline(s jobs.Sender) *jobs.Pipeline { return jobs.NewPipeline(s, jobs.SendSettings{}) }
+
 // seedLeads creates a tenant with a form and: `abandoned` leads started more than the delay
 // before runNow and never submitted (channels EMAIL, SMS and WHATSAPP in turn), 10 submitted
 // ones and 10 started within the delay. It returns the abandoned leads' ids.
@@ -129,7 +132,7 @@ func TestAbandonRecoveryConcurrentRunsSendEachLeadOneMessage(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ids := seedLeads(t, db.Pool, 250)
 	sender := &recordingSender{}
-	job := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 20}, sender)
+	job := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 20}, pipeline(sender))
 	env := newEnv(t, db, "abandon-recovery")
 
 	stats := runTogether(t, job, env, 2)
@@ -182,13 +185,13 @@ func crashAfterClaim(t *testing.T, db *store.DB, env *jobs.Env, s jobs.AbandonSe
 		}
 		return env.Tx(ctx, fn)
 	}
-	_, err := jobs.NewAbandonRecovery(s, crashingSender{Sender: sender, crashed: &crashed}).Run(context.Background(), &dying)
+	_, err := jobs.NewAbandonRecovery(s, pipeline(crashingSender{Sender: sender, crashed: &crashed})).Run(context.Background(), &dying)
 	require.ErrorIs(t, err, errCrashed)
 	require.Equal(t, map[string]int{"PENDING": s.BatchSize}, deliveries(t, db.Pool),
 		"the crash left the batch's claims behind")
 
 	// Within the claim timeout a PENDING claim may still be sending elsewhere: left alone.
-	st, err := jobs.NewAbandonRecovery(s, sender).Run(context.Background(), env)
+	st, err := jobs.NewAbandonRecovery(s, pipeline(sender)).Run(context.Background(), env)
 	require.NoError(t, err)
 	require.Zero(t, st.Detail["orphan_resent"]+st.Detail["orphan_failed"])
 	require.Equal(t, s.BatchSize, deliveries(t, db.Pool)["PENDING"])
@@ -223,7 +226,7 @@ func TestAbandonRecoveryAfterCrashResendsOnlyThroughAnIdempotentWebhook(t *testi
 
 	crashAfterClaim(t, db, env, s, webhook)
 	require.Len(t, keys, len(ids)-s.BatchSize, "the run after the crash sent the other leads' messages")
-	st, err := jobs.NewAbandonRecovery(s, webhook).Run(ctx, env)
+	st, err := jobs.NewAbandonRecovery(s, pipeline(webhook)).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, s.BatchSize, st.Detail["orphan_resent"])
 
@@ -249,7 +252,7 @@ func TestAbandonRecoveryAfterCrashMarksUnknownOutcomeFailed(t *testing.T) {
 	env := newEnv(t, db, "abandon-recovery")
 
 	crashAfterClaim(t, db, env, s, sender)
-	st, err := jobs.NewAbandonRecovery(s, sender).Run(ctx, env)
+	st, err := jobs.NewAbandonRecovery(s, pipeline(sender)).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, s.BatchSize, st.Detail["orphan_failed"])
 	assert.Len(t, sender.sent, len(ids)-s.BatchSize, "the orphaned messages were not resent")
@@ -291,7 +294,7 @@ func TestAbandonRecoveryWebhookRetriesThenRecordsOutcome(t *testing.T) {
 			db, _ := testdb.Open(t, store.Options{})
 			seedLeads(t, db.Pool, 1)
 			webhook := jobs.NewWebhookSender(jobs.WebhookSettings{URL: tc.url, MaxAttempts: 3, Backoff: time.Millisecond})
-			st, err := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay}, webhook).
+			st, err := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay}, pipeline(webhook)).
 				Run(ctx, newEnv(t, db, "abandon-recovery"))
 			require.NoError(t, err)
 			var status string
@@ -324,7 +327,7 @@ func TestAbandonRecoveryDryRunSendsNothing(t *testing.T) {
 	sender := &recordingSender{}
 	env := newEnv(t, db, "abandon-recovery")
 	env.Params.DryRun = true
-	st, err := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 10}, sender).Run(ctx, env)
+	st, err := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 10}, pipeline(sender)).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, len(ids), st.Changed, "a dry run counts the messages it would send")
 	assert.Empty(t, sender.sent)
@@ -345,7 +348,8 @@ func TestAbandonRecoveryCancelledRunGivesBackUnsentClaims(t *testing.T) {
 	sender := &cancellingSender{cancel: cancel}
 	s := jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 5}
 	env := newEnv(t, db, "abandon-recovery")
-	st, err := jobs.NewAbandonRecovery(s, sender).Run(ctx, env)
+	// One send at a time: the cancel comes while the first message is the only one handed out.
+	st, err := jobs.NewAbandonRecovery(s, jobs.NewPipeline(sender, jobs.SendSettings{Concurrency: 1})).Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 1, st.Detail["sent"])
 	assert.EqualValues(t, 4, st.Detail["released"])
@@ -353,7 +357,7 @@ func TestAbandonRecoveryCancelledRunGivesBackUnsentClaims(t *testing.T) {
 		"the message that left is recorded although the run was cancelled; the others are given back")
 
 	next := &recordingSender{}
-	st, err = jobs.NewAbandonRecovery(s, next).Run(context.Background(), env)
+	st, err = jobs.NewAbandonRecovery(s, pipeline(next)).Run(context.Background(), env)
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, st.Changed, "the next run sends the given-back messages at once")
 	assert.Len(t, next.perLead(t), 4)

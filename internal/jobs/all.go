@@ -10,7 +10,7 @@ func Builtin(s Settings, log *slog.Logger) *Registry {
 		NewRoundsCreate(),
 		NewRoundsOpen(),
 		NewRoundsClose(),
-		NewAbandonRecovery(s.Abandon, NewSender(s.Sender, log)),
+		NewAbandonRecovery(s.Abandon, NewPipeline(NewSender(s.Sender, log), s.Send)),
 		NewDataRetention(s.Retention),
 	)
 }

@@ -35,10 +35,6 @@ const (
 	detailNoSettings  = "no_settings"
 )
 
-// errDryRun rolls back a dry run's batch: the batch runs exactly as a real one would, so its
-// counts are what a real run would change, and then commits nothing.
-var errDryRun = errors.New("dry run: roll back")
-
 // inBatchTx runs fn in the run's fenced transaction, rolled back instead of committed when
 // the run is a dry run.
 func inBatchTx(ctx context.Context, env *Env, fn func(pgx.Tx) error) error {

@@ -13,8 +13,10 @@ import (
 
 // Settings are the business jobs' own settings (schedules and timeouts are config.Job's).
 type Settings struct {
-	Abandon   AbandonSettings
-	Sender    SenderSettings
+	Abandon AbandonSettings
+	Sender  SenderSettings
+	// Send bounds the message pipeline; the service fills it from config (SCHEDULER_SEND_*).
+	Send      SendSettings
 	Retention RetentionSettings
 }
 

@@ -1,0 +1,233 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Walk is the one way a job goes through its entities (docs/design.md, "The jobs"): batch
+// after batch, each in its own transaction fenced by the run's epoch (Env.Tx),
+//
+//  1. Read: a keyset read of at most BatchSize rows after the last batch's position;
+//  2. Filter (optional): rows the job leaves out for a reason it counts (bad time zone, ...);
+//  3. Lock: per entity, pg_try_advisory_xact_lock(hashtextextended('<Job>:<id>', 0)); the
+//     rows of an entity another transaction holds are skipped and counted as skipped_locked,
+//     never waited for, so copies of a job split the work instead of queueing;
+//  4. Apply: the job's guarded statement over the locked rows. It runs after the lock, in its
+//     own statement, so its snapshot sees everything the previous holder of a lock committed;
+//     its guard re-checks each row's state, and a unique constraint stays the last line of
+//     defence;
+//  5. commit (or, for a dry run, roll back: the batch runs exactly as a real one would, so its
+//     counts are what a real run would change), then hand the batch's claimed messages to
+//     the run's Outbox.
+//
+// The walk stops after a batch shorter than BatchSize, or when ctx ends. Only one batch is in
+// memory at a time. A new job is its Read and Apply SQL plus the few fields below:
+//
+//	st, err := (&Walk[dueRow]{
+//	    Job: j.Name(), BatchSize: 1000,
+//	    Read: dueSQL, Args: pgx.NamedArgs{"today": today},
+//	    Start:  pgx.NamedArgs{"after_id": int64(0)},
+//	    Keyset: func(r dueRow) pgx.NamedArgs { return pgx.NamedArgs{"after_id": r.ID} },
+//	    Lock:   func(r dueRow) int64 { return r.ID },
+//	    Apply: func(ctx context.Context, b *Batch[dueRow]) error {
+//	        tag, err := b.Tx.Exec(ctx, applySQL, pgx.NamedArgs{"ids": Column(b.Rows, dueRow.id)})
+//	        b.Stats.Changed += tag.RowsAffected()
+//	        return err
+//	    },
+//	}).Run(ctx, env)
+type Walk[R any] struct {
+	// Job prefixes the lock keys: '<Job>:<id>'. Usually the job's name; a job that walks two
+	// kinds of entity gives the second its own prefix ("abandon-recovery:delivery").
+	Job string
+	// BatchSize bounds the rows one batch reads, locks and changes. Each locked entity holds
+	// a slot of PostgreSQL's shared lock table until the batch commits (64 ×
+	// max_connections slots by default, shared with every other transaction).
+	BatchSize int
+	// Read selects the next batch in keyset order: the rows after the position given by
+	// Start (first batch) or Keyset (later ones), at most @limit of them, ORDER BY the keyset.
+	// Its named arguments are Args, the keyset's and "limit".
+	Read string
+	// Args are Read's own named arguments (e.g. "now", "today").
+	Args pgx.NamedArgs
+	// Start is the keyset position of the first batch (e.g. {"after_id": int64(0)}).
+	Start pgx.NamedArgs
+	// Keyset is the position after last, the last row of a batch.
+	Keyset func(last R) pgx.NamedArgs
+	// Scan reads one row of Read; nil scans the columns into R's fields by position.
+	Scan func(row pgx.CollectableRow) (R, error)
+	// Filter, if set, keeps a row (true) or leaves it out of the lock and Apply (false),
+	// counting why in st itself.
+	Filter func(r R, st *Stats) bool
+	// Lock returns the entity a row belongs to (several rows may share one, e.g. the rounds
+	// of a group). nil takes no advisory lock: Read itself must keep copies apart (FOR UPDATE
+	// SKIP LOCKED).
+	Lock func(r R) int64
+	// Apply is the guarded statement over the batch's locked rows (never called with none).
+	// It adds what it changed to b.Stats (Changed, Errors, Detail) and, for a sending job,
+	// passes the messages it claimed to b.Send.
+	Apply func(ctx context.Context, b *Batch[R]) error
+	// Outbox receives the messages of each committed batch (Batch.Send). Required when Apply
+	// sends.
+	Outbox *Outbox
+	// Pause, if set, separates two batches: room for the application's writers and for
+	// autovacuum (data-retention).
+	Pause time.Duration
+}
+
+// Batch is one batch's transaction and rows, as Apply sees them.
+type Batch[R any] struct {
+	// Tx is the batch's fenced transaction.
+	Tx pgx.Tx
+	// Rows are the rows whose entity lock this transaction holds, in keyset order.
+	Rows []R
+	// Stats are this batch's counts; the walk has counted Processed and SkippedLocked. They
+	// join the run's counts once the batch commits (or rolls back as a dry run).
+	Stats *Stats
+	// N numbers the batches of the walk from 1, for log lines.
+	N int
+
+	sends []Message
+}
+
+// Send queues messages Apply claimed in Tx: the walk hands them to its Outbox once Tx has
+// committed, never before (a claim rolled back must not be sent). A dry run counts them as
+// Changed, what a real run would send, and sends nothing.
+func (b *Batch[R]) Send(msgs ...Message) { b.sends = append(b.sends, msgs...) }
+
+// Column maps rows to one column, for an array argument of Apply's statement
+// (unnest(@ids::bigint[], ...)).
+func Column[R, T any](rows []R, f func(R) T) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// errDryRun rolls back a dry run's batch.
+var errDryRun = errors.New("dry run: roll back")
+
+// Run walks the entities and returns the counts of the batches that committed (or, for a
+// dry run, would have). On error it returns the counts so far with the error.
+func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
+	var st Stats
+	if w.BatchSize <= 0 || w.Apply == nil || w.Keyset == nil {
+		return st, fmt.Errorf("walk %s: BatchSize, Keyset and Apply are required", w.Job)
+	}
+	scan := w.Scan
+	if scan == nil {
+		scan = pgx.RowToStructByPos[R]
+	}
+	args := pgx.NamedArgs{"limit": w.BatchSize}
+	for k, v := range w.Args {
+		args[k] = v
+	}
+	for k, v := range w.Start {
+		args[k] = v
+	}
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		b := &Batch[R]{Stats: &Stats{}, N: n}
+		var read int
+		var last R
+		err := env.Tx(ctx, func(tx pgx.Tx) error {
+			*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
+			rows, err := tx.Query(ctx, w.Read, args)
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			all, err := pgx.CollectRows(rows, scan)
+			if err != nil {
+				return fmt.Errorf("read: %w", err)
+			}
+			read = len(all)
+			if read == 0 {
+				return nil
+			}
+			last = all[read-1]
+			b.Stats.Processed = int64(read)
+			kept := all[:0]
+			for _, r := range all {
+				if w.Filter == nil || w.Filter(r, b.Stats) {
+					kept = append(kept, r)
+				}
+			}
+			if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
+				return err
+			}
+			b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
+			if len(b.Rows) > 0 {
+				if err := w.Apply(ctx, b); err != nil {
+					return err
+				}
+			}
+			if env.Params.DryRun {
+				return errDryRun
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errDryRun) {
+			return st, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
+		}
+		st.Add(*b.Stats)
+		env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", read, "changed", b.Stats.Changed,
+			"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
+		if len(b.sends) > 0 {
+			switch {
+			case env.Params.DryRun:
+				st.Changed += int64(len(b.sends))
+			case w.Outbox == nil:
+				return st, fmt.Errorf("%s batch %d: Apply sent messages but the walk has no Outbox", w.Job, n)
+			default:
+				w.Outbox.Send(b.sends...)
+			}
+		}
+		if read < w.BatchSize {
+			return st, nil
+		}
+		for k, v := range w.Keyset(last) {
+			args[k] = v
+		}
+		if err := sleep(ctx, w.Pause); err != nil {
+			return st, err
+		}
+	}
+}
+
+// lock takes the batch's entity locks, in one round trip, and returns the rows whose entity
+// this transaction now holds.
+func (w *Walk[R]) lock(ctx context.Context, tx pgx.Tx, rows []R) ([]R, error) {
+	if w.Lock == nil || len(rows) == 0 {
+		return rows, nil
+	}
+	ids := make([]int64, 0, len(rows))
+	seen := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		if id := w.Lock(r); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	locked, err := TryLockAll(ctx, tx, w.Job, ids)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[int64]bool, len(locked))
+	for _, id := range locked {
+		held[id] = true
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if held[w.Lock(r)] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

@@ -57,15 +57,14 @@ func TestLocksShowHoldersWaitersAndKnownKeys(t *testing.T) {
 	ctx := t.Context()
 
 	// A scheduler session holds the leader lock, as the engine's elector does.
-	holder, err := a.db.Connect(ctx)
+	holder, err := a.db.OpenLockSession(ctx)
 	require.NoError(t, err)
-	defer holder.Close(context.Background())
+	defer holder.Close()
+	require.NoError(t, holder.Lock(ctx))
 	var leaderKey int64
-	require.NoError(t, holder.QueryRow(ctx, `SELECT hashtextextended('scheduler-leader', 0)`).Scan(&leaderKey))
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, leaderKey)
-	require.NoError(t, err)
+	require.NoError(t, a.db.Pool.QueryRow(ctx, `SELECT hashtextextended('scheduler-leader', 0)`).Scan(&leaderKey))
 	// And an entity lock in an open transaction, as a job does.
-	tx, err := holder.Begin(ctx)
+	tx, err := a.db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background())
 	var entityKey int64
@@ -79,10 +78,10 @@ func TestLocksShowHoldersWaitersAndKnownKeys(t *testing.T) {
 	defer follower.Close()
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	waiting := make(chan error, 1)
-	go func() {
-		_, err := follower.Pool.Exec(waitCtx, `SELECT pg_advisory_lock($1)`, leaderKey)
-		waiting <- err
-	}()
+	session, err := follower.OpenLockSession(ctx)
+	require.NoError(t, err)
+	defer session.Close()
+	go func() { waiting <- session.Lock(waitCtx) }()
 	defer func() { stopWaiting(); <-waiting }()
 	require.Eventually(t, func() bool {
 		return a.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`) == 1

@@ -21,7 +21,7 @@ import (
 // in every `go test`; `go test -fuzz FuzzRequestInput ./api/` explores further.
 func FuzzRequestInput(f *testing.F) {
 	db, _ := testdb.Open(f, store.Options{InstanceID: testInstance})
-	s := NewServer(Config{DB: db, InstanceID: testInstance, Jobs: testJobs(f), APIToken: testToken})
+	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(f), APIToken: testToken})
 	h := s.Handler()
 
 	seeds := []struct {

@@ -36,7 +36,7 @@ const (
 // testAPI is one API server on its own migrated database.
 type testAPI struct {
 	t      testing.TB
-	db     *store.DB
+	db     *testdb.DB
 	server *Server
 	http   *httptest.Server
 	router routers.Router
@@ -72,7 +72,7 @@ var loadOpenAPI = sync.OnceValues(func() (routers.Router, error) {
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
-	s := NewServer(Config{DB: db, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
+	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
 	s.pollInterval = 10 * time.Millisecond
 	router, err := loadOpenAPI()
 	require.NoError(t, err)

@@ -117,7 +117,7 @@ func TestPauseAndResumePersist(t *testing.T) {
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_settings WHERE job = 'rounds-create' AND paused`))
 
 	// Another replica (another Server on the same database) sees it.
-	other := NewServer(Config{DB: a.db, InstanceID: "other", Jobs: testJobs(t)})
+	other := NewServer(Config{DB: a.db.DB, InstanceID: "other", Jobs: testJobs(t)})
 	views, err := other.jobViews(t.Context(), other.cfg.Jobs...)
 	require.NoError(t, err)
 	assert.True(t, views[0].Paused)

@@ -48,7 +48,7 @@ func TestOneLogLinePerRequest(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
 	var logs syncBuffer
-	s := NewServer(Config{DB: db, Jobs: testJobs(t), Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	s := NewServer(Config{DB: db.DB, Jobs: testJobs(t), Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	h := s.Handler()
 
 	req := httptest.NewRequest("GET", "/v1/jobs/plan-change/runs?limit=1", nil)

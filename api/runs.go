@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -97,66 +96,44 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	if key == "" {
-		run, created, err := store.QueueManualRun(ctx, s.cfg.DB.Pool, j.Name, reason, paramsJSON)
-		if err != nil {
-			s.databaseProblem(w, r, err)
-			return
-		}
-		s.logTrigger(r, run, created)
-		status := triggerStatus(created)
-		if wait > 0 {
-			run, status = s.awaitRun(r.Context(), run, wait)
-		}
-		writeRun(w, status, newRunView(run))
-		return
-	}
-
 	scope := "POST /v1/jobs/{name}/runs:" + j.Name
 	hash := requestHash(body)
-	var (
-		existing *store.IdempotencyRecord
-		run      *store.Run
-		created  bool
-		answer   []byte
-	)
-	err = pgx.BeginFunc(ctx, s.cfg.DB.Pool, func(tx pgx.Tx) error {
-		claimed, rec, err := store.ClaimIdempotencyKey(ctx, tx, key, scope, hash, s.cfg.IdempotencyTTL)
-		if err != nil || !claimed {
-			existing = rec
-			return err
-		}
-		if run, created, err = store.QueueManualRun(ctx, tx, j.Name, reason, paramsJSON); err != nil {
-			return err
-		}
-		if wait > 0 {
-			// PENDING until the wait ends.
-			return store.NoteIdempotencyRun(ctx, tx, key, scope, run.ID)
-		}
-		answer, _ = json.Marshal(newRunView(run))
-		return store.CompleteIdempotencyKey(ctx, tx, key, scope, triggerStatus(created), answer)
+	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
+		Job: j.Name, Reason: reason, Params: paramsJSON,
+		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
+		Answer: func(run *store.Run, created bool) (int, []byte) {
+			answer, _ := json.Marshal(newRunView(run))
+			return triggerStatus(created), answer
+		},
 	})
 	switch {
 	case err != nil:
 		s.databaseProblem(w, r, err)
-	case existing != nil:
-		s.replay(w, r, existing, key, scope, hash)
+	case t.Existing != nil:
+		s.replay(w, r, t.Existing, key, scope, hash)
+	case wait == 0 && key == "":
+		s.logTrigger(r, t.Run, t.Created)
+		writeRun(w, triggerStatus(t.Created), newRunView(t.Run))
 	case wait == 0:
-		s.logTrigger(r, run, created)
-		writeRawRun(w, triggerStatus(created), run.ID, answer)
+		s.logTrigger(r, t.Run, t.Created)
+		writeRawRun(w, triggerStatus(t.Created), t.Run.ID, t.Answer)
+	case key == "":
+		s.logTrigger(r, t.Run, t.Created)
+		run, status := s.awaitRun(r.Context(), t.Run, wait)
+		writeRun(w, status, newRunView(run))
 	default:
-		s.logTrigger(r, run, created)
-		final, status := s.awaitRun(r.Context(), run, wait)
-		answer, _ = json.Marshal(newRunView(final))
+		s.logTrigger(r, t.Run, t.Created)
+		final, status := s.awaitRun(r.Context(), t.Run, wait)
+		answer, _ := json.Marshal(newRunView(final))
 		// Stored even when the client went away meanwhile, so its retry replays an answer
 		// instead of finding the key PENDING until it expires.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 		defer scancel()
-		if err := store.CompleteIdempotencyKey(sctx, s.cfg.DB.Pool, key, scope, status, answer); err != nil {
-			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "err", err, "run_id", run.ID,
+		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, key, scope, status, answer); err != nil {
+			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "err", err, "run_id", final.ID,
 				"request_id", requestID(r.Context()))
 		}
-		writeRawRun(w, status, run.ID, answer)
+		writeRawRun(w, status, final.ID, answer)
 	}
 }
 
@@ -217,7 +194,7 @@ func (s *Server) answerStalePending(w http.ResponseWriter, r *http.Request, runI
 		status = http.StatusOK
 	}
 	answer, _ := json.Marshal(newRunView(run))
-	if err := store.CompleteIdempotencyKey(ctx, s.cfg.DB.Pool, key, scope, status, answer); err != nil {
+	if err := s.cfg.DB.CompleteIdempotencyKey(ctx, key, scope, status, answer); err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}

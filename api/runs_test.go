@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // seedHistory inserts n finished runs of job with statuses and triggers cycling, created one
@@ -170,20 +172,18 @@ func TestCancelRun(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.Status)
 	running := res.JSON(t)["id"]
 	a.exec(`UPDATE job_runs SET status = 'running', started_at = now() WHERE id = $1`, running)
-	listener, err := a.db.Connect(t.Context())
+	listener, err := a.db.Listen(t.Context(), store.RunsChannel)
 	require.NoError(t, err)
-	defer listener.Close(context.Background())
-	_, err = listener.Exec(t.Context(), `LISTEN scheduler_runs`)
-	require.NoError(t, err)
+	defer listener.Close()
 	res = a.do("POST", fmt.Sprintf("/v1/runs/%v/cancel", running), "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
 	assert.Equal(t, true, res.JSON(t)["cancel_requested"])
 	assert.Equal(t, "running", res.JSON(t)["status"])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	n, err := listener.WaitForNotification(ctx)
+	id, err := listener.Wait(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprint(running), n.Payload)
+	assert.Equal(t, fmt.Sprint(running), fmt.Sprint(id))
 
 	res = a.do("POST", "/v1/runs/424242/cancel", "", nil)
 	assert.Equal(t, http.StatusNotFound, res.Status)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/schedule"
@@ -69,7 +71,12 @@ func benchAPI(ctx context.Context, b *bench) error {
 		return fmt.Errorf("first page has no usable next_cursor: %v", first["next_cursor"])
 	}
 	var minID, maxID int64
-	if err := db.Pool.QueryRow(ctx, `SELECT min(id), max(id) FROM job_runs WHERE job = 'plan-change'`).Scan(&minID, &maxID); err != nil {
+	pool, err := pgxpool.New(ctx, b.url(full))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pool.QueryRow(ctx, `SELECT min(id), max(id) FROM job_runs WHERE job = 'plan-change'`).Scan(&minID, &maxID); err != nil {
 		return err
 	}
 	_, fp, _ := strings.Cut(string(raw), ".")

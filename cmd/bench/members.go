@@ -226,13 +226,13 @@ func benchMemberJob(ctx context.Context, b *bench, tmpl, job, rawSQL, idsSQL, up
 
 // onCopy runs fn on a fresh copy of template, dropped afterwards.
 func onCopy(ctx context.Context, b *bench, template string, fn func(pool *pgxpool.Pool, url string) error) error {
-	db, full, err := b.copyDB(ctx, template, "copy")
+	pool, full, err := b.copyDB(ctx, template, "copy")
 	if err != nil {
 		return err
 	}
 	defer b.dropDB(ctx, full)
-	defer db.Close()
-	return fn(db.Pool, b.url(full))
+	defer pool.Close()
+	return fn(pool, b.url(full))
 }
 
 // today is the database's current UTC date, the date the jobs compute from their clock.

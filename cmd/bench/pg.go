@@ -136,17 +136,23 @@ func (b *bench) finishTemplate(ctx context.Context, full string) error {
 	return err
 }
 
-// copyDB copies template into a fresh database and opens a store on it.
-func (b *bench) copyDB(ctx context.Context, template, name string) (*store.DB, string, error) {
+// copyDB copies template into a fresh database and opens a pool on it for the benchmark's
+// own SQL.
+func (b *bench) copyDB(ctx context.Context, template, name string) (*pgxpool.Pool, string, error) {
 	full, err := b.createDB(ctx, name, template)
 	if err != nil {
 		return nil, "", err
 	}
-	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench", MaxConns: 4})
+	conf, err := pgxpool.ParseConfig(b.url(full))
 	if err != nil {
 		return nil, "", err
 	}
-	return db, full, nil
+	conf.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, conf)
+	if err != nil {
+		return nil, "", err
+	}
+	return pool, full, nil
 }
 
 func redact(u string) string {

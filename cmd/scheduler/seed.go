@@ -10,7 +10,6 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/seed"
-	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 const seedUsage = `Usage: scheduler seed [--members N] [--groups N] [--leads N]
@@ -49,12 +48,14 @@ func seedCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "scheduler: seed: %v\n", err)
 		return exitFailure
 	}
-	db, err := store.Open(ctx, url, store.Options{InstanceID: "seed"})
+	// Demo data is written with the seed package's own SQL, on a plain pool: the store
+	// offers named queries only.
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		fmt.Fprintf(stderr, "scheduler: seed: %v\n", err)
 		return exitFailure
 	}
-	defer db.Close()
+	defer pool.Close()
 
 	steps := []struct {
 		what string
@@ -66,7 +67,7 @@ func seedCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		{"leads", *leads, seed.Leads},
 	}
 	for _, step := range steps {
-		added, err := step.fn(ctx, db.Pool, step.n)
+		added, err := step.fn(ctx, pool, step.n)
 		if err != nil {
 			fmt.Fprintf(stderr, "scheduler: seed %s: %v\n", step.what, err)
 			return exitFailure

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -15,9 +13,9 @@ import (
 // recovery run each (DESIGN.md guarantee 5); the queue then runs them like manual runs.
 func (e *Engine) recoverAbandoned(ctx context.Context, term leader.Term, log *slog.Logger) {
 	var abandoned []store.Abandoned
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 		var err error
-		abandoned, err = store.AbandonRuns(ctx, tx, term.Epoch)
+		abandoned, err = tx.AbandonRuns(ctx, term.Epoch)
 		return err
 	})
 	if err != nil {
@@ -56,17 +54,17 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			notLogged int
 			out       store.ClaimOutcome
 		)
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 			missed, notLogged, out = nil, 0, store.ClaimOutcome{}
-			var now time.Time
-			if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			now, err := tx.Now(ctx)
+			if err != nil {
 				return err
 			}
 			latest = sched.Prev(now)
 			if latest.IsZero() {
 				return nil
 			}
-			last, err := store.LastSlot(ctx, tx, en.conf.Name)
+			last, err := tx.LastSlot(ctx, en.conf.Name)
 			if err != nil || !last.Before(latest) {
 				return err
 			}
@@ -84,13 +82,13 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			if !runLatest {
 				missed = append(missed, latest)
 			}
-			if _, err := store.RecordMissed(ctx, tx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
+			if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
 				return err
 			}
 			if !runLatest {
 				return nil
 			}
-			out, err = store.ClaimSlot(ctx, tx, store.Claim{
+			out, err = tx.ClaimSlot(ctx, store.Claim{
 				Job: en.conf.Name, ScheduledAt: latest, Trigger: store.TriggerCatchUp, MinGap: en.conf.MinGap,
 				InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
 			})

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
@@ -254,9 +253,9 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 // tick claims one slot and starts its run if the claim won.
 func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
 	var out store.ClaimOutcome
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 		var err error
-		out, err = store.ClaimSlot(ctx, tx, store.Claim{
+		out, err = tx.ClaimSlot(ctx, store.Claim{
 			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
 			InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
 		})

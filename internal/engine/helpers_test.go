@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,7 +106,7 @@ var registry = jobs.NewRegistry(
 )
 
 // newDB gives the test its own database with the test_calls table.
-func newDB(t *testing.T) (*store.DB, string) {
+func newDB(t *testing.T) (*testdb.DB, string) {
 	t.Helper()
 	db, url := testdb.Open(t, store.Options{InstanceID: "test"})
 	_, err := db.Pool.Exec(context.Background(), `
@@ -137,7 +139,7 @@ type nodeOptions struct {
 type node struct {
 	t      *testing.T
 	id     string
-	db     *store.DB
+	db     *testdb.DB
 	el     *leader.Elector
 	en     *Engine
 	terms  *leader.Subscription // a second subscription, for the test to watch terms
@@ -150,16 +152,14 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	if opts.lease == 0 {
 		opts.lease = 2 * time.Second
 	}
-	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
+	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
 	log := opts.log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
-	el, err := leader.New(leader.Config{DB: db, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
+	el, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
-	en, err := New(Config{DB: db, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
+	en, err := New(Config{DB: db.DB, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en.testSignals.init()
@@ -210,7 +210,7 @@ func awaitTerm(t *testing.T, n *node) leader.Term {
 }
 
 // queueRun inserts a manual run as the API does.
-func queueRun(t *testing.T, db *store.DB, job string) int64 {
+func queueRun(t *testing.T, db *testdb.DB, job string) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `
@@ -218,24 +218,23 @@ func queueRun(t *testing.T, db *store.DB, job string) int64 {
 	return id
 }
 
-func getRun(t *testing.T, db *store.DB, id int64) *store.Run {
+func getRun(t *testing.T, db *testdb.DB, id int64) *store.Run {
 	t.Helper()
-	r, err := store.ScanRun(db.Pool.QueryRow(context.Background(), `SELECT `+store.RunColumns+` FROM job_runs WHERE id = $1`, id))
+	r, err := db.Run(context.Background(), id)
 	require.NoError(t, err)
 	return r
 }
 
-func runsOf(t *testing.T, db *store.DB, job string) []*store.Run {
+func runsOf(t *testing.T, db *testdb.DB, job string) []*store.Run {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT `+store.RunColumns+` FROM job_runs WHERE job = $1 ORDER BY id`, job)
+	runs, err := db.ListRuns(context.Background(), store.RunFilter{Job: job, Limit: math.MaxInt32})
 	require.NoError(t, err)
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return store.ScanRun(row) })
-	require.NoError(t, err)
+	slices.Reverse(runs) // oldest first
 	return runs
 }
 
 // awaitStatus waits until run id reaches status.
-func awaitStatus(t *testing.T, db *store.DB, id int64, status string) *store.Run {
+func awaitStatus(t *testing.T, db *testdb.DB, id int64, status string) *store.Run {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var s string
@@ -245,7 +244,7 @@ func awaitStatus(t *testing.T, db *store.DB, id int64, status string) *store.Run
 	return getRun(t, db, id)
 }
 
-func count(t *testing.T, db *store.DB, sql string, args ...any) int {
+func count(t *testing.T, db *testdb.DB, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
@@ -253,7 +252,7 @@ func count(t *testing.T, db *store.DB, sql string, args ...any) int {
 }
 
 // awaitFinished waits until run id reaches a final status.
-func awaitFinished(t *testing.T, db *store.DB, id int64) *store.Run {
+func awaitFinished(t *testing.T, db *testdb.DB, id int64) *store.Run {
 	t.Helper()
 	var r *store.Run
 	require.Eventually(t, func() bool {

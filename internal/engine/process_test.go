@@ -76,7 +76,7 @@ func startProcess(tb testing.TB, bin, dbURL, id string) *process {
 
 // awaitLeaderOtherThan waits until the leader row names one of procs other than not, with
 // an epoch above minEpoch.
-func awaitLeader(tb testing.TB, db *store.DB, procs map[string]*process, minEpoch int64) store.LeaderRow {
+func awaitLeader(tb testing.TB, db *testdb.DB, procs map[string]*process, minEpoch int64) store.LeaderRow {
 	tb.Helper()
 	var row store.LeaderRow
 	deadline := time.Now().Add(30 * time.Second)
@@ -92,7 +92,7 @@ func awaitLeader(tb testing.TB, db *store.DB, procs map[string]*process, minEpoc
 }
 
 // firstClaimOf returns the created_at of the first slot claim of epoch, waiting for it.
-func firstClaimOf(tb testing.TB, db *store.DB, epoch int64) time.Time {
+func firstClaimOf(tb testing.TB, db *testdb.DB, epoch int64) time.Time {
 	tb.Helper()
 	var at time.Time
 	deadline := time.Now().Add(30 * time.Second)

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -24,21 +22,16 @@ func (e *Engine) listen(ctx context.Context, log *slog.Logger, wake chan<- struc
 		}
 	}
 	for ctx.Err() == nil {
-		conn, err := e.conf.DB.Connect(ctx)
+		l, err := e.conf.DB.Listen(ctx, store.RunsChannel)
 		if err == nil {
-			_, err = conn.Exec(ctx, `LISTEN scheduler_runs`)
-			if err == nil {
-				nudge() // anything queued before LISTEN took effect
-				for {
-					if _, err = conn.WaitForNotification(ctx); err != nil {
-						break
-					}
-					nudge()
+			nudge() // anything queued before LISTEN took effect
+			for {
+				if _, err = l.Wait(ctx); err != nil {
+					break
 				}
+				nudge()
 			}
-			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(closeCtx)
-			cancel()
+			l.Close()
 		}
 		if ctx.Err() == nil {
 			log.Warn("listening for queued runs failed; polling until reconnected", "error", err, "poll_interval", e.conf.PollInterval)
@@ -68,9 +61,9 @@ func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logg
 func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Logger) {
 	for ctx.Err() == nil {
 		var run *store.Run
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 			var err error
-			run, err = store.PickQueued(ctx, tx, e.conf.InstanceID, term.Epoch)
+			run, err = tx.PickQueued(ctx, e.conf.InstanceID, term.Epoch)
 			return err
 		})
 		if err != nil {

@@ -70,7 +70,7 @@ func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *
 	env := &jobs.Env{
 		RunID: run.ID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return e.conf.DB.Fenced(ctx, term.Epoch, fn)
+			return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: e.conf.DB.ReadOnly(),
 		Log:      log,
@@ -151,8 +151,8 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	if err != nil {
 		statsJSON = []byte(`{}`)
 	}
-	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx pgx.Tx) error {
-		return store.FinishRun(ctx, tx, run.ID, status, statsJSON, errText)
+	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		return tx.FinishRun(ctx, run.ID, status, statsJSON, errText)
 	})
 	if err != nil {
 		log.Warn("recording the end of the run failed; the next leader recovers it", "status", status, "error", err)

@@ -175,7 +175,7 @@ SELECT count(*) FROM leads WHERE NOT id = ANY($1) AND (abandoned_at IS NOT NULL 
 
 // crashAfterClaim runs the job with a sender that crashes the process at its first send,
 // leaving that batch's claims PENDING, then ages the claims past the claim timeout.
-func crashAfterClaim(t *testing.T, db *store.DB, env *jobs.Env, s jobs.AbandonSettings, sender jobs.Sender) {
+func crashAfterClaim(t *testing.T, db *testdb.DB, env *jobs.Env, s jobs.AbandonSettings, sender jobs.Sender) {
 	t.Helper()
 	var crashed atomic.Bool
 	dying := *env

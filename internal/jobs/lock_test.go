@@ -21,7 +21,7 @@ var runNow = time.Date(2026, 3, 15, 2, 0, 0, 0, time.UTC)
 
 // newEnv makes this test's database the leader's at epoch 1 (bypassing the elector) and
 // returns a run environment for job whose writes are fenced by that epoch.
-func newEnv(t *testing.T, db *store.DB, job string) *jobs.Env {
+func newEnv(t *testing.T, db *testdb.DB, job string) *jobs.Env {
 	t.Helper()
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
@@ -33,7 +33,7 @@ RETURNING id`, job).Scan(&runID))
 	return &jobs.Env{
 		RunID: runID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return db.Fenced(ctx, 1, fn)
+			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: db.ReadOnly(),
 		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
@@ -65,7 +65,7 @@ func runTogether(t *testing.T, job jobs.Job, env *jobs.Env, n int) []jobs.Stats 
 }
 
 // holdLock takes job's lock on entity id in a transaction left open until the test ends.
-func holdLock(t *testing.T, db *store.DB, job string, id int64) {
+func holdLock(t *testing.T, db *testdb.DB, job string, id int64) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)

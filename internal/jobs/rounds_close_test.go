@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // openRoundClosingAt inserts an open round of a new group, due to close at closeAt.
-func openRoundClosingAt(t *testing.T, db *store.DB, closeAt time.Time) int64 {
+func openRoundClosingAt(t *testing.T, db *testdb.DB, closeAt time.Time) int64 {
 	t.Helper()
 	g, p := group(t, db, "UTC", "09:00", 1)
 	_, err := db.Pool.Exec(context.Background(), `

@@ -19,7 +19,7 @@ import (
 
 // roundsDB is a fresh migrated database whose leader row is at epoch 1, so that a run's
 // fenced transactions commit without a leader.
-func roundsDB(t *testing.T) *store.DB {
+func roundsDB(t *testing.T) *testdb.DB {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{InstanceID: "rounds-test"})
 	_, err := db.Pool.Exec(context.Background(), `UPDATE scheduler_leader SET epoch = 1`)
@@ -46,7 +46,7 @@ func (b *logBuffer) String() string {
 }
 
 // roundsEnv is a run's environment with the clock fixed at now.
-func roundsEnv(db *store.DB, now time.Time, logs *logBuffer) *Env {
+func roundsEnv(db *testdb.DB, now time.Time, logs *logBuffer) *Env {
 	var log *slog.Logger
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, nil)).With("run_id", int64(0))
@@ -55,7 +55,7 @@ func roundsEnv(db *store.DB, now time.Time, logs *logBuffer) *Env {
 	}
 	return &Env{
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return db.Fenced(ctx, 1, fn)
+			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: db.ReadOnly(),
 		Log:      log,
@@ -79,7 +79,7 @@ func mustTime(t *testing.T, s string) time.Time {
 
 // group inserts a group with its settings and `prompts` active prompts, returning the
 // group's id and its prompts' ids.
-func group(t *testing.T, db *store.DB, timezone, dropTime string, prompts int) (int64, []int64) {
+func group(t *testing.T, db *testdb.DB, timezone, dropTime string, prompts int) (int64, []int64) {
 	t.Helper()
 	ctx := context.Background()
 	var id int64
@@ -94,7 +94,7 @@ func group(t *testing.T, db *store.DB, timezone, dropTime string, prompts int) (
 	return id, promptIDs
 }
 
-func prompt(t *testing.T, db *store.DB, groupID int64, active bool) int64 {
+func prompt(t *testing.T, db *testdb.DB, groupID int64, active bool) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, db.Pool.QueryRow(context.Background(),
@@ -115,7 +115,7 @@ type round struct {
 	ClosedAt     *time.Time
 }
 
-func rounds(t *testing.T, db *store.DB, groupID int64) []round {
+func rounds(t *testing.T, db *testdb.DB, groupID int64) []round {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), `
 		SELECT id, group_id, group_prompt_id, scheduled_for, status, open_at, close_at, closed_at
@@ -131,7 +131,7 @@ func rounds(t *testing.T, db *store.DB, groupID int64) []round {
 }
 
 // closedRound inserts a past round of the group, closed at closedAt.
-func closedRound(t *testing.T, db *store.DB, groupID, promptID int64, date string, closedAt time.Time) {
+func closedRound(t *testing.T, db *testdb.DB, groupID, promptID int64, date string, closedAt time.Time) {
 	t.Helper()
 	_, err := db.Pool.Exec(context.Background(), `
 		INSERT INTO daily_rounds (group_id, group_prompt_id, scheduled_for, status, open_at, close_at, closed_at)
@@ -141,7 +141,7 @@ func closedRound(t *testing.T, db *store.DB, groupID, promptID int64, date strin
 }
 
 // insertScheduledRound inserts a scheduled round of the group for date and returns its id.
-func insertScheduledRound(t *testing.T, db *store.DB, groupID, promptID int64, date string) int64 {
+func insertScheduledRound(t *testing.T, db *testdb.DB, groupID, promptID int64, date string) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -187,7 +185,7 @@ func (e *Elector) Run(ctx context.Context) {
 	defer stopHeartbeat()
 
 	for ctx.Err() == nil {
-		conn, err := e.conf.DB.Connect(ctx)
+		session, err := e.conf.DB.OpenLockSession(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", reconnectDelay)
@@ -195,40 +193,35 @@ func (e *Elector) Run(ctx context.Context) {
 			}
 			continue
 		}
-		term, endTerm, err := e.attemptGainLeadership(ctx, conn)
+		term, endTerm, err := e.attemptGainLeadership(ctx, session)
 		if err != nil {
-			closeConn(conn)
+			session.Close()
 			if ctx.Err() == nil {
 				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", reconnectDelay)
 				sleep(ctx, reconnectDelay)
 			}
 			continue
 		}
-		e.keepLeadershipLoop(ctx, conn, term, endTerm)
+		e.keepLeadershipLoop(ctx, session, term, endTerm)
 	}
 }
 
 // attemptGainLeadership waits inside PostgreSQL for the leader lock, then bumps the epoch.
-func (e *Elector) attemptGainLeadership(ctx context.Context, conn *pgx.Conn) (Term, context.CancelFunc, error) {
-	// A backend blocked in pg_advisory_lock does not read its socket; this makes it notice
-	// that this replica died instead of taking the lock for a dead client.
-	if _, err := conn.Exec(ctx, `SET client_connection_check_interval = 1000`); err != nil {
-		return Term{}, nil, fmt.Errorf("prepare the lock session: %w", err)
-	}
+func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.LockSession) (Term, context.CancelFunc, error) {
 	waitStart := time.Now()
-	if err := store.LockLeader(ctx, conn); err != nil {
+	if err := session.Lock(ctx); err != nil {
 		return Term{}, nil, fmt.Errorf("wait for the leader lock: %w", err)
 	}
 	lockedAt := time.Now()
 	e.testSignals.lockAcquired.Send(struct{}{})
-	taken, err := store.LeaderLockTaken(ctx, conn)
+	taken, err := session.LockTaken(ctx)
 	if err != nil {
 		return Term{}, nil, err
 	}
 	// The follower's wait in pg_advisory_lock is unbounded by design and says nothing; the
 	// bump's wait for the old epoch's fenced transactions is the hand-over's lock cost.
 	bumpStart := time.Now()
-	old, cur, terminated, err := store.BumpEpoch(ctx, conn, e.conf.InstanceID, e.conf.LeaseTimeout)
+	old, cur, terminated, err := session.BumpEpoch(ctx, e.conf.InstanceID, e.conf.LeaseTimeout)
 	if err != nil {
 		return Term{}, nil, err
 	}
@@ -289,7 +282,7 @@ func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time
 // cannot prove within the lease that it still holds its lock steps down (DESIGN.md
 // guarantee 6): the heartbeat's deadline is the last success plus the lease, so jobs are
 // cancelled within the lease of the moment the connection was last known good.
-func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term Term, endTerm context.CancelFunc) {
+func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
 	e.setLeader(true, term)
 	lastOK := time.Now()
 	ticker := time.NewTicker(e.conf.HeartbeatInterval)
@@ -297,23 +290,23 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term T
 	for {
 		select {
 		case <-ctx.Done():
-			e.attemptResign(conn, term, endTerm)
+			e.attemptResign(session, term, endTerm)
 			return
 		case <-ticker.C:
 		}
 		start := time.Now()
 		hbCtx, cancel := context.WithDeadline(ctx, lastOK.Add(e.conf.LeaseTimeout))
-		epoch, err := store.LeaderEpoch(hbCtx, conn)
+		epoch, err := session.Epoch(hbCtx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			e.attemptResign(conn, term, endTerm)
+			e.attemptResign(session, term, endTerm)
 			return
 		case err != nil:
-			e.stepDown(conn, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
+			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
 			return
 		case epoch != term.Epoch:
-			e.stepDown(conn, term, endTerm, "fenced", fmt.Errorf("epoch is now %d: another replica was elected", epoch))
+			e.stepDown(session, term, endTerm, "fenced", fmt.Errorf("epoch is now %d: another replica was elected", epoch))
 			return
 		}
 		// The server answered after start, so the lock was still held at start.
@@ -322,13 +315,13 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, conn *pgx.Conn, term T
 }
 
 // stepDown ends a term that can no longer be trusted: jobs first, then the connection.
-func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc, kind string, reason error) {
+func (e *Elector) stepDown(session *store.LockSession, term Term, endTerm context.CancelFunc, kind string, reason error) {
 	endTerm()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
 	e.steppedDownAt = time.Now()
 	e.log.Warn("stepped down: stopped scheduling and cancelled running jobs", "epoch", term.Epoch, "reason", reason)
-	closeConn(conn)
+	session.Close()
 	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
 		"how", "closed the lock connection")
 	e.testSignals.lostLeadership.Send(term.Epoch)
@@ -338,7 +331,7 @@ func (e *Elector) stepDown(conn *pgx.Conn, term Term, endTerm context.CancelFunc
 // guarantee 7). It uses a fresh bounded context because we want to give up leadership even
 // during a shutdown, when ctx is already cancelled; closing the connection releases the lock
 // too if the unlock fails.
-func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.CancelFunc) {
+func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm context.CancelFunc) {
 	endTerm()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown("shutdown")
@@ -349,10 +342,10 @@ func (e *Elector) attemptResign(conn *pgx.Conn, term Term, endTerm context.Cance
 	if err := e.conf.DB.HeartbeatInstance(ctx, e.instance(false)); err != nil {
 		e.log.Warn("marking this instance a follower failed; the next leader's hand-over figure may be high", "error", err)
 	}
-	if err := store.UnlockLeader(ctx, conn); err != nil {
+	if err := session.Unlock(ctx); err != nil {
 		e.log.Warn("releasing the leader lock failed; closing its connection releases it", "epoch", term.Epoch, "error", err)
 	}
-	closeConn(conn)
+	session.Close()
 	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
 		"how", "resigned")
 	e.log.Info("resigned leadership", "epoch", term.Epoch)
@@ -426,12 +419,6 @@ func (e *Elector) instance(isLeader bool) store.Instance {
 		InstanceID: e.conf.InstanceID, Host: e.conf.Host, Version: e.conf.Version,
 		HTTPAddr: e.conf.HTTPAddr, StartedAt: e.started, IsLeader: isLeader,
 	}
-}
-
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

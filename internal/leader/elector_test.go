@@ -29,7 +29,7 @@ func await[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 type replica struct {
 	t      *testing.T
 	id     string
-	db     *store.DB
+	db     *testdb.DB
 	e      *Elector
 	sub    *Subscription
 	cancel context.CancelFunc
@@ -44,10 +44,8 @@ func startReplica(t *testing.T, url, id string, lease time.Duration) *replica {
 
 func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, m *metrics.Metrics) *replica {
 	t.Helper()
-	db, err := store.Open(context.Background(), url, store.Options{InstanceID: id, LeaseTimeout: lease})
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	e, err := New(Config{DB: db, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
+	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: lease})
+	e, err := New(Config{DB: db.DB, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	e.testSignals.init()
@@ -84,7 +82,7 @@ func awaitTerm(t *testing.T, r *replica, what string) Term {
 	}
 }
 
-func leaderRow(t *testing.T, db *store.DB) store.LeaderRow {
+func leaderRow(t *testing.T, db *testdb.DB) store.LeaderRow {
 	t.Helper()
 	row, err := db.Leader(context.Background())
 	require.NoError(t, err)

@@ -15,7 +15,7 @@ type roundsCounts struct {
 	Groups, Inactive, Zones, Settings, Prompts, ActivePrompts, NoActivePrompt, GapDropTimes int
 }
 
-func countRounds(t *testing.T, db *store.DB) roundsCounts {
+func countRounds(t *testing.T, db *testdb.DB) roundsCounts {
 	t.Helper()
 	var c roundsCounts
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `

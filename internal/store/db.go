@@ -1,5 +1,11 @@
 // Package store wraps PostgreSQL: the connection pool and its session settings, migrations,
 // the fenced transaction every job write goes through, and the scheduler's own queries.
+//
+// Callers use one style: named queries (Executor, in executor.go) on the pool-backed *DB or,
+// inside a fenced transaction, on *Tx. Files are grouped by the table they query: runs*.go
+// (job_runs), settings.go (job_settings), leader.go (scheduler_leader and the leader's lock
+// session), instances.go, idempotency.go, locks.go (pg_locks). The pool itself never leaves
+// the package.
 package store
 
 import (
@@ -34,25 +40,27 @@ const (
 	ApplicationNamePrefix = "scheduler:"
 )
 
-// DB is the scheduler's handle on PostgreSQL.
+// DB is the scheduler's handle on PostgreSQL. Its named queries (Executor) each run on a
+// pooled connection; several statements that must commit together are either one named
+// query that opens its own transaction (TriggerManualRun) or run in Fenced.
 type DB struct {
-	Pool *pgxpool.Pool
+	queries
+	pool *pgxpool.Pool
 	// readOnly is the pool job bodies read through outside the fence: its sessions start
 	// with default_transaction_read_only on, so a write through it fails on the server
 	// instead of committing unfenced (DESIGN.md guarantee 1).
 	readOnly *pgxpool.Pool
-	opts     Options
 	conf     *pgx.ConnConfig
 }
 
-// Open builds a pool whose every connection carries the session settings of ConnConfig.
+// Open builds a pool whose every connection carries the session settings of connConfig.
 // It does not wait for the database: a replica must start (and answer /readyz 503) while
 // PostgreSQL is down, and connect once it is back.
 func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 	if opts.MaxConns == 0 {
 		opts.MaxConns = defaultMaxConns
 	}
-	conf, err := ConnConfig(databaseURL, opts)
+	conf, err := connConfig(databaseURL, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -74,35 +82,39 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open read-only pool: %w", err)
 	}
-	return &DB{Pool: pool, readOnly: readOnly, opts: opts, conf: conf}, nil
+	return &DB{queries: queries{pool}, pool: pool, readOnly: readOnly, conf: conf}, nil
 }
 
 // Close closes the pools.
 func (db *DB) Close() {
-	db.Pool.Close()
+	db.pool.Close()
 	db.readOnly.Close()
+}
+
+// Reader is raw read access for a job body's own SQL outside the fence (streaming candidate
+// ids before the fenced batch that changes them); it satisfies jobs.Querier.
+type Reader interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // ReadOnly is the pool for reads outside the fence (a job's candidate ids). Every
 // transaction on it is READ ONLY unless the caller explicitly asks otherwise, so an
 // accidental write through it fails with SQLSTATE 25006 rather than committing unfenced.
 // Its connections are opened only when used, so followers hold none.
-func (db *DB) ReadOnly() *pgxpool.Pool { return db.readOnly }
+func (db *DB) ReadOnly() Reader { return db.readOnly }
 
-// Options returns the options the DB was opened with.
-func (db *DB) Options() Options { return db.opts }
-
-// Connect opens one connection outside the pool with the same settings, for sessions whose
-// state must not be shared: the leader's advisory lock and the LISTEN connection.
-func (db *DB) Connect(ctx context.Context) (*pgx.Conn, error) {
+// connect opens one connection outside the pool with the same settings, for sessions whose
+// state must not be shared: the leader's lock session and a LISTEN connection.
+func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, db.conf.Copy())
 }
 
-// ConnConfig parses the URL and adds the settings that bound a partition (DESIGN.md
+// connConfig parses the URL and adds the settings that bound a partition (DESIGN.md
 // guarantee 8). The server-side ones are PostgreSQL GUCs sent as startup parameters, so the
 // *server* drops the backends of a replica that vanished, within about the lease; the
 // client-side ones make this replica notice a vanished server just as fast.
-func ConnConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
+func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	conf, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
@@ -142,17 +154,4 @@ func ConnConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	conf.DialFunc = dialer.DialContext
 	conf.ConnectTimeout = lease
 	return conf, nil
-}
-
-// Ping checks that the database answers within ctx.
-func (db *DB) Ping(ctx context.Context) error {
-	return db.Pool.Ping(ctx)
-}
-
-// Now returns the database clock. Every time comparison that decides a claim, a lease or a
-// catch-up uses it, never a replica's clock.
-func (db *DB) Now(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	err := db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
-	return now, err
 }

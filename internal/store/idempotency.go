@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Idempotency-Key records of the HTTP API (table idempotency_keys).
+// idempotency_keys: the HTTP API's Idempotency-Key records, and the manual trigger that
+// claims one in the transaction that queues its run.
 const (
 	IdempotencyPending   = "PENDING"
 	IdempotencyCompleted = "COMPLETED"
@@ -28,15 +29,15 @@ type IdempotencyRecord struct {
 	Age time.Duration
 }
 
-// ClaimIdempotencyKey makes the caller the owner of (key, scope), or returns the record of
+// claimIdempotencyKey makes the caller the owner of (key, scope), or returns the record of
 // the request that owns it. It must run in the transaction that performs the request's
 // effect: a concurrent request with the same key blocks on the unique (key, scope) index
 // until that transaction ends, then sees its committed record, so one effect happens and
 // every duplicate answers from the record. A key whose record expired (expires_at passed) is
 // claimed again, as if new.
-func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, key, scope, requestHash string, ttl time.Duration) (claimed bool, existing *IdempotencyRecord, err error) {
+func (q queries) claimIdempotencyKey(ctx context.Context, key, scope, requestHash string, ttl time.Duration) (claimed bool, existing *IdempotencyRecord, err error) {
 	var id int64
-	err = tx.QueryRow(ctx, `
+	err = q.q.QueryRow(ctx, `
 		INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
 		VALUES ($1::uuid, $2, $3, now() + $4::int8 * interval '1 microsecond')
 		ON CONFLICT (key, scope) DO UPDATE
@@ -55,7 +56,7 @@ func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, key, scope, requestHash
 	var status *int
 	var pendingRunID *int64
 	var ageMicros int64
-	err = tx.QueryRow(ctx, `
+	err = q.q.QueryRow(ctx, `
 		SELECT status, request_hash, response_status, response_json,
 		       CASE WHEN status = 'PENDING' THEN (response_json ->> 'run_id')::int8 END,
 		       (extract(epoch FROM now() - created_at) * 1e6)::int8
@@ -75,8 +76,8 @@ func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, key, scope, requestHash
 }
 
 // CompleteIdempotencyKey stores the answer given to the request that claimed (key, scope).
-func CompleteIdempotencyKey(ctx context.Context, q DBTX, key, scope string, status int, body []byte) error {
-	_, err := q.Exec(ctx, `
+func (q queries) CompleteIdempotencyKey(ctx context.Context, key, scope string, status int, body []byte) error {
+	_, err := q.q.Exec(ctx, `
 		UPDATE idempotency_keys SET status = 'COMPLETED', response_status = $3, response_json = $4
 		WHERE key = $1::uuid AND scope = $2`, key, scope, status, body)
 	if err != nil {
@@ -85,15 +86,82 @@ func CompleteIdempotencyKey(ctx context.Context, q DBTX, key, scope string, stat
 	return nil
 }
 
-// NoteIdempotencyRun records, on a key that stays PENDING while its request waits, which run
+// noteIdempotencyRun records, on a key that stays PENDING while its request waits, which run
 // the request created, so a duplicate can still answer with that run if the waiting replica
 // died before storing its answer.
-func NoteIdempotencyRun(ctx context.Context, q DBTX, key, scope string, runID int64) error {
-	_, err := q.Exec(ctx, `
+func (q queries) noteIdempotencyRun(ctx context.Context, key, scope string, runID int64) error {
+	_, err := q.q.Exec(ctx, `
 		UPDATE idempotency_keys SET response_json = jsonb_build_object('run_id', $3::int8)
 		WHERE key = $1::uuid AND scope = $2 AND status = 'PENDING'`, key, scope, runID)
 	if err != nil {
 		return fmt.Errorf("note the run of idempotency key %s: %w", key, err)
 	}
 	return nil
+}
+
+// ManualTrigger asks for a manual run of Job, optionally under an Idempotency-Key.
+type ManualTrigger struct {
+	Job    string
+	Reason *string
+	Params []byte
+
+	// Key is the request's Idempotency-Key ("" for none). Scope names what the key is for
+	// (the route and job); RequestHash fingerprints the request body, so the same key with
+	// another body is refused; the key is kept for TTL.
+	Key         string
+	Scope       string
+	RequestHash string
+	TTL         time.Duration
+	// Wait keeps the key PENDING, with the run noted on it, for a request that waits for the
+	// run to finish: its caller stores the final answer with CompleteIdempotencyKey.
+	Wait bool
+	// Answer renders the answer stored with the key (when !Wait): the HTTP status and body
+	// the request gets, and every duplicate replays.
+	Answer func(run *Run, created bool) (status int, body []byte)
+}
+
+// Triggered is what TriggerManualRun did: either it queued (Created) or found the job's
+// active Run, or the key was already used and Existing is its record (Run is nil).
+type Triggered struct {
+	Run     *Run
+	Created bool
+	// Answer is the stored answer (a key, not Wait).
+	Answer   []byte
+	Existing *IdempotencyRecord
+}
+
+// TriggerManualRun queues a manual run of t.Job (QueueManualRun: the job's active run is
+// answered instead of a second one). With a key, the idempotent-trigger protocol runs in one
+// transaction: claim the key, queue the run, then note the run on the key (t.Wait) or store
+// its answer. A concurrent duplicate blocks on the key's unique index until this commits
+// and then finds the record, so one run is queued for every key; nothing of a failed
+// attempt stays behind.
+func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered, error) {
+	var out Triggered
+	if t.Key == "" {
+		run, created, err := db.QueueManualRun(ctx, t.Job, t.Reason, t.Params)
+		return Triggered{Run: run, Created: created}, err
+	}
+	err := pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
+		out = Triggered{}
+		q := queries{ptx}
+		claimed, rec, err := q.claimIdempotencyKey(ctx, t.Key, t.Scope, t.RequestHash, t.TTL)
+		if err != nil || !claimed {
+			out.Existing = rec
+			return err
+		}
+		if out.Run, out.Created, err = q.QueueManualRun(ctx, t.Job, t.Reason, t.Params); err != nil {
+			return err
+		}
+		if t.Wait {
+			return q.noteIdempotencyRun(ctx, t.Key, t.Scope, out.Run.ID)
+		}
+		var status int
+		status, out.Answer = t.Answer(out.Run, out.Created)
+		return q.CompleteIdempotencyKey(ctx, t.Key, t.Scope, status, out.Answer)
+	})
+	if err != nil {
+		return Triggered{}, err
+	}
+	return out, nil
 }

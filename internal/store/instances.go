@@ -20,14 +20,14 @@ type Instance struct {
 }
 
 // HeartbeatInstance upserts in's row with last_seen_at = the database's now().
-func (db *DB) HeartbeatInstance(ctx context.Context, in Instance) error {
+func (q queries) HeartbeatInstance(ctx context.Context, in Instance) error {
 	const upsert = `
 		INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
 		VALUES ($1, $2, $3, $4, $5, now(), $6)
 		ON CONFLICT (instance_id) DO UPDATE
 		SET host = EXCLUDED.host, version = EXCLUDED.version, http_addr = EXCLUDED.http_addr,
 		    started_at = EXCLUDED.started_at, last_seen_at = now(), is_leader = EXCLUDED.is_leader`
-	_, err := db.Pool.Exec(ctx, upsert, in.InstanceID, in.Host, in.Version, in.HTTPAddr, in.StartedAt, in.IsLeader)
+	_, err := q.q.Exec(ctx, upsert, in.InstanceID, in.Host, in.Version, in.HTTPAddr, in.StartedAt, in.IsLeader)
 	if err != nil {
 		return fmt.Errorf("heartbeat instance %s: %w", in.InstanceID, err)
 	}
@@ -35,15 +35,15 @@ func (db *DB) HeartbeatInstance(ctx context.Context, in Instance) error {
 }
 
 // DeleteInstance removes a replica's row when it shuts down cleanly.
-func (db *DB) DeleteInstance(ctx context.Context, instanceID string) error {
-	_, err := db.Pool.Exec(ctx, `DELETE FROM scheduler_instances WHERE instance_id = $1`, instanceID)
+func (q queries) DeleteInstance(ctx context.Context, instanceID string) error {
+	_, err := q.q.Exec(ctx, `DELETE FROM scheduler_instances WHERE instance_id = $1`, instanceID)
 	return err
 }
 
 // DeleteStaleInstances removes the rows of replicas not seen for longer than olderThan
 // (by the database clock) and returns how many went.
-func (db *DB) DeleteStaleInstances(ctx context.Context, olderThan time.Duration) (int64, error) {
-	tag, err := db.Pool.Exec(ctx,
+func (q queries) DeleteStaleInstances(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tag, err := q.q.Exec(ctx,
 		`DELETE FROM scheduler_instances WHERE last_seen_at < now() - $1::bigint * interval '1 microsecond'`,
 		olderThan.Microseconds())
 	if err != nil {
@@ -54,8 +54,8 @@ func (db *DB) DeleteStaleInstances(ctx context.Context, olderThan time.Duration)
 
 // Instances lists the replicas, for GET /v1/instances, oldest first. IsLeader is what each
 // replica last reported; the leader row (Leader) is the authority.
-func (db *DB) Instances(ctx context.Context) ([]Instance, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (q queries) Instances(ctx context.Context) ([]Instance, error) {
+	rows, err := q.q.Query(ctx, `
 		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
 		FROM scheduler_instances
 		ORDER BY started_at, instance_id`)

@@ -10,20 +10,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// scheduler_leader, and the leader's lock session: the dedicated connection that holds the
+// session-level leader lock. It must be a session of its own (the lock lives and dies with
+// it, and PostgreSQL releases it the moment that connection drops), so it is not a pooled
+// handle, but its queries read the same way: named methods on *LockSession.
+
 // LeaderRow is the scheduler_leader row: who leads, under which fencing epoch, since when.
 type LeaderRow struct {
-	InstanceID string    `json:"instance_id"`
-	Epoch      int64     `json:"epoch"`
-	Since      time.Time `json:"since"`
+	InstanceID string
+	Epoch      int64
+	Since      time.Time
 }
 
 // Leader reads the leader row, for GET /v1/leader. Before any election InstanceID is ""
 // and Epoch 0.
-func (db *DB) Leader(ctx context.Context) (LeaderRow, error) {
+func (q queries) Leader(ctx context.Context) (LeaderRow, error) {
 	var r LeaderRow
 	var id *string
 	var since *time.Time
-	err := db.Pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
+	err := q.q.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
 		Scan(&r.Epoch, &id, &since)
 	if err != nil {
 		return r, fmt.Errorf("read leader row: %w", err)
@@ -41,33 +46,63 @@ func (db *DB) Leader(ctx context.Context) (LeaderRow, error) {
 // hashtextextended('scheduler-leader', 0): computed by the server from a fixed name, so every
 // replica and version agrees on it.
 
-// LockLeader waits inside PostgreSQL until conn holds the leader lock, so a released lock
-// is taken over at once, without polling. Cancelling ctx aborts the wait; conn may then be
-// unusable and should be closed.
-func LockLeader(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('scheduler-leader', 0))`)
+// LockSession is a dedicated connection for the leader lock, outside the pool.
+type LockSession struct {
+	conn *pgx.Conn
+}
+
+// OpenLockSession connects a new lock session. A backend blocked in pg_advisory_lock does
+// not read its socket; client_connection_check_interval makes it notice that this replica
+// died instead of taking the lock for a dead client.
+func (db *DB) OpenLockSession(ctx context.Context) (*LockSession, error) {
+	conn, err := db.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `SET client_connection_check_interval = 1000`); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("prepare the lock session: %w", err)
+	}
+	return &LockSession{conn: conn}, nil
+}
+
+// Close ends the session, which releases the leader lock if it holds it. It waits at most
+// a second: a dead connection is dropped rather than closed politely.
+func (s *LockSession) Close() { closeConn(s.conn) }
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// Lock waits inside PostgreSQL until the session holds the leader lock, so a released lock
+// is taken over at once, without polling. Cancelling ctx aborts the wait; the session may
+// then be unusable and should be closed.
+func (s *LockSession) Lock(ctx context.Context) error {
+	_, err := s.conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('scheduler-leader', 0))`)
 	return err
 }
 
-// UnlockLeader releases the leader lock held by conn's session.
-func UnlockLeader(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('scheduler-leader', 0))`)
+// Unlock releases the leader lock held by the session.
+func (s *LockSession) Unlock(ctx context.Context) error {
+	_, err := s.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('scheduler-leader', 0))`)
 	return err
 }
 
-// LeaderEpoch reads the current epoch on conn: the leader's heartbeat, which fails when the
+// Epoch reads the current epoch on the session: the leader's heartbeat, which fails when the
 // lock session is gone and tells a leader that someone else has bumped the epoch.
-func LeaderEpoch(ctx context.Context, conn *pgx.Conn) (int64, error) {
+func (s *LockSession) Epoch(ctx context.Context) (int64, error) {
 	var epoch int64
-	err := conn.QueryRow(ctx, `SELECT epoch FROM scheduler_leader WHERE id = 1`).Scan(&epoch)
+	err := s.conn.QueryRow(ctx, `SELECT epoch FROM scheduler_leader WHERE id = 1`).Scan(&epoch)
 	return epoch, err
 }
 
 // lockNotAvailable is SQLSTATE 55P03, raised when lock_timeout expires.
 const lockNotAvailable = "55P03"
 
-// BumpEpoch makes instanceID the leader under a new epoch, on conn (which holds the leader
-// lock). It returns the previous and the new leader row and how many of the old leader's
+// BumpEpoch makes instanceID the leader under a new epoch, on the session (which holds the
+// leader lock). It returns the previous and the new leader row and how many of the old leader's
 // backends it had to terminate.
 //
 // The bump first locks the row FOR UPDATE, which waits for every in-flight fenced
@@ -76,7 +111,7 @@ const lockNotAvailable = "55P03"
 // epoch's since (DESIGN.md guarantee 8). The wait is bounded by lease (lock_timeout); when
 // it expires, the old leader is half dead, and its remaining backends, found by their
 // application_name, are terminated before retrying.
-func BumpEpoch(ctx context.Context, conn *pgx.Conn, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {
+func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {
 	const readOld = `
 		SELECT epoch, coalesce(instance_id, ''), since FROM scheduler_leader WHERE id = 1`
 	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
@@ -96,14 +131,14 @@ func BumpEpoch(ctx context.Context, conn *pgx.Conn, instanceID string, lease tim
 		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()`
 
 	var oldSince *time.Time
-	if err = conn.QueryRow(ctx, readOld).Scan(&old.Epoch, &old.InstanceID, &oldSince); err != nil {
+	if err = s.conn.QueryRow(ctx, readOld).Scan(&old.Epoch, &old.InstanceID, &oldSince); err != nil {
 		return old, cur, 0, fmt.Errorf("read leader row: %w", err)
 	}
 	if oldSince != nil {
 		old.Since = *oldSince
 	}
 	for {
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, setLockTimeout, fmt.Sprintf("%dms", lease.Milliseconds())); err != nil {
 				return err
 			}
@@ -120,9 +155,36 @@ func BumpEpoch(ctx context.Context, conn *pgx.Conn, instanceID string, lease tim
 			return old, cur, terminated, err
 		}
 		var n int
-		if err := conn.QueryRow(ctx, terminate, ApplicationNamePrefix+old.InstanceID).Scan(&n); err != nil {
+		if err := s.conn.QueryRow(ctx, terminate, ApplicationNamePrefix+old.InstanceID).Scan(&n); err != nil {
 			return old, cur, terminated, fmt.Errorf("terminate the old leader's backends: %w", err)
 		}
 		terminated += n
 	}
+}
+
+// LockTaken describes the moment this session got the leader lock, read on the lock
+// connection right after pg_advisory_lock returned and before the epoch bump.
+type LockTaken struct {
+	// Key is the leader lock's pg_advisory_lock key, as pg_locks shows it.
+	Key int64
+	// At is the database clock when the lock was taken.
+	At time.Time
+	// PreviousLastSeen is the previous leader's last instance heartbeat if its
+	// scheduler_instances row still says it leads (it died or hung rather than resigning or
+	// stepping down); nil otherwise.
+	PreviousLastSeen *time.Time
+}
+
+// LockTaken reads LockTaken; the session has just taken the leader lock.
+func (s *LockSession) LockTaken(ctx context.Context) (LockTaken, error) {
+	var t LockTaken
+	err := s.conn.QueryRow(ctx, `
+		SELECT hashtextextended('scheduler-leader', 0), clock_timestamp(), i.last_seen_at
+		FROM scheduler_leader l
+		LEFT JOIN scheduler_instances i ON i.instance_id = l.instance_id AND i.is_leader
+		WHERE l.id = 1`).Scan(&t.Key, &t.At, &t.PreviousLastSeen)
+	if err != nil {
+		return t, fmt.Errorf("read the previous leader's last heartbeat: %w", err)
+	}
+	return t, nil
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,26 +23,34 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	oldDB, err := store.Open(ctx, u, store.Options{InstanceID: "old", LeaseTimeout: time.Minute})
 	require.NoError(t, err)
 	defer oldDB.Close()
-	_, err = oldDB.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1, instance_id = 'old', since = now()`)
+	pool := testdb.Pool(t, u)
+	_, err = pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1, instance_id = 'old', since = now()`)
 	require.NoError(t, err)
 
-	tx, err := oldDB.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	require.NoError(t, store.CheckEpoch(ctx, tx, 1))
-	_, err = tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)
-	require.NoError(t, err)
+	// An old-epoch fenced transaction that wrote and then hangs (the half-dead leader).
+	wrote := make(chan struct{})
+	release := make(chan struct{})
+	fenced := make(chan error, 1)
+	go func() {
+		fenced <- oldDB.Fenced(ctx, 1, func(tx *store.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)
+			close(wrote)
+			<-release
+			return err
+		})
+	}()
+	<-wrote
 
 	newDB, err := store.Open(ctx, u, store.Options{InstanceID: "new"})
 	require.NoError(t, err)
 	defer newDB.Close()
-	conn, err := newDB.Connect(ctx)
+	session, err := newDB.OpenLockSession(ctx)
 	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, store.LockLeader(ctx, conn))
+	defer session.Close()
+	require.NoError(t, session.Lock(ctx))
 
 	const lease = 300 * time.Millisecond
-	old, cur, terminated, err := store.BumpEpoch(ctx, conn, "new", lease)
+	old, cur, terminated, err := session.BumpEpoch(ctx, "new", lease)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), old.Epoch)
 	assert.Equal(t, "old", old.InstanceID)
@@ -51,19 +58,20 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	assert.Equal(t, "new", cur.InstanceID)
 	assert.GreaterOrEqual(t, terminated, 1)
 
-	assert.Error(t, tx.Commit(ctx), "the old epoch's transaction must not commit after the bump")
+	close(release)
+	assert.Error(t, <-fenced, "the old epoch's transaction must not commit after the bump")
 	var n int
-	require.NoError(t, newDB.Pool.QueryRow(ctx, `SELECT count(*) FROM job_settings WHERE job = 'old-epoch-write'`).Scan(&n))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM job_settings WHERE job = 'old-epoch-write'`).Scan(&n))
 	assert.Zero(t, n)
 	row, err := newDB.Leader(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, cur, row)
 
 	// The bump's own session survived: it still holds the lock and can heartbeat.
-	epoch, err := store.LeaderEpoch(ctx, conn)
+	epoch, err := session.Epoch(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), epoch)
-	require.NoError(t, store.UnlockLeader(ctx, conn))
+	require.NoError(t, session.Unlock(ctx))
 }
 
 // The bump's since is stamped after the last old-epoch transaction committed, never before:
@@ -80,19 +88,19 @@ func TestBumpEpochSinceIsAfterOldEpochCommits(t *testing.T) {
 	var committedAt time.Time
 	fenced := make(chan error, 1)
 	go func() {
-		fenced <- db.Fenced(ctx, 1, func(tx pgx.Tx) error {
+		fenced <- db.Fenced(ctx, 1, func(tx *store.Tx) error {
 			close(inside)
 			<-release
 			return tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&committedAt)
 		})
 	}()
 	<-inside
-	conn, err := db.Connect(ctx)
+	session, err := db.OpenLockSession(ctx)
 	require.NoError(t, err)
-	defer conn.Close(ctx)
+	defer session.Close()
 	bumped := make(chan store.LeaderRow, 1)
 	go func() {
-		_, cur, _, err := store.BumpEpoch(ctx, conn, "y", time.Minute)
+		_, cur, _, err := session.BumpEpoch(ctx, "y", time.Minute)
 		assert.NoError(t, err)
 		bumped <- cur
 	}()

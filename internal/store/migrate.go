@@ -109,9 +109,9 @@ func SchemaVersion() uint {
 }
 
 // AppliedVersion reads the schema version golang-migrate recorded (0 when none).
-func (db *DB) AppliedVersion(ctx context.Context) (version uint, dirty bool, err error) {
+func (q queries) AppliedVersion(ctx context.Context) (version uint, dirty bool, err error) {
 	var v int64
-	err = db.Pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&v, &dirty)
+	err = q.q.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&v, &dirty)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}

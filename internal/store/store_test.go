@@ -91,7 +91,8 @@ func TestConnectionsCarrySessionSettings(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{InstanceID: "replica-7", LeaseTimeout: 3e9})
 	var app, userTimeout, idleTx string
-	require.NoError(t, db.Pool.QueryRow(context.Background(),
+	// On the store's own pool, not the test's.
+	require.NoError(t, db.ReadOnly().QueryRow(context.Background(),
 		`SELECT current_setting('application_name'), current_setting('tcp_user_timeout'),
 		        current_setting('idle_in_transaction_session_timeout')`).Scan(&app, &userTimeout, &idleTx))
 	assert.Equal(t, "scheduler:replica-7", app)
@@ -108,7 +109,7 @@ func TestFencedRefusesStaleEpoch(t *testing.T) {
 	require.NoError(t, err)
 
 	write := func(epoch int64) error {
-		return db.Fenced(ctx, epoch, func(tx pgx.Tx) error {
+		return db.Fenced(ctx, epoch, func(tx *store.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ($1)`, fmt.Sprintf("fence-%d", epoch))
 			return err
 		})
@@ -137,7 +138,7 @@ func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
 	release := make(chan struct{})
 	fenced := make(chan error, 1)
 	go func() {
-		fenced <- db.Fenced(ctx, 1, func(tx pgx.Tx) error {
+		fenced <- db.Fenced(ctx, 1, func(tx *store.Tx) error {
 			close(inside)
 			<-release
 			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)

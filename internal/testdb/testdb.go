@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/migrations"
@@ -113,10 +114,25 @@ func Empty(t testing.TB) string {
 	return WithDatabase(adminURL, name)
 }
 
-// Open opens a store.DB on a new test database, closed when the test ends.
-func Open(t testing.TB, opts store.Options) (*store.DB, string) {
+// DB is a test database: the store handle the code under test uses, and a plain pool of
+// its own for the test's setup and assertions in raw SQL, which the store does not offer.
+type DB struct {
+	*store.DB
+	Pool *pgxpool.Pool
+}
+
+// Open opens a store.DB on a new test database, closed when the test ends, and returns it
+// with the database's URL.
+func Open(t testing.TB, opts store.Options) (*DB, string) {
 	t.Helper()
 	u := New(t)
+	return Connect(t, u, opts), u
+}
+
+// Connect opens a store.DB on the existing database at u (another replica's own pool),
+// closed when the test ends.
+func Connect(t testing.TB, u string, opts store.Options) *DB {
+	t.Helper()
 	if opts.InstanceID == "" {
 		opts.InstanceID = "test"
 	}
@@ -125,7 +141,19 @@ func Open(t testing.TB, opts store.Options) (*store.DB, string) {
 		t.Fatalf("testdb: open: %v", err)
 	}
 	t.Cleanup(db.Close)
-	return db, u
+	return &DB{DB: db, Pool: Pool(t, u)}
+}
+
+// Pool opens a plain pool on the database at u, for a test's own SQL, closed when the test
+// ends.
+func Pool(t testing.TB, u string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		t.Fatalf("testdb: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // WithDatabase returns u with its database name replaced.

@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// job_runs, the leader's side: every method here is on *Tx, because each is correct only
+// inside the leader's fenced transaction (store.DB.Fenced).
+
 // Reasons a slot is recorded as skipped.
 const (
 	ReasonOverlap = "overlap"
@@ -41,7 +44,7 @@ type ClaimOutcome struct {
 // guarantees 2 and 4). The unique index on (job, scheduled_at) makes the slot run at most
 // once whatever replica or epoch tries; the unique index on the job's active runs turns a
 // slot that comes due during a run into a skipped row rather than a second run.
-func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
+func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	const taken = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = $2)`
 	const paused = `SELECT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)`
 	const active = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))`
@@ -55,7 +58,7 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
 		VALUES ($1, $2, 'running', $3, now(), $4, $5)
 		ON CONFLICT DO NOTHING
-		RETURNING ` + RunColumns
+		RETURNING ` + runColumns
 
 	var exists bool
 	if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
@@ -65,7 +68,7 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 		return ClaimOutcome{Taken: true}, nil
 	}
 	skip := func(reason string) (ClaimOutcome, error) {
-		id, err := recordSkip(ctx, tx, c, reason)
+		id, err := tx.recordSkip(ctx, c, reason)
 		if err != nil || id == 0 {
 			return ClaimOutcome{Taken: err == nil}, err
 		}
@@ -92,7 +95,7 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 			return skip(ReasonMinGap)
 		}
 	}
-	run, err := ScanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch))
+	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
@@ -109,7 +112,7 @@ func ClaimSlot(ctx context.Context, tx pgx.Tx, c Claim) (ClaimOutcome, error) {
 }
 
 // recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
-func recordSkip(ctx context.Context, tx pgx.Tx, c Claim, reason string) (int64, error) {
+func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, error) {
 	const insert = `
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
 		VALUES ($1, $2, 'skipped', $3, now(), $4, $5, $6)
@@ -127,7 +130,7 @@ func recordSkip(ctx context.Context, tx pgx.Tx, c Claim, reason string) (int64, 
 }
 
 // LastSlot returns the latest scheduled_at recorded for job, or the zero time.
-func LastSlot(ctx context.Context, tx pgx.Tx, job string) (time.Time, error) {
+func (tx *Tx) LastSlot(ctx context.Context, job string) (time.Time, error) {
 	var last *time.Time
 	if err := tx.QueryRow(ctx, `SELECT max(scheduled_at) FROM job_runs WHERE job = $1`, job).Scan(&last); err != nil {
 		return time.Time{}, fmt.Errorf("read last slot of %s: %w", job, err)
@@ -141,7 +144,7 @@ func LastSlot(ctx context.Context, tx pgx.Tx, job string) (time.Time, error) {
 // RecordMissed records slots as missed (DESIGN.md guarantee 3: older misses are recorded,
 // not silently lost); slots that already have a row are left alone. It returns how many
 // rows it wrote.
-func RecordMissed(ctx context.Context, tx pgx.Tx, job string, slots []time.Time, instanceID string, epoch int64) (int64, error) {
+func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string, epoch int64) (int64, error) {
 	const insert = `
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
 		SELECT $1, 'schedule', 'missed', slot, now(), $3, $4
@@ -157,7 +160,7 @@ func RecordMissed(ctx context.Context, tx pgx.Tx, job string, slots []time.Time,
 // FinishRun records a run's end. Called inside the run's fenced transaction, so a deposed
 // leader cannot overwrite what the next leader decided about the run; only a running run
 // is finished.
-func FinishRun(ctx context.Context, tx pgx.Tx, id int64, status string, stats json.RawMessage, errText *string) error {
+func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json.RawMessage, errText *string) error {
 	const update = `
 		UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4
 		WHERE id = $1 AND status = 'running'`
@@ -174,13 +177,13 @@ func FinishRun(ctx context.Context, tx pgx.Tx, id int64, status string, stats js
 // PickQueued moves the oldest queued run to running under epoch and returns it, or nil
 // when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
 // cancelling it) for the next pass instead of waiting for it.
-func PickQueued(ctx context.Context, tx pgx.Tx, instanceID string, epoch int64) (*Run, error) {
+func (tx *Tx) PickQueued(ctx context.Context, instanceID string, epoch int64) (*Run, error) {
 	const pick = `
 		UPDATE job_runs SET status = 'running', started_at = now(), instance_id = $1, epoch = $2
 		WHERE id = (SELECT id FROM job_runs WHERE status = 'queued' ORDER BY id
 		            FOR UPDATE SKIP LOCKED LIMIT 1)
-		RETURNING ` + RunColumns
-	run, err := ScanRun(tx.QueryRow(ctx, pick, instanceID, epoch))
+		RETURNING ` + runColumns
+	run, err := scanRun(tx.QueryRow(ctx, pick, instanceID, epoch))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -188,16 +191,6 @@ func PickQueued(ctx context.Context, tx pgx.Tx, instanceID string, epoch int64) 
 		return nil, fmt.Errorf("pick queued run: %w", err)
 	}
 	return run, nil
-}
-
-// CancelRequested lists the running runs of epoch whose cancellation was requested.
-func (db *DB) CancelRequested(ctx context.Context, epoch int64) ([]int64, error) {
-	rows, err := db.Pool.Query(ctx,
-		`SELECT id FROM job_runs WHERE status = 'running' AND cancel_requested AND epoch = $1`, epoch)
-	if err != nil {
-		return nil, fmt.Errorf("list cancel requests: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
 // Abandoned is a run an earlier leader left running, and the recovery run queued for it
@@ -214,7 +207,7 @@ type Abandoned struct {
 // one recovery run for each (DESIGN.md guarantee 5). Only a leader calls it, inside its
 // fenced transaction: after the epoch bump no older epoch can write, so those runs are
 // certainly dead. recovers_run_id is unique, so no run is recovered twice.
-func AbandonRuns(ctx context.Context, tx pgx.Tx, epoch int64) ([]Abandoned, error) {
+func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64) ([]Abandoned, error) {
 	const abandon = `
 		UPDATE job_runs
 		SET status = 'abandoned', finished_at = now(),

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Executor is the store's one calling style (modelled on River's riverdriver.Executor): named
+// queries that read the same whether they run on the pool (*DB, one pooled connection per
+// query) or inside a fenced transaction (*Tx). Callers never build SQL and never choose
+// between a pool, a transaction and a connection.
+//
+// The leader's writes that are only correct under the fence (claiming a slot, finishing a
+// run, picking a queued run, abandoning an older epoch's runs) are not here: they are
+// methods of *Tx only, so the type says they need Fenced.
+type Executor interface {
+	// Now is the database clock. Every time comparison that decides a claim, a lease or a
+	// catch-up uses it, never a replica's clock.
+	Now(ctx context.Context) (time.Time, error)
+
+	// job_runs (runs.go)
+	Run(ctx context.Context, id int64) (*Run, error)
+	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
+	QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error)
+	CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error)
+	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
+
+	// job_settings, with each job's latest runs (settings.go)
+	JobStates(ctx context.Context, jobs []string) (now time.Time, paused map[string]bool, last map[string]*Run, err error)
+	JobHistories(ctx context.Context, jobs []string) ([]JobHistory, error)
+	SetPaused(ctx context.Context, job string, paused bool) error
+
+	// scheduler_leader (leader.go)
+	Leader(ctx context.Context) (LeaderRow, error)
+
+	// scheduler_instances (instances.go)
+	Instances(ctx context.Context) ([]Instance, error)
+	HeartbeatInstance(ctx context.Context, in Instance) error
+	DeleteInstance(ctx context.Context, instanceID string) error
+	DeleteStaleInstances(ctx context.Context, olderThan time.Duration) (int64, error)
+
+	// idempotency_keys (idempotency.go)
+	CompleteIdempotencyKey(ctx context.Context, key, scope string, status int, body []byte) error
+
+	// pg_locks (locks.go)
+	AdvisoryLocks(ctx context.Context) ([]AdvisoryLock, error)
+
+	// schema_migrations (migrate.go)
+	AppliedVersion(ctx context.Context) (version uint, dirty bool, err error)
+}
+
+// Both handles satisfy Executor.
+var (
+	_ Executor = (*DB)(nil)
+	_ Executor = (*Tx)(nil)
+)
+
+// dbtx is what a named query runs on: the pool, or a transaction.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queries implements Executor on a dbtx; *DB and *Tx embed it.
+type queries struct{ q dbtx }
+
+func (q queries) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := q.q.QueryRow(ctx, `SELECT now()`).Scan(&now)
+	return now, err
+}
+
+// Tx is a fenced transaction (see Fenced). It is a pgx.Tx, for the job body's own SQL, and
+// an Executor, and it carries the leader's fenced writes.
+type Tx struct {
+	pgx.Tx
+	queries
+}
+
+func newTx(tx pgx.Tx) *Tx { return &Tx{Tx: tx, queries: queries{tx}} }

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// job_runs: the run record, read by the API and the engine; manual runs and cancels.
+// The leader's fenced writes to job_runs (slot claims, pick-ups, finishes, recovery) are in
+// runs_claim.go.
+
+// Run statuses and triggers (DESIGN.md, "A run").
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusSkipped   = "skipped"
+	StatusTimedOut  = "timed_out"
+	StatusAbandoned = "abandoned"
+	StatusCancelled = "cancelled"
+	StatusMissed    = "missed"
+
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+	TriggerCatchUp  = "catch-up"
+	TriggerRecovery = "recovery"
+)
+
+// Run is one row of job_runs. Its JSON shape is the API's (api/views.go), not this struct's.
+type Run struct {
+	ID              int64
+	Job             string
+	Trigger         string
+	Status          string
+	ScheduledAt     *time.Time
+	CreatedAt       time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	InstanceID      *string
+	Epoch           *int64
+	Stats           json.RawMessage
+	Error           *string
+	Reason          *string
+	Params          json.RawMessage
+	RecoversRunID   *int64
+	CancelRequested bool
+}
+
+// DurationMS is finished_at - started_at in milliseconds, nil while unfinished.
+func (r *Run) DurationMS() *int64 {
+	if r.StartedAt == nil || r.FinishedAt == nil {
+		return nil
+	}
+	ms := r.FinishedAt.Sub(*r.StartedAt).Milliseconds()
+	return &ms
+}
+
+// Finished reports whether the run reached a final status.
+func (r *Run) Finished() bool {
+	return r.Status != StatusQueued && r.Status != StatusRunning
+}
+
+// runColumns lists job_runs' columns in the order scanRun expects.
+const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
+	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested`
+
+// scanRun scans one row selected with runColumns.
+func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
+		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
+		&r.RecoversRunID, &r.CancelRequested)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ErrRunNotFound means no run has the id asked for.
+var ErrRunNotFound = errors.New("run not found")
+
+// QueueManualRun inserts a queued manual run of job, unless the job already has a queued or
+// running run: then it returns that one with created=false. The partial unique index
+// job_runs_one_active_key decides, so concurrent triggers on any replicas create one run:
+// a second INSERT waits for the first to commit and then does nothing.
+func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
+	// The active run can finish between our INSERT (which saw it) and our SELECT (which no
+	// longer does); then a new run may be queued after all, so try again.
+	for range 5 {
+		run, err = scanRun(q.q.QueryRow(ctx, `
+			INSERT INTO job_runs (job, trigger, status, reason, params)
+			VALUES ($1, 'manual', 'queued', $2, $3)
+			ON CONFLICT (job) WHERE status IN ('queued', 'running') DO NOTHING
+			RETURNING `+runColumns, job, reason, params))
+		if err == nil {
+			return run, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("queue a manual run of %s: %w", job, err)
+		}
+		run, err = scanRun(q.q.QueryRow(ctx, `
+			SELECT `+runColumns+` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')`, job))
+		if err == nil {
+			return run, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("read the active run of %s: %w", job, err)
+		}
+	}
+	return nil, false, fmt.Errorf("queue a manual run of %s: its active run kept changing; try again", job)
+}
+
+// Run returns the run with id, or ErrRunNotFound.
+func (q queries) Run(ctx context.Context, id int64) (*Run, error) {
+	run, err := scanRun(q.q.QueryRow(ctx, `SELECT `+runColumns+` FROM job_runs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrRunNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read run %d: %w", id, err)
+	}
+	return run, nil
+}
+
+// RunFilter selects a page of one job's history, newest first.
+type RunFilter struct {
+	Job      string
+	Status   string     // "" for any
+	Trigger  string     // "" for any
+	Since    *time.Time // created_at >= Since
+	Until    *time.Time // created_at < Until
+	BeforeID int64      // keyset: only ids below this one (0: from the newest)
+	Limit    int
+}
+
+// ListRuns returns one page of a job's runs, newest (highest id) first. Paging by id keeps
+// every page an index range scan that starts at the cursor (job_runs_job_id_idx, or the
+// status/trigger indexes of migration 0006), so a deep page costs what the first one does.
+func (q queries) ListRuns(ctx context.Context, f RunFilter) ([]*Run, error) {
+	sql, args := listRunsSQL(f)
+	rows, err := q.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", f.Job, err)
+	}
+	return runs, nil
+}
+
+// CancelRequested lists the running runs of epoch whose cancellation was requested.
+func (q queries) CancelRequested(ctx context.Context, epoch int64) ([]int64, error) {
+	rows, err := q.q.Query(ctx,
+		`SELECT id FROM job_runs WHERE status = 'running' AND cancel_requested AND epoch = $1`, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("list cancel requests: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// listRunsSQL joins only fixed predicates with placeholders; each filter combination is its
+// own statement, so the planner sees which index applies (a catch-all "$2 IS NULL OR
+// status = $2" would defeat the indexes once pgx's cached statement goes generic).
+//
+// The job is matched as the range [$1, $1] and the order is (job, id DESC) on purpose: with
+// "job = $1 ORDER BY id DESC" the planner may walk the primary key backwards and filter on
+// job, assuming the job's runs are spread evenly over the ids; for a job whose runs are all
+// old (disabled for months while others ran) that reads the whole newer history before the
+// first match. The range keeps (job, ...) a sort key that only the job-leading indexes
+// provide, so a page is always a range scan from the cursor (TestHistoryPagesUseAnIndex).
+func listRunsSQL(f RunFilter) (string, []any) {
+	where := []string{"job >= $1", "job <= $1"}
+	args := []any{f.Job}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Status != "" {
+		add("status = $%d", f.Status)
+	}
+	if f.Trigger != "" {
+		add("trigger = $%d", f.Trigger)
+	}
+	if f.Since != nil {
+		add("created_at >= $%d", *f.Since)
+	}
+	if f.Until != nil {
+		add("created_at < $%d", *f.Until)
+	}
+	if f.BeforeID > 0 {
+		add("id < $%d", f.BeforeID)
+	}
+	args = append(args, f.Limit)
+	return `SELECT ` + runColumns + ` FROM job_runs WHERE ` + strings.Join(where, " AND ") +
+		fmt.Sprintf(` ORDER BY job, id DESC LIMIT $%d`, len(args)), args
+}
+
+// CancelOutcome says what CancelRun did.
+type CancelOutcome int
+
+const (
+	// CancelledQueued: the run had not started and is now cancelled.
+	CancelledQueued CancelOutcome = iota + 1
+	// CancelRequested: the run is running; the leader's engine cancels its context.
+	CancelRequested
+	// CancelTooLate: the run had already finished; nothing changed.
+	CancelTooLate
+)
+
+// CancelRun cancels a queued run at once, or asks the leader to cancel a running one. No
+// fence is needed: the engine moves a run from queued to running with an UPDATE guarded by
+// status = 'queued' too, so exactly one of the two wins and the other changes nothing.
+func (q queries) CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error) {
+	// The run may start between the two guarded UPDATEs; then the second one catches it.
+	for range 3 {
+		run, err := scanRun(q.q.QueryRow(ctx, `
+			UPDATE job_runs SET status = 'cancelled', finished_at = now(), error = 'cancelled before it started'
+			WHERE id = $1 AND status = 'queued'
+			RETURNING `+runColumns, id))
+		if err == nil {
+			return run, CancelledQueued, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, 0, fmt.Errorf("cancel run %d: %w", id, err)
+		}
+		// Setting cancel_requested fires the NOTIFY trigger, which wakes the leader.
+		run, err = scanRun(q.q.QueryRow(ctx, `
+			UPDATE job_runs SET cancel_requested = true
+			WHERE id = $1 AND status = 'running'
+			RETURNING `+runColumns, id))
+		if err == nil {
+			return run, CancelRequested, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, 0, fmt.Errorf("request the cancel of run %d: %w", id, err)
+		}
+		run, err = q.Run(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		if run.Finished() {
+			return run, CancelTooLate, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("cancel run %d: its status kept changing; try again", id)
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,7 +64,11 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 			j.Name, strings.ToUpper(strings.ReplaceAll(j.Name, "-", "_"))))
 		return
 	}
-	wait, ok := parseWait(w, r)
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
+	wait, ok := parseWait(w, r, q)
 	if !ok {
 		return
 	}
@@ -239,8 +244,8 @@ func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) 
 }
 
 // parseWait reads ?wait (a Go duration, at most maxWait).
-func parseWait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
-	v := r.URL.Query().Get("wait")
+func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Duration, bool) {
+	v := q.Get("wait")
 	if v == "" {
 		return 0, true
 	}
@@ -310,7 +315,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if j == nil {
 		return
 	}
-	q := r.URL.Query()
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
 	f := store.RunFilter{Job: j.Name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
@@ -334,6 +342,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		*p.dst = &t
+	}
+	if f.Since != nil && f.Until != nil && f.Since.After(*f.Until) {
+		fieldProblem(w, r, probInvalidRequest, "since", fmt.Sprintf("since (%s) is later than until (%s); the range would be empty",
+			f.Since.Format(time.RFC3339Nano), f.Until.Format(time.RFC3339Nano)))
+		return
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

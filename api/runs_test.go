@@ -112,6 +112,7 @@ func TestHistoryRefusesBadQueries(t *testing.T) {
 		{"trigger=cron", "invalid-request", "trigger"},
 		{"since=yesterday", "invalid-request", "since"},
 		{"until=2025-01-01", "invalid-request", "until"},
+		{"since=2025-02-01T00:00:00Z&until=2025-01-01T00:00:00Z", "invalid-request", "since"}, // an empty range is a mistake
 		{"cursor=bm9wZQ", "invalid-cursor", "cursor"},
 		{"cursor=" + url.QueryEscape(cursor) + "&status=failed", "invalid-cursor", "cursor"}, // another query's cursor
 		{"cursor=" + url.QueryEscape(encodeCursor(-5, "x")), "invalid-cursor", "cursor"},
@@ -125,6 +126,26 @@ func TestHistoryRefusesBadQueries(t *testing.T) {
 	res = a.do("GET", "/v1/jobs/nope/runs", "", nil)
 	assert.Equal(t, http.StatusNotFound, res.Status)
 	assert.Equal(t, "job-not-found", res.problemType(t))
+}
+
+// A query string that does not decode is refused, naming the parameter, rather than read
+// as if the parameter were absent (url.Values drops such a pair silently).
+func TestMalformedQueryIsRefused(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	cases := []struct{ method, path, field string }{
+		{"GET", "/v1/jobs/plan-change/runs?cursor=%%%x", "cursor"},
+		{"GET", "/v1/jobs/plan-change/runs?limit=2&status=%zz", "status"},
+		{"GET", "/v1/jobs/plan-change/runs?%zz=1", "%zz"},
+		{"POST", "/v1/jobs/plan-change/runs?wait=1%", "wait"},
+	}
+	for _, c := range cases {
+		res := a.do(c.method, c.path, "", nil)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", c.path, res.Body)
+		assert.Equal(t, "invalid-request", res.problemType(t), c.path)
+		assert.Equal(t, c.field, res.problemField(t), c.path)
+	}
+	assert.Zero(t, a.count(`SELECT count(*) FROM job_runs`), "a refused trigger queues nothing")
 }
 
 func TestGetRun(t *testing.T) {

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// queryParams reads the query string for a handler that takes parameters, or answers 400
+// naming the parameter that does not decode: r.URL.Query() drops such a pair silently, so
+// a mistyped ?cursor=%%x would be served as if there were no cursor (DESIGN.md guarantee
+// 9: nothing lost on bad input). Routes that take no parameters ignore the query string.
+func queryParams(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err == nil {
+		return q, true
+	}
+	field, err := malformedParam(r.URL.RawQuery)
+	fieldProblem(w, r, probInvalidRequest, field, fmt.Sprintf(
+		"the query parameter %q is not valid URL encoding (%v); percent-encode its special characters, such as %%25 for %%",
+		field, err))
+	return nil, false
+}
+
+// malformedParam names the first parameter of raw that does not decode, the way
+// url.ParseQuery reads it: its decoded name, or its raw name when the name itself is bad.
+func malformedParam(raw string) (string, error) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		rawName, value, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil {
+			return rawName, err
+		}
+		if strings.Contains(pair, ";") {
+			return name, fmt.Errorf("a semicolon separates nothing; use & between parameters")
+		}
+		if _, err := url.QueryUnescape(value); err != nil {
+			return name, err
+		}
+	}
+	return "", errors.New("it does not decode")
+}

@@ -31,19 +31,6 @@ import (
 // The batch itself is a MATERIALIZED CTE with its LIMIT, and the try-lock a separate CTE over
 // it, so that the planner cannot evaluate the lock on rows outside the batch.
 
-// TryLock tries to take job's lock on one entity inside tx; false means another transaction
-// holds it and the caller must skip the entity.
-func TryLock(ctx context.Context, tx pgx.Tx, job string, id any) (bool, error) {
-	var ok bool
-	err := tx.QueryRow(ctx,
-		`SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ':' || $2::text, 0))`,
-		job, fmt.Sprint(id)).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("try-lock %s:%v: %w", job, id, err)
-	}
-	return ok, nil
-}
-
 // TryLockAll tries to take job's lock on each of ids inside tx, in one round trip, and returns
 // the ids it got, in the order given. The others are held by another transaction.
 func TryLockAll(ctx context.Context, tx pgx.Tx, job string, ids []int64) ([]int64, error) {

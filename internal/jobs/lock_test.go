@@ -71,9 +71,9 @@ func holdLock(t *testing.T, db *testdb.DB, job string, id int64) {
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	ok, err := jobs.TryLock(ctx, tx, job, id)
+	locked, err := jobs.TryLockAll(ctx, tx, job, []int64{id})
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, []int64{id}, locked)
 }
 
 func TestTryLockAllSkipsEntitiesHeldElsewhere(t *testing.T) {
@@ -90,7 +90,7 @@ func TestTryLockAllSkipsEntitiesHeldElsewhere(t *testing.T) {
 	assert.Equal(t, []int64{3, 1}, locked, "the entity locked by another transaction is skipped, the order kept")
 
 	// Another job's lock on the same id is a different key.
-	ok, err := jobs.TryLock(ctx, tx, "other-job", 2)
+	locked, err = jobs.TryLockAll(ctx, tx, "other-job", []int64{2})
 	require.NoError(t, err)
-	assert.True(t, ok)
+	assert.Equal(t, []int64{2}, locked)
 }

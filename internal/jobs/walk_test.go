@@ -1,0 +1,217 @@
+package jobs_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// The walker's tests walk a table of their own: items due (state 'due') become 'done'.
+
+type item struct {
+	ID    int64
+	Group int64
+}
+
+const (
+	dueItemsSQL = `
+SELECT id, grp FROM walk_items
+WHERE state = 'due' AND id > @after_id
+ORDER BY id
+LIMIT @limit`
+	finishItemsSQL = `
+UPDATE walk_items SET state = 'done', batch = @batch
+WHERE id = ANY(@ids) AND state = 'due'`
+)
+
+// openPool is a pool on the test's database of its own (the store's is the store's).
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// seedItems creates walk_items with n due items, ids 1..n, in groups of 3 (grp = (id+2)/3).
+func seedItems(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE walk_items (id bigint PRIMARY KEY, grp bigint NOT NULL, state text NOT NULL, batch int)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO walk_items SELECT i, (i + 2) / 3, 'due' FROM generate_series(1, $1::int) AS i`, n)
+	require.NoError(t, err)
+}
+
+// itemWalk finishes due items in batches of size, locking each item's group, and records in
+// batches the number of Apply calls.
+func itemWalk(size int, batches *atomic.Int64) *jobs.Walk[item] {
+	return &jobs.Walk[item]{
+		Job:       "walk-test",
+		BatchSize: size,
+		Read:      dueItemsSQL,
+		Start:     pgx.NamedArgs{"after_id": int64(0)},
+		Keyset:    func(it item) pgx.NamedArgs { return pgx.NamedArgs{"after_id": it.ID} },
+		Lock:      func(it item) int64 { return it.Group },
+		Apply: func(ctx context.Context, b *jobs.Batch[item]) error {
+			batches.Add(1)
+			tag, err := b.Tx.Exec(ctx, finishItemsSQL, pgx.NamedArgs{
+				"ids": jobs.Column(b.Rows, func(it item) int64 { return it.ID }), "batch": b.N,
+			})
+			b.Stats.Changed += tag.RowsAffected()
+			return err
+		},
+	}
+}
+
+func itemStates(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT state, count(*) FROM walk_items GROUP BY state`)
+	require.NoError(t, err)
+	out := map[string]int{}
+	var s string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&s, &n}, func() error { out[s] = n; return nil })
+	require.NoError(t, err)
+	return out
+}
+
+func TestWalkContinuesTheKeysetAcrossBatches(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 25)
+	var batches atomic.Int64
+	st, err := itemWalk(10, &batches).Run(context.Background(), newEnv(t, db, "walk-test"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 25, st.Processed)
+	assert.EqualValues(t, 25, st.Changed)
+	assert.Zero(t, st.SkippedLocked)
+	assert.EqualValues(t, 3, batches.Load(), "10 + 10 + 5: the short batch ends the walk")
+	assert.Equal(t, map[string]int{"done": 25}, itemStates(t, pool))
+	var perBatch []int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT array_agg(n ORDER BY batch) FROM (SELECT batch, count(*) AS n FROM walk_items GROUP BY batch) b`).Scan(&perBatch))
+	assert.Equal(t, []int{10, 10, 5}, perBatch, "each batch starts after the last one's keyset position")
+}
+
+func TestWalkSkipsAndCountsEntitiesLockedElsewhere(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 12)
+	holdLock(t, db, "walk-test", 2) // items 4, 5, 6
+	var batches atomic.Int64
+	st, err := itemWalk(5, &batches).Run(context.Background(), newEnv(t, db, "walk-test"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 12, st.Processed)
+	assert.EqualValues(t, 3, st.SkippedLocked, "the rows of the group held by another transaction")
+	assert.EqualValues(t, 9, st.Changed)
+	var left []int64
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT array_agg(id ORDER BY id) FROM walk_items WHERE state = 'due'`).Scan(&left))
+	assert.Equal(t, []int64{4, 5, 6}, left, "skipped, not waited for: the next run takes them")
+}
+
+func TestWalkAppliesTheGuardAfterTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 6)
+	w := itemWalk(10, new(atomic.Int64))
+	// Between the batch's read and its statement, another writer finishes item 3: the
+	// guarded statement, in a snapshot taken after the lock, must not count it again.
+	w.Filter = func(it item, _ *jobs.Stats) bool {
+		if it.ID == 3 {
+			_, err := pool.Exec(ctx, `UPDATE walk_items SET state = 'done', batch = 0 WHERE id = 3`)
+			require.NoError(t, err)
+		}
+		return true
+	}
+	st, err := w.Run(ctx, newEnv(t, db, "walk-test"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, st.Processed)
+	assert.EqualValues(t, 5, st.Changed, "the row changed elsewhere is refused by the guard")
+	var batch int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT batch FROM walk_items WHERE id = 3`).Scan(&batch))
+	assert.Zero(t, batch, "the other writer's change stands")
+}
+
+func TestWalkFilterLeavesRowsOut(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 9)
+	w := itemWalk(4, new(atomic.Int64))
+	w.Filter = func(it item, st *jobs.Stats) bool {
+		if it.ID%3 == 0 {
+			st.Count("odd_one", 1)
+			return false
+		}
+		return true
+	}
+	st, err := w.Run(context.Background(), newEnv(t, db, "walk-test"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 9, st.Processed)
+	assert.EqualValues(t, 6, st.Changed)
+	assert.EqualValues(t, 3, st.Detail["odd_one"])
+	assert.Equal(t, map[string]int{"done": 6, "due": 3}, itemStates(t, pool))
+}
+
+func TestWalkDryRunCountsAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 25)
+	env := newEnv(t, db, "walk-test")
+	env.Params.DryRun = true
+	var batches atomic.Int64
+	st, err := itemWalk(10, &batches).Run(context.Background(), env)
+	require.NoError(t, err)
+	assert.EqualValues(t, 25, st.Changed, "what a real run would change")
+	assert.EqualValues(t, 3, batches.Load(), "the keyset moves on although each batch is rolled back")
+	assert.Equal(t, map[string]int{"due": 25}, itemStates(t, pool))
+}
+
+func TestWalkOfADeposedLeaderCommitsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 5)
+	env := newEnv(t, db, "walk-test")
+	_, err := pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 2`)
+	require.NoError(t, err)
+	_, err = itemWalk(10, new(atomic.Int64)).Run(ctx, env)
+	require.ErrorIs(t, err, store.ErrNotLeader)
+	assert.Equal(t, map[string]int{"due": 5}, itemStates(t, pool))
+}
+
+func TestWalkStopsWhenCancelled(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 30)
+	w := itemWalk(10, new(atomic.Int64))
+	keyset := w.Keyset
+	w.Keyset = func(last item) pgx.NamedArgs {
+		cancel() // once the first batch has committed: no other batch starts
+		return keyset(last)
+	}
+	st, err := w.Run(ctx, newEnv(t, db, "walk-test"))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.EqualValues(t, 10, st.Processed)
+	assert.Equal(t, map[string]int{"done": 10, "due": 20}, itemStates(t, pool))
+}

@@ -53,6 +53,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	}
 	base := logging.New(stdout, cfg.LogLevel, cfg.LogFormat)
 	log := logging.ForInstance(base, cfg.InstanceID)
+	settings.Send = jobs.SendSettings{Concurrency: cfg.SendConcurrency, Rate: cfg.SendRate}
 	registry := jobs.Builtin(settings, log)
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)

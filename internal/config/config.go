@@ -7,6 +7,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -25,7 +26,12 @@ const (
 	idempotencyTTLDefault  = 24 * time.Hour
 	pollIntervalDefault    = 2 * time.Second
 	shutdownTimeoutDefault = 25 * time.Second
+	sendConcurrencyDefault = 16
 )
+
+// maxSendConcurrency bounds SCHEDULER_SEND_CONCURRENCY: each send in flight holds a
+// goroutine and, for the webhook, a connection to the receiver.
+const maxSendConcurrency = 1024
 
 // maxInstanceID keeps "scheduler:<id>" within PostgreSQL's 63-byte
 // application_name: the server cuts longer names, and a new leader finds the
@@ -67,7 +73,9 @@ type Config struct {
 	IdempotencyTTL  time.Duration
 	PollInterval    time.Duration // fallback polling for queued manual runs
 	ShutdownTimeout time.Duration
-	Jobs            []Job // in the order of the defaults given to Load
+	SendConcurrency int     // messages in flight at once on this replica, every sending job together
+	SendRate        float64 // messages per second to the provider; 0: no bound
+	Jobs            []Job   // in the order of the defaults given to Load
 }
 
 // DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
@@ -135,6 +143,7 @@ func Load(env *Env, defaults []JobDefaults) (*Config, error) {
 	atLeast(env, "SCHEDULER_IDEMPOTENCY_TTL", c.IdempotencyTTL, 1, `a duration above 0 such as "24h"`)
 	atLeast(env, "SCHEDULER_POLL_INTERVAL", c.PollInterval, 1, `a duration above 0 such as "2s"`)
 	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
+	c.SendConcurrency, c.SendRate = loadSend(env)
 
 	jobs, err := loadJobs(env, defaults, time.Now())
 	if err != nil {
@@ -145,6 +154,25 @@ func Load(env *Env, defaults []JobDefaults) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// loadSend reads the message pipeline's bounds.
+func loadSend(env *Env) (concurrency int, perSecond float64) {
+	concurrency = env.Int("SCHEDULER_SEND_CONCURRENCY", sendConcurrencyDefault)
+	if concurrency < 1 || concurrency > maxSendConcurrency {
+		env.Fail("SCHEDULER_SEND_CONCURRENCY", env.String("SCHEDULER_SEND_CONCURRENCY", ""),
+			fmt.Sprintf("a whole number from 1 to %d such as 16", maxSendConcurrency))
+		concurrency = sendConcurrencyDefault
+	}
+	if v := env.String("SCHEDULER_SEND_RATE", ""); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			env.Fail("SCHEDULER_SEND_RATE", v, `messages per second, 0 (no bound) or more, such as "50" or "0.5"`)
+			r = 0
+		}
+		perSecond = r
+	}
+	return concurrency, perSecond
 }
 
 func loadJobs(env *Env, defaults []JobDefaults, now time.Time) ([]Job, error) {

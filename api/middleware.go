@@ -47,24 +47,36 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// logRequests writes one line per request: method, route pattern (not the raw path, so lines
-// group by route), status, duration and request id.
-func (s *Server) logRequests(next http.Handler) http.Handler {
+// observe wraps the response writer once and, when the request is answered, feeds both
+// the request log (one line: method, route pattern, path, status, duration, bytes, request
+// id) and the HTTP metrics (count and latency by route pattern, method and status). The
+// route is chi's pattern (/v1/runs/{id}), not the raw path, so lines and series group by
+// route; chi fills it while routing, so it is read after the handler has run.
+//
+// A panic that reaches it (recoverPanics re-raises http.ErrAbortHandler) is recorded as the
+// 500 it becomes and then re-raised for net/http.
+func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		defer func() {
+			status := ww.Status()
+			if p := recover(); p != nil {
+				status = http.StatusInternalServerError
+				defer panic(p)
+			}
+			if status == 0 {
+				status = http.StatusOK // the handler wrote nothing: net/http answers 200
+			}
 			route := ""
 			if rc := chi.RouteContext(r.Context()); rc != nil {
 				route = rc.RoutePattern()
 			}
-			status := ww.Status()
-			if status == 0 {
-				status = http.StatusOK
-			}
+			elapsed := time.Since(start)
+			s.cfg.Recorder.HTTPRequest(route, r.Method, status, elapsed)
 			s.cfg.Log.LogAttrs(r.Context(), levelFor(status), "http request",
 				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
-				slog.Int("status", status), slog.Int64("duration_ms", time.Since(start).Milliseconds()),
+				slog.Int("status", status), slog.Int64("duration_ms", elapsed.Milliseconds()),
 				slog.Int("bytes", ww.BytesWritten()), slog.String("request_id", requestID(r.Context())))
 		}()
 		next.ServeHTTP(ww, r)

@@ -12,9 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-chi/chi/v5"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -77,7 +82,7 @@ func TestPanicsBecomeProblems(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	s := NewServer(Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
-	h := s.requestID(s.logRequests(s.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := s.requestID(s.observe(s.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom")
 	}))))
 	rec := httptest.NewRecorder()
@@ -144,4 +149,114 @@ func TestRecorderCountsReplaysConflictsAndRoutes(t *testing.T) {
 	assert.Contains(t, body, "scheduler_idempotency_replays_total 1\n")
 	assert.Contains(t, body, "scheduler_idempotency_conflicts_total 1\n")
 	assert.Contains(t, body, `route="/v1/jobs/{name}/runs"`)
+}
+
+// observe feeds the HTTP metrics by route pattern, never the raw path.
+func TestObserveCountsByRoutePattern(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	s := NewServer(Config{Recorder: m})
+	r := chi.NewRouter()
+	// The recoverer is outside, so observe sees the panic itself and must count a 500.
+	r.Use(recoverer)
+	r.Use(s.observe)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {}) // writes nothing: 200
+	r.Route("/v1", func(r chi.Router) {
+		r.Get("/runs/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		r.Post("/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusConflict) })
+		r.Get("/panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") })
+	})
+	server := httptest.NewServer(r)
+	defer server.Close()
+
+	for _, req := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/runs/41"},
+		{http.MethodGet, "/v1/runs/42"},
+		{http.MethodPost, "/v1/runs/42/cancel"},
+		{http.MethodGet, "/healthz"},
+		{http.MethodGet, "/wp-admin/../etc/passwd"},
+		{http.MethodGet, "/v1/panic"},
+	} {
+		httpReq, err := http.NewRequest(req.method, server.URL+req.path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(httpReq)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+
+	families := scrape(t, m)
+	for _, c := range []struct {
+		route, method, code string
+		want                float64
+	}{
+		{"/v1/runs/{id}", "GET", "200", 2},
+		{"/v1/runs/{id}/cancel", "POST", "409", 1},
+		{"/healthz", "GET", "200", 1},
+		{"unmatched", "GET", "404", 1},
+		{"/v1/panic", "GET", "500", 1},
+	} {
+		s := series(families, "scheduler_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.code})
+		if assert.NotNil(t, s, "%+v", c) {
+			assert.Equal(t, c.want, s.GetCounter().GetValue(), "%+v", c)
+		}
+	}
+	var routes []string
+	for _, m := range families["scheduler_http_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "route" {
+				routes = append(routes, l.GetValue())
+			}
+		}
+	}
+	assert.ElementsMatch(t, []string{"/v1/runs/{id}", "/v1/runs/{id}/cancel", "/healthz", "unmatched", "/v1/panic"}, routes,
+		"route labels are patterns, never raw paths (one series per id would grow without bound)")
+	latency := series(families, "scheduler_http_request_duration_seconds", map[string]string{"route": "/v1/runs/{id}", "method": "GET"})
+	require.NotNil(t, latency)
+	assert.Equal(t, uint64(2), latency.GetHistogram().GetSampleCount())
+}
+
+// recoverer answers 500 to a panicking handler, like chi's middleware.Recoverer without its
+// stack dump on stderr.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if recover() != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
+	require.NoError(t, err)
+	return families
+}
+
+// series finds the one series of family name whose labels include want; nil when none.
+func series(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	f := families[name]
+	if f == nil {
+		return nil
+	}
+next:
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
 }

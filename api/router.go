@@ -89,8 +89,8 @@ func NewServer(cfg Config) *Server {
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	// The metrics middleware sits inside the recoverer, which answers its panics.
-	r.Use(s.requestID, s.logRequests, s.recoverPanics, s.cfg.Recorder.HTTPMiddleware, limitBody)
+	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
+	r.Use(s.requestID, s.observe, s.recoverPanics, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -79,10 +78,7 @@ func exercisedExposition(t *testing.T) []byte {
 	m.IdempotencyReplay()
 	m.IdempotencyConflict()
 
-	r := chi.NewRouter()
-	r.Use(m.HTTPMiddleware)
-	r.Get("/v1/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {})
-	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/jobs/plan-change", nil))
+	m.HTTPRequest("/v1/jobs/{name}", http.MethodGet, http.StatusOK, 3*time.Millisecond)
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -206,12 +210,13 @@ func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
 // given label (no label: the family's only series); zero when it has no series yet.
 func histogramCount(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) (uint64, float64) {
 	t.Helper()
-	families, err := m.Registry().Gather()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
 	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
+	if f := families[name]; f != nil {
 	next:
 		for _, s := range f.GetMetric() {
 			for _, l := range s.GetLabel() {

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -187,14 +185,6 @@ func (m *Metrics) Handler() http.Handler {
 		return http.NotFoundHandler()
 	}
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
-}
-
-// Registry returns the registry, for callers that add collectors of their own (pool stats).
-func (m *Metrics) Registry() *prometheus.Registry {
-	if m == nil {
-		return nil
-	}
-	return m.registry
 }
 
 // SetInstanceID exposes scheduler_instance_info{instance_id=id} 1, so a dashboard can name
@@ -374,40 +364,18 @@ func (m *Metrics) IdempotencyConflict() {
 // series, not one per path.
 const unmatchedRoute = "unmatched"
 
-// HTTPMiddleware records every request's count and latency by chi route pattern
-// (/v1/runs/{id}, not /v1/runs/42), method and status code. Install it with r.Use on the
-// top-level chi router: chi fills the pattern while routing, so it is read after the
-// handler has run.
-func (m *Metrics) HTTPMiddleware(next http.Handler) http.Handler {
+// HTTPRequest records one answered request by chi route pattern (/v1/runs/{id}, not
+// /v1/runs/42), method and status code; route "" (no route matched) is labelled
+// "unmatched". The API's observing middleware calls it once per request.
+func (m *Metrics) HTTPRequest(route, method string, code int, d time.Duration) {
 	if m == nil {
-		return next
+		return
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		defer func() {
-			code := ww.Status()
-			if p := recover(); p != nil {
-				// A panicking handler is answered 500 by a recoverer further out; count it
-				// as such, then let the panic go on to that recoverer.
-				code = http.StatusInternalServerError
-				defer panic(p)
-			}
-			if code == 0 {
-				// The handler wrote nothing: net/http answers 200.
-				code = http.StatusOK
-			}
-			route := unmatchedRoute
-			if rc := chi.RouteContext(r.Context()); rc != nil {
-				if p := rc.RoutePattern(); p != "" {
-					route = p
-				}
-			}
-			m.httpRequestsTotal.WithLabelValues(route, r.Method, strconv.Itoa(code)).Inc()
-			m.httpRequestDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
-		}()
-		next.ServeHTTP(ww, r)
-	})
+	if route == "" {
+		route = unmatchedRoute
+	}
+	m.httpRequestsTotal.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.httpRequestDuration.WithLabelValues(route, method).Observe(d.Seconds())
 }
 
 func boolValue(b bool) float64 {

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+const (
+	// maxReasonRunes caps a trigger's reason.
+	maxReasonRunes = 500
+)
+
+// triggerRequest is the optional body of POST /v1/jobs/{name}/runs.
+type triggerRequest struct {
+	Reason *string         `json:"reason"`
+	Params json.RawMessage `json:"params"`
+}
+
+// triggerRun queues a manual run; the leader's engine executes it (the insert NOTIFYs it).
+//
+// Without an Idempotency-Key, a trigger while the job has a queued or running run answers
+// that run (200) instead of queuing another. With a key, the key is claimed in the same
+// transaction as the run insert, so concurrent duplicates wait for that transaction and
+// replay its stored answer; the same key with another body is a 409. With ?wait, the key
+// stays PENDING while the run is awaited (the run must be committed for the leader to see
+// it) and a duplicate arriving meanwhile gets 409 idempotency-key-in-progress with
+// Retry-After, as the IETF Idempotency-Key draft prescribes; once the answer is sent, it is
+// stored and replayed.
+func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
+	j := s.job(w, r)
+	if j == nil {
+		return
+	}
+	if !j.Enabled {
+		writeProblem(w, r, http.StatusConflict, probJobDisabled, fmt.Sprintf(
+			"job %s is disabled by SCHEDULER_JOB_%s_ENABLED=false on this replica; enable it to run it",
+			j.Name, strings.ToUpper(strings.ReplaceAll(j.Name, "-", "_"))))
+		return
+	}
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
+	wait, ok := parseWait(w, r, q)
+	if !ok {
+		return
+	}
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req triggerRequest
+	if body != nil && !decodeStrict(w, r, body, &req) {
+		return
+	}
+	params, err := jobs.ParseParams(req.Params)
+	if err != nil {
+		fieldProblem(w, r, probInvalidJSON, "params", "params must be an object with only known members (dry_run): "+err.Error())
+		return
+	}
+	paramsJSON, _ := json.Marshal(params)
+	reason := req.Reason
+	if reason != nil && *reason == "" {
+		reason = nil
+	}
+	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason)) {
+		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 of at most %d characters", maxReasonRunes))
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	scope := "POST /v1/jobs/{name}/runs:" + j.Name
+	hash := requestHash(body)
+	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
+		Job: j.Name, Reason: reason, Params: paramsJSON,
+		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
+		Answer: func(run *store.Run, created bool) (int, []byte) {
+			answer, _ := json.Marshal(newRunView(run))
+			return triggerStatus(created), answer
+		},
+	})
+	switch {
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	case t.Existing != nil:
+		s.replay(w, r, t.Existing, key, scope, hash)
+		return
+	}
+	s.logTrigger(r, t.Run, t.Created)
+	run, status, answer := t.Run, triggerStatus(t.Created), t.Answer
+	if wait > 0 {
+		run, status = s.awaitRun(r.Context(), run, wait)
+	}
+	if answer == nil {
+		answer, _ = json.Marshal(newRunView(run))
+	}
+	if key != "" && wait > 0 {
+		// Stored even when the client went away meanwhile, so its retry replays an answer
+		// instead of finding the key PENDING until it expires.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
+		defer scancel()
+		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, key, scope, status, answer); err != nil {
+			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "err", err, "run_id", run.ID,
+				"request_id", requestID(r.Context()))
+		}
+	}
+	writeRawRun(w, status, run.ID, answer)
+}
+
+// triggerStatus: 202 for a newly queued run, 200 for the job's already active one.
+func triggerStatus(created bool) int {
+	if created {
+		return http.StatusAccepted
+	}
+	return http.StatusOK
+}
+
+func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
+	s.cfg.Log.InfoContext(r.Context(), "manual run triggered", "job", run.Job, "run_id", run.ID,
+		"created", created, "request_id", requestID(r.Context()))
+}
+
+func writeRawRun(w http.ResponseWriter, status int, id int64, b []byte) {
+	w.Header().Set("Location", "/v1/runs/"+strconv.FormatInt(id, 10))
+	writeRawJSON(w, status, b)
+}
+
+// awaitRun re-reads the run until it finishes, d passes, or the client goes away. It answers
+// 200 with the finished run, or 202 with the run as last seen.
+func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) (*store.Run, int) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	tick := time.NewTicker(s.pollInterval)
+	defer tick.Stop()
+	for !run.Finished() {
+		select {
+		case <-ctx.Done():
+			return run, http.StatusAccepted
+		case <-timer.C:
+			return run, http.StatusAccepted
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		latest, err := s.cfg.DB.Run(qctx, run.ID)
+		cancel()
+		if err != nil {
+			// A failed read does not end the wait; the deadline does.
+			continue
+		}
+		run = latest
+	}
+	return run, http.StatusOK
+}
+
+// parseWait reads ?wait (a Go duration, at most maxWait).
+func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Duration, bool) {
+	v := q.Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > maxWait {
+		fieldProblem(w, r, probInvalidRequest, "wait", fmt.Sprintf("wait must be a Go duration between 0s and %s, such as 30s; got %q", maxWait, v))
+		return 0, false
+	}
+	return d, true
+}

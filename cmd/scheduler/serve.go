@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/api"
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/jobs"
@@ -29,9 +30,13 @@ and (on the leader only) the job schedule. Stops cleanly on SIGINT/SIGTERM, rele
 leadership first. Configuration is read from the environment (README.md, "Configuration").
 `
 
-// retryDelay paces reconnection while the database is unreachable: fast enough that a
-// replica is ready within seconds of PostgreSQL coming back, slow enough not to flood its log.
-const retryDelay = 2 * time.Second
+// retryMin and retryMax bound the backoff while the database is unreachable at start: fast
+// enough that a replica is ready within seconds of PostgreSQL coming back, slow enough not
+// to flood its log.
+const (
+	retryMin = 500 * time.Millisecond
+	retryMax = 5 * time.Second
+)
 
 func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -143,17 +148,17 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 // migrateUntilDone applies pending migrations, retrying while the database is unreachable.
 // It returns nil once the schema is current, or ctx's error on shutdown.
 func migrateUntilDone(ctx context.Context, databaseURL string, log *slog.Logger) error {
+	retry := backoff.New(retryMin, retryMax)
 	for attempt := 1; ; attempt++ {
 		err := migrateOnce(databaseURL)
 		if err == nil {
 			return nil
 		}
+		d := retry.Next()
 		log.Error("database not ready; no job runs until it is. Check DATABASE_URL and that PostgreSQL is up; retrying",
-			"attempt", attempt, "retry_in", retryDelay.String(), "err", err)
-		select {
-		case <-ctx.Done():
+			"attempt", attempt, "retry_in", d.String(), "err", err)
+		if !backoff.Sleep(ctx, d) {
 			return ctx.Err()
-		case <-time.After(retryDelay):
 		}
 	}
 }

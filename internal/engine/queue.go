@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -21,9 +22,12 @@ func (e *Engine) listen(ctx context.Context, log *slog.Logger, wake chan<- struc
 		default:
 		}
 	}
+	// The queue polls meanwhile, so reconnecting need not be faster than the poll.
+	retry := backoff.New(min(100*time.Millisecond, e.conf.PollInterval), e.conf.PollInterval)
 	for ctx.Err() == nil {
 		l, err := e.conf.DB.Listen(ctx, store.RunsChannel)
 		if err == nil {
+			retry.Reset()
 			nudge() // anything queued before LISTEN took effect
 			for {
 				if _, err = l.Wait(ctx); err != nil {
@@ -34,8 +38,10 @@ func (e *Engine) listen(ctx context.Context, log *slog.Logger, wake chan<- struc
 			l.Close()
 		}
 		if ctx.Err() == nil {
-			log.Warn("listening for queued runs failed; polling until reconnected", "error", err, "poll_interval", e.conf.PollInterval)
-			sleep(ctx, e.conf.PollInterval)
+			d := retry.Next()
+			log.Warn("listening for queued runs failed; polling until reconnected", "error", err,
+				"poll_interval", e.conf.PollInterval, "retry_in", d)
+			backoff.Sleep(ctx, d)
 		}
 	}
 }
@@ -103,14 +109,5 @@ func (e *Engine) applyCancelRequests(ctx context.Context, term leader.Term, log 
 		if job, ok := e.cancelRun(id); ok {
 			log.Info("cancel requested; cancelling the run", "run_id", id, "job", job)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -27,8 +28,11 @@ const (
 	instanceHeartbeatDefault = 2 * time.Second
 	// staleInstanceFactor: the leader deletes rows not refreshed for this many heartbeats.
 	staleInstanceFactor = 10
-	// reconnectDelay spaces attempts to reach a database that is down.
-	reconnectDelay = time.Second
+	// reconnectMin and reconnectMax bound the backoff between attempts to reach a database
+	// that is down: the first retries are quick (a dropped connection usually comes back at
+	// once), a long outage is retried every couple of seconds.
+	reconnectMin = 250 * time.Millisecond
+	reconnectMax = 2 * time.Second
 	// resignTimeout bounds giving up leadership during a shutdown.
 	resignTimeout = 2 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
@@ -184,12 +188,14 @@ func (e *Elector) Run(ctx context.Context) {
 	defer wg.Wait()
 	defer stopHeartbeat()
 
+	retry := backoff.New(reconnectMin, reconnectMax)
 	for ctx.Err() == nil {
 		session, err := e.conf.DB.OpenLockSession(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", reconnectDelay)
-				sleep(ctx, reconnectDelay)
+				d := retry.Next()
+				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", d)
+				backoff.Sleep(ctx, d)
 			}
 			continue
 		}
@@ -197,11 +203,13 @@ func (e *Elector) Run(ctx context.Context) {
 		if err != nil {
 			session.Close()
 			if ctx.Err() == nil {
-				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", reconnectDelay)
-				sleep(ctx, reconnectDelay)
+				d := retry.Next()
+				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", d)
+				backoff.Sleep(ctx, d)
 			}
 			continue
 		}
+		retry.Reset()
 		e.keepLeadershipLoop(ctx, session, term, endTerm)
 	}
 }
@@ -418,14 +426,5 @@ func (e *Elector) instance(isLeader bool) store.Instance {
 	return store.Instance{
 		InstanceID: e.conf.InstanceID, Host: e.conf.Host, Version: e.conf.Version,
 		HTTPAddr: e.conf.HTTPAddr, StartedAt: e.started, IsLeader: isLeader,
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

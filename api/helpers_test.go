@@ -73,7 +73,9 @@ func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
 	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
-	s.pollInterval = 10 * time.Millisecond
+	// Waits learn of a finish from its notification alone; TestWaitRechecksWithoutNotification
+	// shortens this to test the fallback.
+	s.waitRecheck = time.Hour
 	router, err := loadOpenAPI()
 	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())

@@ -58,8 +58,10 @@ type Server struct {
 	jobs   map[string]*config.Job
 	names  []string
 	tokenH [sha256.Size]byte
-	// pollInterval is how often ?wait re-reads the run; tests shorten it.
-	pollInterval time.Duration
+	// finishes wakes ?wait requests when their run finishes.
+	finishes finishWatch
+	// waitRecheck is how often a ?wait re-reads its run without a notification.
+	waitRecheck time.Duration
 }
 
 // NewServer builds the API, filling Config's defaults.
@@ -76,7 +78,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), pollInterval: 100 * time.Millisecond}
+	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB}, waitRecheck: waitRecheck}
 	for i := range cfg.Jobs {
 		j := &s.cfg.Jobs[i]
 		s.jobs[j.Name] = j

@@ -141,33 +141,6 @@ func writeRawRun(w http.ResponseWriter, status int, id int64, b []byte) {
 	writeRawJSON(w, status, b)
 }
 
-// awaitRun re-reads the run until it finishes, d passes, or the client goes away. It answers
-// 200 with the finished run, or 202 with the run as last seen.
-func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) (*store.Run, int) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	tick := time.NewTicker(s.pollInterval)
-	defer tick.Stop()
-	for !run.Finished() {
-		select {
-		case <-ctx.Done():
-			return run, http.StatusAccepted
-		case <-timer.C:
-			return run, http.StatusAccepted
-		case <-tick.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		latest, err := s.cfg.DB.Run(qctx, run.ID)
-		cancel()
-		if err != nil {
-			// A failed read does not end the wait; the deadline does.
-			continue
-		}
-		run = latest
-	}
-	return run, http.StatusOK
-}
-
 // parseWait reads ?wait (a Go duration, at most maxWait).
 func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Duration, bool) {
 	v := q.Get("wait")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 const (
@@ -217,6 +220,7 @@ func TestConcurrentTriggersWithoutKeyWhileRunningCreateNoRun(t *testing.T) {
 // in its own goroutine, so it reports failures with Errorf, not require.)
 func (a *testAPI) engine(job, status string, release <-chan struct{}) chan int64 {
 	started := make(chan int64, 1)
+	a.exec(`UPDATE scheduler_leader SET epoch = 7, instance_id = 'leader-1', since = now()`)
 	go func() {
 		defer close(started)
 		var id int64
@@ -236,9 +240,11 @@ func (a *testAPI) engine(job, status string, release <-chan struct{}) chan int64
 		}
 		started <- id
 		<-release
-		if _, err := a.db.Pool.Exec(context.Background(), `
-			UPDATE job_runs SET status = $2, finished_at = now(), stats = '{"processed": 3, "changed": 2}'
-			WHERE id = $1`, id, status); err != nil {
+		// Finished as the engine does, which announces it to the waiting requests.
+		err := a.db.Fenced(context.Background(), 7, func(tx *store.Tx) error {
+			return tx.FinishRun(context.Background(), id, status, json.RawMessage(`{"processed": 3, "changed": 2}`), nil)
+		})
+		if err != nil {
 			a.t.Errorf("engine: finish run %d: %v", id, err)
 		}
 	}()
@@ -272,6 +278,51 @@ func TestTriggerWaitAnswersTheFinishedRun(t *testing.T) {
 	res = a.do("POST", "/v1/jobs/rounds-create/runs?wait=50ms", "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
 	assert.Equal(t, "queued", res.JSON(t)["status"])
+}
+
+// A waiting trigger is woken by the cancel of its queued run (its notification), not by a
+// re-read: the test server re-reads only hourly.
+func TestTriggerWaitEndsWithTheCancelOfItsRun(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	done := make(chan response, 1)
+	go func() { done <- a.do("POST", "/v1/jobs/rounds-create/runs?wait=30s", "", nil) }()
+	var id int64
+	require.Eventually(t, func() bool {
+		return a.db.Pool.QueryRow(context.Background(), `SELECT id FROM job_runs WHERE job = 'rounds-create'`).Scan(&id) == nil
+	}, 10*time.Second, 5*time.Millisecond)
+	res := a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", id), "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	select {
+	case res := <-done:
+		require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+		assert.Equal(t, "cancelled", res.JSON(t)["status"])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting trigger did not answer after its run was cancelled")
+	}
+}
+
+// A finish nobody announced (written without the store, as a lost notification looks) is
+// still found by the periodic re-read, well before the wait's deadline.
+func TestWaitRechecksWithoutNotification(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	a.server.waitRecheck = 20 * time.Millisecond
+	done := make(chan response, 1)
+	go func() { done <- a.do("POST", "/v1/jobs/rounds-create/runs?wait=30s", "", nil) }()
+	require.Eventually(t, func() bool {
+		tag, err := a.db.Pool.Exec(context.Background(), `
+			UPDATE job_runs SET status = 'succeeded', started_at = now(), finished_at = now()
+			WHERE job = 'rounds-create' AND status = 'queued'`)
+		return err == nil && tag.RowsAffected() == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	select {
+	case res := <-done:
+		require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+		assert.Equal(t, "succeeded", res.JSON(t)["status"])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting trigger did not find the finished run")
+	}
 }
 
 func TestTriggerWaitHonoursClientDisconnect(t *testing.T) {

@@ -12,6 +12,11 @@ import (
 // request (migration 0001's trigger); the payload is the run id.
 const RunsChannel = "scheduler_runs"
 
+// RunFinishedChannel is the NOTIFY channel on which a run's end is announced (FinishRun,
+// and CancelRun of a queued run), at commit; the payload is the run id. A run abandoned by a
+// dead leader is not announced: a waiter's periodic re-read finds it.
+const RunFinishedChannel = "scheduler_run_finished"
+
 // Listener is a dedicated connection that LISTENs on one channel: a LISTEN belongs to its
 // session, so it cannot be a pooled connection.
 type Listener struct {

@@ -221,10 +221,14 @@ const (
 func (q queries) CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error) {
 	// The run may start between the two guarded UPDATEs; then the second one catches it.
 	for range 3 {
+		// Announced on RunFinishedChannel like every finish, for the requests waiting on it.
 		run, err := scanRun(q.q.QueryRow(ctx, `
-			UPDATE job_runs SET status = 'cancelled', finished_at = now(), error = 'cancelled before it started'
-			WHERE id = $1 AND status = 'queued'
-			RETURNING `+runColumns, id))
+			WITH cancelled AS (
+				UPDATE job_runs SET status = 'cancelled', finished_at = now(), error = 'cancelled before it started'
+				WHERE id = $1 AND status = 'queued'
+				RETURNING `+runColumns+`
+			)
+			SELECT cancelled.* FROM cancelled, pg_notify('`+RunFinishedChannel+`', cancelled.id::text)`, id))
 		if err == nil {
 			return run, CancelledQueued, nil
 		}

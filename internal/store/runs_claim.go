@@ -159,11 +159,16 @@ func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, i
 
 // FinishRun records a run's end. Called inside the run's fenced transaction, so a deposed
 // leader cannot overwrite what the next leader decided about the run; only a running run
-// is finished.
+// is finished. The finish is announced on RunFinishedChannel, delivered at commit, so the
+// API's ?wait answers at once.
 func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json.RawMessage, errText *string) error {
 	const update = `
-		UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4
-		WHERE id = $1 AND status = 'running'`
+		WITH finished AS (
+			UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4
+			WHERE id = $1 AND status = 'running'
+			RETURNING id
+		)
+		SELECT pg_notify('` + RunFinishedChannel + `', id::text) FROM finished`
 	tag, err := tx.Exec(ctx, update, id, status, stats, errText)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)

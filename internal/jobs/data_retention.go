@@ -69,60 +69,41 @@ func (*DataRetention) Defaults() Defaults {
 	return Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
 }
 
-// Each purge statement deletes the next batch of expired rows after id $2: at most $3 rows
-// older than the cutoff $1, locked FOR UPDATE SKIP LOCKED; a dry run ($4) selects and counts
-// the same rows and deletes none. It returns the rows counted and the last id reached.
+// Each table's purge is a read of the next batch of expired rows after @after_id — at most
+// @limit rows older than @cutoff, locked FOR UPDATE SKIP LOCKED, so that rows another
+// transaction is writing are left for the next run instead of waited for — and a delete of
+// exactly those rows.
 const (
-	purgeIdempotencyKeys = `
-WITH doomed AS (
-    SELECT id FROM idempotency_keys
-    WHERE expires_at < $1 AND id > $2
-    ORDER BY id LIMIT $3
-    FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM idempotency_keys WHERE id IN (SELECT id FROM doomed) AND NOT $4::boolean
-)
-SELECT count(*), coalesce(max(id), $2) FROM doomed`
+	expiredIdempotencyKeysSQL = `
+SELECT id FROM idempotency_keys
+WHERE expires_at < @cutoff AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteIdempotencyKeysSQL = `DELETE FROM idempotency_keys WHERE id = ANY(@ids)`
 
 	// Queued and running runs are never deleted, however old: they are the engine's live state.
-	purgeJobRuns = `
-WITH doomed AS (
-    SELECT id FROM job_runs
-    WHERE status NOT IN ('queued', 'running')
-      AND coalesce(finished_at, created_at) < $1 AND id > $2
-    ORDER BY id LIMIT $3
-    FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM job_runs WHERE id IN (SELECT id FROM doomed) AND NOT $4::boolean
-)
-SELECT count(*), coalesce(max(id), $2) FROM doomed`
+	expiredJobRunsSQL = `
+SELECT id FROM job_runs
+WHERE status NOT IN ('queued', 'running')
+  AND coalesce(finished_at, created_at) < @cutoff AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteJobRunsSQL = `DELETE FROM job_runs WHERE id = ANY(@ids)`
 
-	purgeMessageDeliveries = `
-WITH doomed AS (
-    SELECT id FROM message_deliveries
-    WHERE created_at < $1 AND id > $2
-    ORDER BY id LIMIT $3
-    FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM message_deliveries WHERE id IN (SELECT id FROM doomed) AND NOT $4::boolean
-)
-SELECT count(*), coalesce(max(id), $2) FROM doomed`
+	expiredMessageDeliveriesSQL = `
+SELECT id FROM message_deliveries
+WHERE created_at < @cutoff AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteMessageDeliveriesSQL = `DELETE FROM message_deliveries WHERE id = ANY(@ids)`
 
 	// Only abandoned leads that were never submitted: a submitted lead is a customer's record.
-	purgeLeads = `
-WITH doomed AS (
-    SELECT id FROM leads
-    WHERE submitted_at IS NULL AND abandoned_at < $1 AND id > $2
-    ORDER BY id LIMIT $3
-    FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM leads WHERE id IN (SELECT id FROM doomed) AND NOT $4::boolean
-)
-SELECT count(*), coalesce(max(id), $2) FROM doomed`
+	expiredLeadsSQL = `
+SELECT id FROM leads
+WHERE submitted_at IS NULL AND abandoned_at < @cutoff AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteLeadsSQL = `DELETE FROM leads WHERE id = ANY(@ids)`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
@@ -130,48 +111,42 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 	var st Stats
 	// Deliveries go before leads, so that purging a lead rarely has deliveries to unlink.
 	purges := []struct {
-		table, stmt string
-		cutoff      time.Time
+		table, read, delete string
+		cutoff              time.Time
 	}{
-		{"idempotency_keys", purgeIdempotencyKeys, env.Now},
-		{"job_runs", purgeJobRuns, env.Now.Add(-j.s.JobRuns)},
-		{"message_deliveries", purgeMessageDeliveries, env.Now.Add(-j.s.MessageDeliveries)},
-		{"leads", purgeLeads, env.Now.Add(-j.s.Leads)},
+		{"idempotency_keys", expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL, env.Now},
+		{"job_runs", expiredJobRunsSQL, deleteJobRunsSQL, env.Now.Add(-j.s.JobRuns)},
+		{"message_deliveries", expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL, env.Now.Add(-j.s.MessageDeliveries)},
+		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads)},
 	}
 	for _, p := range purges {
-		n, err := j.purge(ctx, env, &st, p.table, p.stmt, p.cutoff)
-		st.Processed += n
-		st.Changed += n
-		st.Count(p.table, n)
-		env.Log.Info("table purged", "table", p.table, "deleted", n, "older_than", p.cutoff,
+		// Batches walk the primary key, so a batch never rescans the dead rows its
+		// predecessors left.
+		purged, err := (&Walk[int64]{
+			Job:       j.Name(),
+			BatchSize: j.s.BatchSize,
+			Read:      p.read,
+			Args:      pgx.NamedArgs{"cutoff": p.cutoff},
+			Start:     pgx.NamedArgs{"after_id": int64(0)},
+			Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
+			Scan:      pgx.RowTo[int64],
+			Pause:     j.s.Pause,
+			Apply: func(ctx context.Context, b *Batch[int64]) error {
+				tag, err := b.Tx.Exec(ctx, p.delete, pgx.NamedArgs{"ids": b.Rows})
+				b.Stats.Changed += tag.RowsAffected()
+				b.Stats.Count(p.table, tag.RowsAffected())
+				b.Stats.Count("batches", 1)
+				return err
+			},
+		}).Run(ctx, env)
+		st.Add(purged)
+		env.Log.Info("table purged", "table", p.table, "deleted", purged.Changed, "older_than", p.cutoff,
 			"dry_run", env.Params.DryRun)
 		if err != nil {
-			return st, err
+			return st, fmt.Errorf("purge %s: %w", p.table, err)
 		}
 	}
 	return st, nil
-}
-
-// purge deletes table's expired rows batch by batch and returns how many it deleted.
-func (j *DataRetention) purge(ctx context.Context, env *Env, st *Stats, table, stmt string, cutoff time.Time) (int64, error) {
-	var total, lastID int64
-	for {
-		var n int64
-		err := env.Tx(ctx, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, stmt, cutoff, lastID, j.s.BatchSize, env.Params.DryRun).Scan(&n, &lastID)
-		})
-		if err != nil {
-			return total, fmt.Errorf("purge %s after id %d: %w", table, lastID, err)
-		}
-		total += n
-		st.Count("batches", 1)
-		if n < int64(j.s.BatchSize) {
-			return total, nil
-		}
-		if err := sleep(ctx, j.s.Pause); err != nil {
-			return total, err
-		}
-	}
 }
 
 // sleep waits d or until ctx is done.

@@ -89,8 +89,9 @@ func NewPipeline(sender Sender, s SendSettings) *Pipeline {
 	return p
 }
 
-// Sender is the pipeline's sender.
-func (p *Pipeline) Sender() Sender { return p.sender }
+// Provider names the pipeline's provider, for a job's own claim statement
+// (message_deliveries.provider).
+func (p *Pipeline) Provider() string { return p.sender.Provider() }
 
 // Draft is a message a job wants to send, before its claim.
 type Draft struct {
@@ -146,7 +147,7 @@ func (p *Pipeline) Claim(ctx context.Context, tx pgx.Tx, drafts []Draft) ([]Mess
 		payloads[i] = b
 	}
 	rows, err := tx.Query(ctx, claimSQL, pgx.NamedArgs{
-		"provider":  p.sender.Provider(),
+		"provider":  p.Provider(),
 		"channels":  Column(drafts, func(d Draft) string { return d.Channel }),
 		"tos":       Column(drafts, func(d Draft) string { return d.To }),
 		"templates": Column(drafts, func(d Draft) string { return d.Template }),

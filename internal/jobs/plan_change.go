@@ -3,6 +3,9 @@ package jobs
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // PlanChange applies the pending plan changes that have come due: members whose pending plan
@@ -37,23 +40,35 @@ func (*PlanChange) Defaults() Defaults {
 	return Defaults{Schedule: "0 2 * * *", Timeout: time.Hour}
 }
 
-// planChangeBatch is one batch, in one statement: read the next due members in keyset order,
-// try-lock them, apply the locked ones whose pending change is still the one read, write
-// their history rows, and report the counts and the keyset position reached.
-const planChangeBatch = `
-WITH batch AS MATERIALIZED (
-    SELECT id, membership_plan_id, pending_membership_plan_id,
-           pending_membership_start_date, pending_membership_end_date
-    FROM members
-    WHERE pending_membership_plan_id IS NOT NULL
-      AND pending_membership_start_date <= $2
-      AND (pending_membership_start_date, id) > ($3, $4)
-    ORDER BY pending_membership_start_date, id
-    LIMIT $5
-),
-locked AS MATERIALIZED (
-    SELECT * FROM batch
-    WHERE pg_try_advisory_xact_lock(hashtextextended($1::text || ':' || id::text, 0))
+// pendingChange is a due member's pending plan change, as the batch read it.
+type pendingChange struct {
+	ID        int64
+	FromPlan  pgtype.Int8
+	ToPlan    int64
+	StartDate pgtype.Date
+	EndDate   pgtype.Date
+}
+
+// duePlanChangesSQL reads the next members whose pending plan starts on or before @today, in
+// keyset order along members_pending_start_idx.
+const duePlanChangesSQL = `
+SELECT id, membership_plan_id, pending_membership_plan_id,
+       pending_membership_start_date, pending_membership_end_date
+FROM members
+WHERE pending_membership_plan_id IS NOT NULL
+  AND pending_membership_start_date <= @today
+  AND (pending_membership_start_date, id) > (@after_date, @after_id)
+ORDER BY pending_membership_start_date, id
+LIMIT @limit`
+
+// applyPlanChangesSQL applies the locked members' pending changes that are still the ones
+// the batch read, writes their history rows, and reports how many members it changed, how
+// many history rows it wrote, and the changes per tenant.
+const applyPlanChangesSQL = `
+WITH locked AS (
+    SELECT *
+    FROM unnest(@ids::bigint[], @from_plans::bigint[], @to_plans::bigint[], @start_dates::date[], @end_dates::date[])
+        AS l (id, membership_plan_id, pending_membership_plan_id, pending_membership_start_date, pending_membership_end_date)
 ),
 applied AS (
     UPDATE members m
@@ -81,24 +96,64 @@ applied AS (
 ),
 history AS (
     INSERT INTO member_plan_change_history (member_id, from_plan_id, to_plan_id, change_type, effective_date, run_id)
-    SELECT id, from_plan_id, to_plan_id, 'APPLIED', effective_date, $6
+    SELECT id, from_plan_id, to_plan_id, 'APPLIED', effective_date, @run_id
     FROM applied
     ON CONFLICT (member_id, effective_date) WHERE change_type = 'APPLIED' DO NOTHING
     RETURNING member_id
 )
-SELECT (SELECT count(*) FROM batch),
-       (SELECT count(*) FROM locked),
-       (SELECT count(*) FROM applied),
+SELECT (SELECT count(*) FROM applied),
        (SELECT count(*) FROM history),
        (SELECT coalesce(jsonb_object_agg(tenant_id::text, n), '{}')
-        FROM (SELECT tenant_id, count(*) AS n FROM applied GROUP BY tenant_id) per_tenant),
-       coalesce((SELECT max(pending_membership_start_date) FROM batch), $3),
-       coalesce((SELECT max(id) FROM batch
-                 WHERE pending_membership_start_date = (SELECT max(pending_membership_start_date) FROM batch)), $4)`
+        FROM (SELECT tenant_id, count(*) AS n FROM applied GROUP BY tenant_id) per_tenant)`
 
 // Run applies every due plan change; a dry run counts them and commits nothing.
 func (j *PlanChange) Run(ctx context.Context, env *Env) (Stats, error) {
-	st, err := walkMembers(ctx, env, j.Name(), planChangeBatch, j.batchSize, utcDate(env.Now), env.RunID)
+	st, err := (&Walk[pendingChange]{
+		Job:       j.Name(),
+		BatchSize: j.batchSize,
+		Read:      duePlanChangesSQL,
+		Args:      pgx.NamedArgs{"today": utcDate(env.Now)},
+		Start: pgx.NamedArgs{
+			"after_date": pgtype.Date{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, "after_id": int64(0),
+		},
+		Keyset: func(c pendingChange) pgx.NamedArgs {
+			return pgx.NamedArgs{"after_date": c.StartDate, "after_id": c.ID}
+		},
+		Lock: func(c pendingChange) int64 { return c.ID },
+		Apply: func(ctx context.Context, b *Batch[pendingChange]) error {
+			var changed, written int64
+			var perTenant map[string]int64
+			err := b.Tx.QueryRow(ctx, applyPlanChangesSQL, pgx.NamedArgs{
+				"ids":         Column(b.Rows, func(c pendingChange) int64 { return c.ID }),
+				"from_plans":  Column(b.Rows, func(c pendingChange) pgtype.Int8 { return c.FromPlan }),
+				"to_plans":    Column(b.Rows, func(c pendingChange) int64 { return c.ToPlan }),
+				"start_dates": Column(b.Rows, func(c pendingChange) pgtype.Date { return c.StartDate }),
+				"end_dates":   Column(b.Rows, func(c pendingChange) pgtype.Date { return c.EndDate }),
+				"run_id":      env.RunID,
+			}).Scan(&changed, &written, &perTenant)
+			if err != nil {
+				return err
+			}
+			b.Stats.Changed += changed
+			// Locked but unchanged: another run changed the member between the batch's
+			// read and its lock, so the guard refused a second change.
+			if stale := int64(len(b.Rows)) - changed; stale > 0 {
+				b.Stats.Count("stale", stale)
+			}
+			// The unique index refused a history row the guard let through: a member
+			// changed without its history row. Should never happen; counted as an error.
+			if lost := changed - written; lost > 0 {
+				b.Stats.Errors += lost
+				b.Stats.Count("history_conflict", lost)
+				env.Log.Error("history rows refused by the unique index; investigate members changed twice",
+					"batch", b.N, "count", lost)
+			}
+			for tenant, n := range perTenant {
+				b.Stats.Count("tenant:"+tenant, n)
+			}
+			return nil
+		},
+	}).Run(ctx, env)
 	env.Log.Info("plan changes applied", "processed", st.Processed, "changed", st.Changed,
 		"skipped_locked", st.SkippedLocked, "errors", st.Errors, "dry_run", env.Params.DryRun)
 	return st, err

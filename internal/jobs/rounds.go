@@ -1,12 +1,8 @@
 package jobs
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	// The rounds jobs compute local dates and drop instants with Go's zone database. The
 	// embedded copy is the fallback for hosts (scratch or distroless images) that ship none,
@@ -34,53 +30,6 @@ const (
 	detailNoPrompt    = "no_prompt"
 	detailNoSettings  = "no_settings"
 )
-
-// inBatchTx runs fn in the run's fenced transaction, rolled back instead of committed when
-// the run is a dry run.
-func inBatchTx(ctx context.Context, env *Env, fn func(pgx.Tx) error) error {
-	err := env.Tx(ctx, func(tx pgx.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if env.Params.DryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if errors.Is(err, errDryRun) {
-		return nil
-	}
-	return err
-}
-
-// tryLockGroups returns the groups among ids whose lock this transaction now holds. A group
-// another run is working on is skipped and counted, never waited for, so two copies of a job
-// never block each other and never touch the same group. The locks are taken in their own
-// statement so that the statements after it, which re-check each group's state, see
-// everything committed by whoever held the lock before.
-func tryLockGroups(ctx context.Context, tx pgx.Tx, job string, ids []int64) (map[int64]bool, error) {
-	locked, err := TryLockAll(ctx, tx, job, uniqueIDs(ids))
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[int64]bool, len(locked))
-	for _, id := range locked {
-		set[id] = true
-	}
-	return set, nil
-}
-
-func uniqueIDs(ids []int64) []int64 {
-	seen := make(map[int64]bool, len(ids))
-	out := make([]int64, 0, len(ids))
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
-}
 
 // zoneCache loads each IANA zone once per run.
 type zoneCache map[string]zoneEntry

@@ -22,8 +22,8 @@ func (*roundsClose) Defaults() Defaults {
 	return Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
 }
 
-// roundsCloseCandidatesSQL streams the open rounds due to close, keyset on (close_at, id)
-// along the partial index of open rounds.
+// roundsCloseCandidatesSQL reads the open rounds due to close, keyset on (close_at, id)
+// along the partial index of open rounds. Each round is locked by its group.
 const roundsCloseCandidatesSQL = `
 SELECT r.id, r.group_id, r.close_at
 FROM daily_rounds r
@@ -42,81 +42,31 @@ WHERE id = ANY(@ids::bigint[])
   AND close_at <= @now`
 
 type openRound struct {
-	id      int64
-	groupID int64
-	closeAt time.Time
+	ID      int64
+	GroupID int64
+	CloseAt time.Time
 }
 
 func (j *roundsClose) Run(ctx context.Context, env *Env) (Stats, error) {
-	var stats Stats
-	var afterCloseAt time.Time
-	var afterID int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return stats, err
-		}
-		rows, err := env.ReadOnly.Query(ctx, roundsCloseCandidatesSQL, pgx.NamedArgs{
-			"now": env.Now, "after_close_at": afterCloseAt, "after_id": afterID, "limit": j.batchSize,
-		})
-		if err != nil {
-			return stats, fmt.Errorf("read open rounds due to close: %w", err)
-		}
-		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (openRound, error) {
-			var r openRound
-			err := row.Scan(&r.id, &r.groupID, &r.closeAt)
-			return r, err
-		})
-		if err != nil {
-			return stats, fmt.Errorf("read open rounds due to close: %w", err)
-		}
-		if len(batch) == 0 {
-			return stats, nil
-		}
-		last := batch[len(batch)-1]
-		afterCloseAt, afterID = last.closeAt, last.id
-		stats.Processed += int64(len(batch))
-
-		batchStats, err := j.closeBatch(ctx, env, batch)
-		if err != nil {
-			return stats, err
-		}
-		stats.Add(batchStats)
-	}
-}
-
-// closeBatch locks the rounds' groups and closes their rounds in one fenced transaction.
-func (j *roundsClose) closeBatch(ctx context.Context, env *Env, batch []openRound) (Stats, error) {
-	var stats Stats
-	groupIDs := make([]int64, len(batch))
-	for i, r := range batch {
-		groupIDs[i] = r.groupID
-	}
-	err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
-		stats = Stats{}
-		locked, err := tryLockGroups(ctx, tx, j.Name(), groupIDs)
-		if err != nil {
-			return err
-		}
-		var ids []int64
-		for _, r := range batch {
-			if !locked[r.groupID] {
-				stats.SkippedLocked++
-				continue
+	return (&Walk[openRound]{
+		Job:       j.Name(),
+		BatchSize: j.batchSize,
+		Read:      roundsCloseCandidatesSQL,
+		Args:      pgx.NamedArgs{"now": env.Now},
+		Start:     pgx.NamedArgs{"after_close_at": time.Time{}, "after_id": int64(0)},
+		Keyset: func(r openRound) pgx.NamedArgs {
+			return pgx.NamedArgs{"after_close_at": r.CloseAt, "after_id": r.ID}
+		},
+		Lock: func(r openRound) int64 { return r.GroupID },
+		Apply: func(ctx context.Context, b *Batch[openRound]) error {
+			tag, err := b.Tx.Exec(ctx, roundsCloseSQL, pgx.NamedArgs{
+				"ids": Column(b.Rows, func(r openRound) int64 { return r.ID }), "now": env.Now,
+			})
+			if err != nil {
+				return fmt.Errorf("close rounds: %w", err)
 			}
-			ids = append(ids, r.id)
-		}
-		if len(ids) == 0 {
+			b.Stats.Changed += tag.RowsAffected()
 			return nil
-		}
-		tag, err := tx.Exec(ctx, roundsCloseSQL, pgx.NamedArgs{"ids": ids, "now": env.Now})
-		if err != nil {
-			return fmt.Errorf("close rounds: %w", err)
-		}
-		stats.Changed = tag.RowsAffected()
-		return nil
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("rounds-close batch of %d rounds: %w", len(batch), err)
-	}
-	return stats, nil
+		},
+	}).Run(ctx, env)
 }

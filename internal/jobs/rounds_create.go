@@ -41,8 +41,8 @@ const roundDueSQL = `NOT EXISTS (
             LIMIT 1) AS latest
       WHERE latest.status <> 'closed' OR latest.closed_at > @now::timestamptz - interval '24 hours')`
 
-// roundsCreateCandidatesSQL streams the active groups due a round, in id order after @after.
-// It reads outside any transaction; each group is checked again under its lock.
+// roundsCreateCandidatesSQL reads the active groups due a round, in id order after @after;
+// each group is checked again, after its lock, by roundsCreateSQL.
 const roundsCreateCandidatesSQL = `
 SELECT g.id, g.timezone, gs.group_id IS NOT NULL AS has_settings
 FROM groups g
@@ -106,117 +106,68 @@ SELECT c.group_id,
        EXISTS (SELECT 1 FROM created WHERE created.group_id = c.group_id) AS created
 FROM chosen c`
 
-func (j *roundsCreate) Run(ctx context.Context, env *Env) (Stats, error) {
-	var stats Stats
-	zones := zoneCache{}
-	var after int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return stats, err
-		}
-		rows, err := env.ReadOnly.Query(ctx, roundsCreateCandidatesSQL,
-			pgx.NamedArgs{"after": after, "now": env.Now, "limit": j.batchSize})
-		if err != nil {
-			return stats, fmt.Errorf("read groups due a round: %w", err)
-		}
-		type candidate struct {
-			id          int64
-			timezone    string
-			hasSettings bool
-		}
-		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-			var c candidate
-			err := row.Scan(&c.id, &c.timezone, &c.hasSettings)
-			return c, err
-		})
-		if err != nil {
-			return stats, fmt.Errorf("read groups due a round: %w", err)
-		}
-		if len(batch) == 0 {
-			return stats, nil
-		}
-		after = batch[len(batch)-1].id
-		stats.Processed += int64(len(batch))
-
-		var ids []int64
-		var dates []time.Time
-		for _, c := range batch {
-			if !c.hasSettings {
-				// Without a drop time the round could never open, and the group would get
-				// no further round: better none until its settings exist.
-				stats.Count(detailNoSettings, 1)
-				env.Log.Warn("rounds-create: group has no settings (drop time); skipped", "group_id", c.id)
-				continue
-			}
-			loc, err := zones.load(c.timezone)
-			if err != nil {
-				stats.Errors++
-				stats.Count(detailBadTimezone, 1)
-				env.Log.Warn("rounds-create: group has an invalid time zone; skipped, fix groups.timezone",
-					"group_id", c.id, "timezone", c.timezone, "error", err)
-				continue
-			}
-			ids = append(ids, c.id)
-			dates = append(dates, localDate(env.Now, loc))
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		batchStats, err := j.createBatch(ctx, env, ids, dates)
-		if err != nil {
-			return stats, err
-		}
-		stats.Add(batchStats)
-	}
+// groupDue is a group that may be due a round.
+type groupDue struct {
+	ID          int64
+	Timezone    string
+	HasSettings bool
 }
 
-// createBatch locks the batch's groups and creates their rounds in one fenced transaction.
-func (j *roundsCreate) createBatch(ctx context.Context, env *Env, ids []int64, dates []time.Time) (Stats, error) {
-	var stats Stats
-	err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
-		stats = Stats{}
-		locked, err := tryLockGroups(ctx, tx, j.Name(), ids)
-		if err != nil {
-			return err
-		}
-		var lockedIDs []int64
-		var lockedDates []time.Time
-		for i, id := range ids {
-			if !locked[id] {
-				stats.SkippedLocked++
-				continue
+func (j *roundsCreate) Run(ctx context.Context, env *Env) (Stats, error) {
+	zones := zoneCache{}
+	return (&Walk[groupDue]{
+		Job:       j.Name(),
+		BatchSize: j.batchSize,
+		Read:      roundsCreateCandidatesSQL,
+		Args:      pgx.NamedArgs{"now": env.Now},
+		Start:     pgx.NamedArgs{"after": int64(0)},
+		Keyset:    func(g groupDue) pgx.NamedArgs { return pgx.NamedArgs{"after": g.ID} },
+		Filter: func(g groupDue, st *Stats) bool {
+			if !g.HasSettings {
+				// Without a drop time the round could never open, and the group would get
+				// no further round: better none until its settings exist.
+				st.Count(detailNoSettings, 1)
+				env.Log.Warn("rounds-create: group has no settings (drop time); skipped", "group_id", g.ID)
+				return false
 			}
-			lockedIDs = append(lockedIDs, id)
-			lockedDates = append(lockedDates, dates[i])
-		}
-		if len(lockedIDs) == 0 {
-			return nil
-		}
-		rows, err := tx.Query(ctx, roundsCreateSQL, pgx.NamedArgs{
-			"group_ids": lockedIDs, "local_dates": lockedDates, "now": env.Now,
-		})
-		if err != nil {
-			return fmt.Errorf("create rounds: %w", err)
-		}
-		var groupID int64
-		var noPrompt, created bool
-		_, err = pgx.ForEachRow(rows, []any{&groupID, &noPrompt, &created}, func() error {
-			switch {
-			case noPrompt:
-				stats.Count(detailNoPrompt, 1)
-				env.Log.Warn("rounds-create: group has no active prompt; skipped", "group_id", groupID)
-			case created:
-				stats.Changed++
+			if _, err := zones.load(g.Timezone); err != nil {
+				st.Errors++
+				st.Count(detailBadTimezone, 1)
+				env.Log.Warn("rounds-create: group has an invalid time zone; skipped, fix groups.timezone",
+					"group_id", g.ID, "timezone", g.Timezone, "error", err)
+				return false
+			}
+			return true
+		},
+		Lock: func(g groupDue) int64 { return g.ID },
+		Apply: func(ctx context.Context, b *Batch[groupDue]) error {
+			rows, err := b.Tx.Query(ctx, roundsCreateSQL, pgx.NamedArgs{
+				"group_ids": Column(b.Rows, func(g groupDue) int64 { return g.ID }),
+				"local_dates": Column(b.Rows, func(g groupDue) time.Time {
+					loc, _ := zones.load(g.Timezone) // loaded by Filter
+					return localDate(env.Now, loc)
+				}),
+				"now": env.Now,
+			})
+			if err != nil {
+				return fmt.Errorf("create rounds: %w", err)
+			}
+			var groupID int64
+			var noPrompt, created bool
+			_, err = pgx.ForEachRow(rows, []any{&groupID, &noPrompt, &created}, func() error {
+				switch {
+				case noPrompt:
+					b.Stats.Count(detailNoPrompt, 1)
+					env.Log.Warn("rounds-create: group has no active prompt; skipped", "group_id", groupID)
+				case created:
+					b.Stats.Changed++
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("create rounds: %w", err)
 			}
 			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("create rounds: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("rounds-create batch of %d groups: %w", len(ids), err)
-	}
-	return stats, nil
+		},
+	}).Run(ctx, env)
 }

@@ -31,7 +31,7 @@ func (*roundsOpen) Defaults() Defaults {
 	return Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
 }
 
-// roundsOpenCandidatesSQL streams scheduled rounds that may be due, keyset on
+// roundsOpenCandidatesSQL reads scheduled rounds that may be due, keyset on
 // (scheduled_for, id) along the partial index of scheduled rounds. No zone's clock runs more
 // than maxUTCOffset ahead of UTC, so a round dated after @last_date cannot be due yet.
 const roundsOpenCandidatesSQL = `
@@ -60,116 +60,56 @@ WHERE r.id = due.id
   AND gs.group_id = r.group_id AND gs.drop_time = due.drop_time`
 
 type scheduledRound struct {
-	id           int64
-	groupID      int64
-	scheduledFor time.Time
-	timezone     string
-	dropTime     pgtype.Time
+	ID           int64
+	GroupID      int64
+	ScheduledFor time.Time
+	Timezone     string
+	DropTime     pgtype.Time
 }
 
 func (j *roundsOpen) Run(ctx context.Context, env *Env) (Stats, error) {
-	var stats Stats
 	zones := zoneCache{}
-	lastDate := localDate(env.Now.Add(maxUTCOffset), time.UTC)
-	var afterDate time.Time
-	var afterID int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return stats, err
-		}
-		rows, err := env.ReadOnly.Query(ctx, roundsOpenCandidatesSQL, pgx.NamedArgs{
-			"last_date": lastDate, "after_date": afterDate, "after_id": afterID, "limit": j.batchSize,
-		})
-		if err != nil {
-			return stats, fmt.Errorf("read scheduled rounds: %w", err)
-		}
-		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (scheduledRound, error) {
-			var r scheduledRound
-			err := row.Scan(&r.id, &r.groupID, &r.scheduledFor, &r.timezone, &r.dropTime)
-			return r, err
-		})
-		if err != nil {
-			return stats, fmt.Errorf("read scheduled rounds: %w", err)
-		}
-		if len(batch) == 0 {
-			return stats, nil
-		}
-		last := batch[len(batch)-1]
-		afterDate, afterID = last.scheduledFor, last.id
-		stats.Processed += int64(len(batch))
-
-		var due []scheduledRound
-		for _, r := range batch {
-			if !r.dropTime.Valid {
-				stats.Count(detailNoSettings, 1)
+	return (&Walk[scheduledRound]{
+		Job:       j.Name(),
+		BatchSize: j.batchSize,
+		Read:      roundsOpenCandidatesSQL,
+		Args:      pgx.NamedArgs{"last_date": localDate(env.Now.Add(maxUTCOffset), time.UTC)},
+		Start:     pgx.NamedArgs{"after_date": time.Time{}, "after_id": int64(0)},
+		Keyset: func(r scheduledRound) pgx.NamedArgs {
+			return pgx.NamedArgs{"after_date": r.ScheduledFor, "after_id": r.ID}
+		},
+		// Only the rounds whose drop instant has come are opened.
+		Filter: func(r scheduledRound, st *Stats) bool {
+			if !r.DropTime.Valid {
+				st.Count(detailNoSettings, 1)
 				env.Log.Warn("rounds-open: group has no settings (drop time); round left scheduled",
-					"group_id", r.groupID, "round_id", r.id)
-				continue
+					"group_id", r.GroupID, "round_id", r.ID)
+				return false
 			}
-			loc, err := zones.load(r.timezone)
+			loc, err := zones.load(r.Timezone)
 			if err != nil {
-				stats.Errors++
-				stats.Count(detailBadTimezone, 1)
+				st.Errors++
+				st.Count(detailBadTimezone, 1)
 				env.Log.Warn("rounds-open: group has an invalid time zone; round skipped, fix groups.timezone",
-					"group_id", r.groupID, "round_id", r.id, "timezone", r.timezone, "error", err)
-				continue
+					"group_id", r.GroupID, "round_id", r.ID, "timezone", r.Timezone, "error", err)
+				return false
 			}
-			drop := time.Duration(r.dropTime.Microseconds) * time.Microsecond
-			if !env.Now.Before(dropInstant(r.scheduledFor, drop, loc)) {
-				due = append(due, r)
+			drop := time.Duration(r.DropTime.Microseconds) * time.Microsecond
+			return !env.Now.Before(dropInstant(r.ScheduledFor, drop, loc))
+		},
+		Lock: func(r scheduledRound) int64 { return r.GroupID },
+		Apply: func(ctx context.Context, b *Batch[scheduledRound]) error {
+			tag, err := b.Tx.Exec(ctx, roundsOpenSQL, pgx.NamedArgs{
+				"ids":        Column(b.Rows, func(r scheduledRound) int64 { return r.ID }),
+				"timezones":  Column(b.Rows, func(r scheduledRound) string { return r.Timezone }),
+				"drop_times": Column(b.Rows, func(r scheduledRound) pgtype.Time { return r.DropTime }),
+				"open_at":    env.Now, "close_at": env.Now.Add(roundDuration),
+			})
+			if err != nil {
+				return fmt.Errorf("open rounds: %w", err)
 			}
-		}
-		if len(due) == 0 {
-			continue
-		}
-		batchStats, err := j.openBatch(ctx, env, due)
-		if err != nil {
-			return stats, err
-		}
-		stats.Add(batchStats)
-	}
-}
-
-// openBatch locks the due rounds' groups and opens their rounds in one fenced transaction.
-func (j *roundsOpen) openBatch(ctx context.Context, env *Env, due []scheduledRound) (Stats, error) {
-	var stats Stats
-	groupIDs := make([]int64, len(due))
-	for i, r := range due {
-		groupIDs[i] = r.groupID
-	}
-	err := inBatchTx(ctx, env, func(tx pgx.Tx) error {
-		stats = Stats{}
-		locked, err := tryLockGroups(ctx, tx, j.Name(), groupIDs)
-		if err != nil {
-			return err
-		}
-		var ids []int64
-		var timezones []string
-		var dropTimes []pgtype.Time
-		for _, r := range due {
-			if !locked[r.groupID] {
-				stats.SkippedLocked++
-				continue
-			}
-			ids = append(ids, r.id)
-			timezones = append(timezones, r.timezone)
-			dropTimes = append(dropTimes, r.dropTime)
-		}
-		if len(ids) == 0 {
+			b.Stats.Changed += tag.RowsAffected()
 			return nil
-		}
-		tag, err := tx.Exec(ctx, roundsOpenSQL, pgx.NamedArgs{
-			"ids": ids, "timezones": timezones, "drop_times": dropTimes,
-			"open_at": env.Now, "close_at": env.Now.Add(roundDuration),
-		})
-		if err != nil {
-			return fmt.Errorf("open rounds: %w", err)
-		}
-		stats.Changed = tag.RowsAffected()
-		return nil
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("rounds-open batch of %d rounds: %w", len(due), err)
-	}
-	return stats, nil
+		},
+	}).Run(ctx, env)
 }

@@ -5,6 +5,9 @@
 #                                  (PG_DURABLE=1: keep PostgreSQL's durable commit settings,
 #                                  for benchmarks that must reflect a production server)
 #   scripts/pg.sh stop DIR         stop the server of DIR
+#   scripts/pg.sh restart DIR MODE restart the server of DIR with pg_ctl's shutdown MODE
+#                                  (fast: sessions are ended cleanly; immediate: the server
+#                                  crashes and recovers), for fault tests on their own cluster
 #   scripts/pg.sh remove DIR       stop it and delete DIR
 #   scripts/pg.sh url PORT [DB]    print the connection URL
 #   scripts/pg.sh status DIR       exit 0 when the server of DIR is running
@@ -91,6 +94,13 @@ stop() {
   as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
 }
 
+restart() {
+  local dir=$1 mode=${2:-fast} bin
+  bin=$(pg_bindir)
+  as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -m "$mode" -w -t 60 restart >/dev/null || {
+    log "server did not restart; last lines of $dir/server.log:"; tail -n 20 "$dir/server.log" >&2; exit 1; }
+}
+
 url() { echo "postgres://postgres@127.0.0.1:$1/${2:-postgres}?sslmode=disable"; }
 
 running() { # running DIR: is the server of DIR up?
@@ -132,10 +142,11 @@ cmd=${1:-}
 case "$cmd" in
   start) start "$2" "$3" ;;
   stop) stop "$2" ;;
+  restart) restart "$2" "${3:-fast}" ;;
   remove) stop "$2"; rm -rf "$2" ;;
   url) url "$2" "${3:-}" ;;
   status) running "$2" ;;
   ensure) ensure ;;
   bindir) pg_bindir ;;
-  *) echo "usage: $0 start DIR PORT | stop DIR | remove DIR | status DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR PORT | stop DIR | restart DIR [fast|immediate] | remove DIR | status DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
 esac

@@ -131,6 +131,7 @@ type nodeOptions struct {
 	lease        time.Duration
 	pollInterval time.Duration
 	maxMissed    int
+	tracer       pgx.QueryTracer // store.Options.Tracer: faults injected into the node's statements
 	log          *slog.Logger     // default: stderr, errors only unless TEST_LOG is set
 	metrics      *metrics.Metrics // default: none
 }
@@ -152,7 +153,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	if opts.lease == 0 {
 		opts.lease = 2 * time.Second
 	}
-	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: opts.lease})
+	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: opts.lease, Tracer: opts.tracer})
 	log := opts.log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))

@@ -43,10 +43,20 @@ type process struct {
 
 func startProcess(tb testing.TB, bin, dbURL, id string) *process {
 	tb.Helper()
+	return startProcessIn(tb, "", bin, dbURL, id)
+}
+
+// startProcessIn starts `scheduler serve` inside the network namespace netns ("": this
+// one), with env added to the test defaults.
+func startProcessIn(tb testing.TB, netns, bin, dbURL, id string, env ...string) *process {
+	tb.Helper()
 	logPath := filepath.Join(filepath.Dir(bin), id+".log")
 	logFile, err := os.Create(logPath)
 	require.NoError(tb, err)
 	cmd := exec.Command(bin, "serve")
+	if netns != "" {
+		cmd = exec.Command("ip", "netns", "exec", netns, bin, "serve")
+	}
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+dbURL,
 		"SCHEDULER_INSTANCE_ID="+id,
@@ -57,6 +67,7 @@ func startProcess(tb testing.TB, bin, dbURL, id string) *process {
 		"SCHEDULER_JOB_ROUNDS_CREATE_ENABLED=false",
 		"SCHEDULER_JOB_ROUNDS_OPEN_ENABLED=false",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(tb, cmd.Start())
 	p := &process{id: id, cmd: cmd, log: logPath}

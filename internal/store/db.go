@@ -31,6 +31,10 @@ type Options struct {
 	LeaseTimeout time.Duration
 	// MaxConns caps the pool (default 10).
 	MaxConns int32
+	// Tracer, when set, sees every statement on every connection, before it is sent: the
+	// seam through which tests inject transient faults (a connection reset at a claim, a
+	// job transaction or a finish). Production leaves it nil.
+	Tracer pgx.QueryTracer
 }
 
 const (
@@ -153,5 +157,6 @@ func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	}
 	conf.DialFunc = dialer.DialContext
 	conf.ConnectTimeout = lease
+	conf.Tracer = opts.Tracer
 	return conf, nil
 }

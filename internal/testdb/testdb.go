@@ -58,7 +58,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "testdb:", err)
 		return 1
 	}
-	script := filepath.Join(RepoRoot(), "scripts", "pg.sh")
+	script := pgScript()
 	defer exec.Command(script, "remove", dir).Run()
 	if out, err := exec.Command(script, "start", dir, port).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "testdb: start PostgreSQL: %v\n%s", err, out)
@@ -226,8 +226,10 @@ func ensureTemplate() (string, error) {
 	return name, nil
 }
 
-func admin(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
+func admin(ctx context.Context, sql string) error { return adminOn(ctx, adminURL, sql) }
+
+func adminOn(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return err
 	}

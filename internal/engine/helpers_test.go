@@ -90,13 +90,15 @@ func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 	}
 }
 
-// recordCall inserts a test_calls row in the run's fenced transaction; the epoch it stamps
-// is read from the leader row the fence just checked.
+// recordCall inserts a test_calls row in the run's fenced transaction, stamped with the
+// run's own epoch (from its job_runs row, fixed when it was claimed). Not the leader row's:
+// a write that slipped past the fence after a new election would carry the new epoch and
+// look legitimate.
 func recordCall(ctx context.Context, env *jobs.Env) error {
 	return env.Tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO test_calls (run_id, epoch, written_at)
-			SELECT $1, epoch, clock_timestamp() FROM scheduler_leader WHERE id = 1`, env.RunID)
+			SELECT id, epoch, clock_timestamp() FROM job_runs WHERE id = $1`, env.RunID)
 		return err
 	})
 }

@@ -70,10 +70,18 @@ func (db *DB) OpenLockSession(ctx context.Context) (*LockSession, error) {
 // a second: a dead connection is dropped rather than closed politely.
 func (s *LockSession) Close() { closeConn(s.conn) }
 
+// closeConn closes conn and its socket at once. After a failed query pgx closes the socket
+// only once its cancel request is answered or gives up (15 s), and until then the server
+// may keep the session, and the leader lock with it, for a replica that has already stepped
+// down: a follower would wait that long behind a proxy or a network that still carries the
+// close.
 func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
+	if c := conn.PgConn().Conn(); c != nil {
+		_ = c.Close()
+	}
 }
 
 // Lock waits inside PostgreSQL until the session holds the leader lock, so a released lock

@@ -33,7 +33,8 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tiny := sizes{members: 2000, naiveSample: 100, groups: 300, retention: 3000, historyRows: 3000,
-		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond}
+		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond,
+		messages: 300, slowWindow: 500 * time.Millisecond}
 	// Any database of the cluster serves as the admin connection that creates the others.
 	b, err := newBench(ctx, testdb.New(t), tiny, true, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -42,7 +43,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	for _, s := range []struct {
 		name string
 		run  func(context.Context, *bench) error
-	}{{"members", benchMembers}, {"rounds", benchRounds}, {"retention", benchRetention}, {"api", benchAPI}} {
+	}{{"members", benchMembers}, {"messages", benchMessages}, {"rounds", benchRounds}, {"retention", benchRetention}, {"api", benchAPI}} {
 		require.NoError(t, s.run(ctx, b), s.name)
 	}
 	var names []string
@@ -53,6 +54,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	for _, want := range []string{
 		"plan-change job ÷ one raw SQL statement", "plan-change job ÷ naive per-member loop",
 		"plan-change peak RSS of the job's process", "status-sync job ÷ one raw SQL statement",
+		"message delivery throughput at concurrency 64", "message throughput, concurrency 64 ÷ concurrency 1",
 		"rounds-open job ÷ one raw UPDATE with AT TIME ZONE",
 		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
 		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",

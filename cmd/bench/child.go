@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,8 +47,35 @@ func benchJob(name string) (jobs.Job, error) {
 		return jobs.NewRoundsOpen(), nil
 	case "data-retention":
 		return jobs.NewDataRetention(jobs.RetentionSettings{}), nil
+	case "abandon-recovery":
+		return abandonJob()
 	}
 	return nil, fmt.Errorf("no job %q in the bench", name)
+}
+
+// Child settings of abandon-recovery (benchMessages): where and how it sends.
+const (
+	envWebhookURL  = "BENCH_WEBHOOK_URL" // empty: the log sender, discarded
+	envConcurrency = "BENCH_SEND_CONCURRENCY"
+	envClaimBatch  = "BENCH_CLAIM_BATCH"
+	envRunFor      = "BENCH_RUN_FOR" // the run is cancelled after this long (a Go duration)
+)
+
+func abandonJob() (jobs.Job, error) {
+	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envConcurrency, err)
+	}
+	batch, err := strconv.Atoi(os.Getenv(envClaimBatch))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envClaimBatch, err)
+	}
+	var sender jobs.Sender = jobs.NewLogSender(slog.New(slog.DiscardHandler))
+	if u := os.Getenv(envWebhookURL); u != "" {
+		sender = jobs.NewWebhookSender(jobs.WebhookSettings{URL: u})
+	}
+	return jobs.NewAbandonRecovery(jobs.AbandonSettings{BatchSize: batch},
+		jobs.NewPipeline(sender, jobs.SendSettings{Concurrency: concurrency})), nil
 }
 
 // childMain runs: bench -child <job> <database URL>. The job body is called directly with
@@ -87,23 +116,30 @@ func runChild(args []string) childResult {
 		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Now:      now,
 	}
+	runCtx := ctx
+	if d, err := time.ParseDuration(os.Getenv(envRunFor)); err == nil {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	start := time.Now()
-	stats, err := job.Run(ctx, env)
+	stats, err := job.Run(runCtx, env)
 	res := childResult{Nanos: int64(time.Since(start)), Stats: stats}
-	if err != nil {
+	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && runCtx != ctx) {
 		res.Error = err.Error()
 	}
 	return res
 }
 
-// runJobChild runs job on the database at url in a child process and returns its time,
-// counts and peak RSS.
-func runJobChild(ctx context.Context, job, url string) (jobResult, error) {
+// runJobChild runs job on the database at url in a child process, with env added to its
+// environment, and returns its time, counts and peak RSS.
+func runJobChild(ctx context.Context, job, url string, env ...string) (jobResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return jobResult{}, err
 	}
 	cmd := exec.CommandContext(ctx, self, childFlag, job, url)
+	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -84,6 +84,9 @@ const (
 	webhookTimeoutDefault     = 10 * time.Second
 	webhookMaxAttemptsDefault = 4
 	webhookBackoffDefault     = 500 * time.Millisecond
+	// webhookIdleConns is the connections kept open to the receiver between sends: up to
+	// the largest SCHEDULER_SEND_CONCURRENCY.
+	webhookIdleConns = 1024
 )
 
 // WebhookSender POSTs each message as JSON to a URL, with the delivery's idempotency key in
@@ -105,7 +108,12 @@ func NewWebhookSender(s WebhookSettings) *WebhookSender {
 	if s.Backoff <= 0 {
 		s.Backoff = webhookBackoffDefault
 	}
-	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout}}
+	// Keep a connection per concurrent send: http.DefaultTransport keeps 2 idle per host, so
+	// with more sends in flight most would open (and leave in TIME_WAIT) a new connection.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = webhookIdleConns
+	transport.MaxIdleConns = webhookIdleConns
+	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}}
 }
 
 func (*WebhookSender) Provider() string { return "webhook" }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -73,7 +74,7 @@ func TestLocksShowHoldersWaitersAndKnownKeys(t *testing.T) {
 	require.NoError(t, err)
 
 	// A follower waits for the leader lock.
-	follower, err := store.Open(ctx, a.db.Pool.Config().ConnString(), store.Options{InstanceID: "follower-2"})
+	follower, err := store.Open(ctx, a.db.Pool.Config().ConnString(), store.Options{InstanceID: "follower-2", LeaseTimeout: config.LeaseTimeoutDefault})
 	require.NoError(t, err)
 	defer follower.Close()
 	waitCtx, stopWaiting := context.WithCancel(ctx)

@@ -22,8 +22,6 @@ import (
 )
 
 const (
-	// idempotencyTTLDefault is how long an Idempotency-Key is remembered.
-	idempotencyTTLDefault = 24 * time.Hour
 	// maxBodyBytes caps every request body; a trigger body is a reason and a few params.
 	maxBodyBytes = 64 << 10
 	// maxWait caps ?wait on a trigger; NewHTTPServer's WriteTimeout is above it.
@@ -42,7 +40,7 @@ type Config struct {
 	Jobs []config.Job
 	// APIToken, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
 	APIToken string
-	// IdempotencyTTL is how long an Idempotency-Key is remembered (default 24 h).
+	// IdempotencyTTL is how long an Idempotency-Key is remembered (0: config's default).
 	IdempotencyTTL time.Duration
 	// Metrics serves GET /metrics (default: Recorder's registry when set, else
 	// promhttp.Handler() on the default registry).
@@ -67,7 +65,7 @@ type Server struct {
 // NewServer builds the API, filling Config's defaults.
 func NewServer(cfg Config) *Server {
 	if cfg.IdempotencyTTL <= 0 {
-		cfg.IdempotencyTTL = idempotencyTTLDefault
+		cfg.IdempotencyTTL = config.IdempotencyTTLDefault
 	}
 	if cfg.Metrics == nil && cfg.Recorder != nil {
 		cfg.Metrics = cfg.Recorder.Handler()

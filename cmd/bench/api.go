@@ -40,7 +40,7 @@ func benchAPI(ctx context.Context, b *bench) error {
 		return err
 	}
 	defer b.dropDB(ctx, full)
-	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-api"})
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-api", LeaseTimeout: config.LeaseTimeoutDefault})
 	if err != nil {
 		return err
 	}

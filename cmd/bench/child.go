@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -98,7 +99,7 @@ func runChild(args []string) childResult {
 		return childResult{Error: err.Error()}
 	}
 	ctx := context.Background()
-	db, err := store.Open(ctx, args[1], store.Options{InstanceID: "bench-child", MaxConns: 4})
+	db, err := store.Open(ctx, args[1], store.Options{InstanceID: "bench-child", LeaseTimeout: config.LeaseTimeoutDefault, MaxConns: 4})
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}

@@ -48,18 +48,19 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 		return exitUsage
 	}
+	// The service settings first: the jobs are built with the logger and the send bounds
+	// they configure, and the jobs' own settings are checked against the registry's
+	// defaults. Every problem is reported at once, by LoadJobs.
 	env := config.NewEnv(environ)
+	cfg := config.Load(env)
 	settings := jobs.LoadSettings(env)
-	// The registry is built before the logger exists only to learn the jobs' defaults; the
-	// one the replica runs is built below with the real logger.
-	cfg, err := config.Load(env, jobDefaults(jobs.Builtin(settings, slog.Default())))
-	if err != nil {
-		return configError(stderr, err)
-	}
 	base := logging.New(stdout, cfg.LogLevel, cfg.LogFormat)
 	log := logging.ForInstance(base, cfg.InstanceID)
 	settings.Send = jobs.SendSettings{Concurrency: cfg.SendConcurrency, Rate: cfg.SendRate}
 	registry := jobs.Builtin(settings, log)
+	if err := cfg.LoadJobs(env, registry.Defaults()); err != nil {
+		return configError(stderr, err)
+	}
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)
 	for _, j := range cfg.Jobs {
@@ -170,13 +171,4 @@ func migrateOnce(databaseURL string) error {
 	}
 	defer mg.Close()
 	return mg.Up()
-}
-
-func jobDefaults(r *jobs.Registry) []config.JobDefaults {
-	var out []config.JobDefaults
-	for _, j := range r.All() {
-		d := j.Defaults()
-		out = append(out, config.JobDefaults{Name: j.Name(), Schedule: d.Schedule, Timeout: d.Timeout, MinGap: d.MinGap})
-	}
-	return out
 }

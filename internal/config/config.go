@@ -9,22 +9,25 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
-// Defaults of the service-wide settings.
+// Defaults of the service-wide settings. They are defined here only: the packages that use
+// them (store, leader, engine, api) take validated values. The exported ones are for code
+// that builds those packages without loading the environment (tests, benchmarks).
 const (
 	httpAddrDefault        = "127.0.0.1:8080"
 	logFormatDefault       = "json"
-	leaseTimeoutDefault    = 5 * time.Second
-	idempotencyTTLDefault  = 24 * time.Hour
-	pollIntervalDefault    = 2 * time.Second
+	LeaseTimeoutDefault    = 5 * time.Second
+	IdempotencyTTLDefault  = 24 * time.Hour
+	PollIntervalDefault    = 2 * time.Second
 	shutdownTimeoutDefault = 25 * time.Second
 	sendConcurrencyDefault = 16
 )
@@ -45,10 +48,13 @@ var jobSuffixes = []string{"SCHEDULE", "ENABLED", "TIMEOUT", "CATCHUP", "MIN_GAP
 
 // JobDefaults is a job's built-in configuration, which the environment can override.
 type JobDefaults struct {
-	Name     string // e.g. "plan-change"
+	Name string // e.g. "plan-change"
+	// Schedule is the default schedule (UTC unless it sets CRON_TZ).
 	Schedule string
-	Timeout  time.Duration
-	MinGap   time.Duration
+	// Timeout is the maximum runtime (ShedLock's lockAtMostFor).
+	Timeout time.Duration
+	// MinGap is the minimum time between two runs' starts (lockAtLeastFor); usually 0.
+	MinGap time.Duration
 }
 
 // Job is a job's validated configuration.
@@ -75,7 +81,7 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	SendConcurrency int     // messages in flight at once on this replica, every sending job together
 	SendRate        float64 // messages per second to the provider; 0: no bound
-	Jobs            []Job   // in the order of the defaults given to Load
+	Jobs            []Job   // in the order of the defaults given to LoadJobs
 }
 
 // DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
@@ -96,19 +102,18 @@ func DatabaseURL(env *Env) string {
 	return v
 }
 
-// Load reads and checks the whole configuration. defaults lists the known
-// jobs; any SCHEDULER_JOB_ variable that is not for one of them is refused,
-// because a typo there would otherwise silently leave a job on its default.
-// The error joins every problem found, including any already recorded on env.
-func Load(env *Env, defaults []JobDefaults) (*Config, error) {
+// Load reads and checks the service-wide configuration; the jobs' part follows with
+// LoadJobs, once the job registry (which needs the logger Load configures) is built.
+// Problems are recorded on env, and LoadJobs reports them all at once with its own.
+func Load(env *Env) *Config {
 	c := &Config{
 		DatabaseURL:     DatabaseURL(env),
 		HTTPAddr:        env.String("SCHEDULER_HTTP_ADDR", httpAddrDefault),
 		InstanceID:      env.String("SCHEDULER_INSTANCE_ID", defaultInstanceID()),
 		APIToken:        env.String("SCHEDULER_API_TOKEN", ""),
-		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", leaseTimeoutDefault),
-		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", idempotencyTTLDefault),
-		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", pollIntervalDefault),
+		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", LeaseTimeoutDefault),
+		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
+		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", PollIntervalDefault),
 		ShutdownTimeout: env.Duration("SCHEDULER_SHUTDOWN_TIMEOUT", shutdownTimeoutDefault),
 	}
 
@@ -144,16 +149,20 @@ func Load(env *Env, defaults []JobDefaults) (*Config, error) {
 	atLeast(env, "SCHEDULER_POLL_INTERVAL", c.PollInterval, 1, `a duration above 0 such as "2s"`)
 	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
 	c.SendConcurrency, c.SendRate = loadSend(env)
+	return c
+}
 
+// LoadJobs reads and checks the jobs' settings into c.Jobs. defaults lists the known jobs;
+// any SCHEDULER_JOB_ variable that is not for one of them is refused, because a typo there
+// would otherwise silently leave a job on its default. The error joins every problem found
+// on env, Load's included.
+func (c *Config) LoadJobs(env *Env, defaults []JobDefaults) error {
 	jobs, err := loadJobs(env, defaults, time.Now())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.Jobs = jobs
-	if err := env.Err(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return env.Err()
 }
 
 // loadSend reads the message pipeline's bounds.
@@ -309,98 +318,42 @@ func portOf(addr string) string {
 	return port
 }
 
-// checkDatabaseURL returns what is wrong with a connection string, or "".
-// It checks the form only; whether the server accepts it is found out on
-// connecting.
+// checkDatabaseURL returns what is wrong with a connection string, or "". pgx parses it
+// as it will when connecting (pgconn.ParseConfig: URL or keyword/value, quoting, ports,
+// sslmode), so nothing is accepted here that fails later for its form; whether the server
+// accepts it is found out on connecting.
 func checkDatabaseURL(s string) string {
-	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
-		u, err := url.Parse(s)
-		if err != nil {
-			return "malformed URL"
-		}
-		if _, err := url.ParseQuery(u.RawQuery); err != nil {
-			return "malformed query parameters"
-		}
-		return ""
-	}
-	if strings.Contains(s, "://") {
+	scheme, _, isURL := strings.Cut(s, "://")
+	switch {
+	case isURL && scheme != "postgres" && scheme != "postgresql":
 		return "the scheme must be postgres:// or postgresql://"
-	}
-	if !strings.Contains(s, "=") {
+	case !isURL && !strings.Contains(s, "="):
 		return "neither a URL nor a keyword/value string such as host=localhost dbname=scheduler"
 	}
-	if _, err := parseKeywordValue(s); err != nil {
-		return "malformed keyword/value string: " + err.Error()
+	_, err := pgconn.ParseConfig(s)
+	if err == nil {
+		return ""
 	}
-	return ""
+	// pgconn's message names the string (redacted) and then what is wrong with it.
+	_, reason, found := strings.Cut(err.Error(), "`: ")
+	if !found {
+		reason = "cannot be parsed"
+	}
+	if isURL {
+		return "malformed URL: " + reason
+	}
+	return "malformed keyword/value string: " + reason
 }
 
-// parseKeywordValue parses a libpq keyword/value connection string
-// ("host=localhost dbname='my db'"), with the quoting rules pgx uses.
-func parseKeywordValue(s string) (map[string]string, error) {
-	settings := map[string]string{}
-	for {
-		s = strings.TrimLeft(s, " \t\n\r\v\f")
-		if s == "" {
-			return settings, nil
-		}
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 {
-			return nil, fmt.Errorf("%q has no =", strings.Fields(s)[0])
-		}
-		key := strings.TrimSpace(s[:eq])
-		if key == "" || strings.ContainsAny(key, " \t\n\r\v\f") {
-			return nil, fmt.Errorf("bad keyword %q", key)
-		}
-		s = strings.TrimLeft(s[eq+1:], " \t\n\r\v\f")
-		var value strings.Builder
-		quoted := strings.HasPrefix(s, "'")
-		if quoted {
-			s = s[1:]
-		}
-		i := 0
-		for ; i < len(s); i++ {
-			ch := s[i]
-			switch {
-			case ch == '\\' && i+1 < len(s):
-				i++
-				value.WriteByte(s[i])
-				continue
-			case quoted && ch == '\'':
-			case !quoted && strings.IndexByte(" \t\n\r\v\f", ch) >= 0:
-			default:
-				value.WriteByte(ch)
-				continue
-			}
-			break
-		}
-		if quoted {
-			if i == len(s) {
-				return nil, fmt.Errorf("unterminated quoted value for %s", key)
-			}
-			i++ // closing quote
-		}
-		settings[key] = value.String()
-		s = s[i:]
-	}
-}
-
-// redactPassword hides the password in a connection string that may be too
-// malformed to parse, so that an error message never prints it. When unsure
-// it hides too much rather than too little.
+// redactPassword hides the password in a connection string, however malformed, so that an
+// error message never prints it: it is shown as pgconn's own parse errors show it.
 func redactPassword(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		if at := strings.LastIndex(s, "@"); at > i {
-			if colon := strings.IndexByte(s[i+3:at], ':'); colon >= 0 {
-				s = s[:i+3+colon+1] + "xxxxx" + s[at:]
-			}
-		}
+	msg := pgconn.NewParseConfigError(s, "", nil).Error() // cannot parse `<redacted>`:
+	msg = strings.TrimPrefix(msg, "cannot parse `")
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		return msg[:i]
 	}
-	// password=... as a URL query parameter or in keyword/value form.
-	if i := strings.Index(s, "password"); i >= 0 {
-		s = s[:i] + "password=xxxxx"
-	}
-	return s
+	return "(hidden: it may hold a password)"
 }
 
 func printableASCII(s string) bool {

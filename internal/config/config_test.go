@@ -25,7 +25,7 @@ var jobs = []config.JobDefaults{
 // comes last so that kv can override it (the first entry wins).
 func load(t *testing.T, kv ...string) (*config.Config, error) {
 	t.Helper()
-	return config.Load(config.NewEnv(append(kv, "DATABASE_URL="+goodURL)), jobs)
+	return loadAll(config.NewEnv(append(kv, "DATABASE_URL="+goodURL)), jobs)
 }
 
 // lines splits a joined error into its messages.
@@ -41,7 +41,7 @@ func TestErrorMessage(t *testing.T) {
 		(&config.Error{Var: "SCHEDULER_LOG_LEVEL", Value: "loud", Want: "one of debug, info, warn, error"}).Error())
 	assert.Equal(t, `X="a\nb" is not valid: want c`, (&config.Error{Var: "X", Value: "a\nb", Want: "c"}).Error(), "one line")
 
-	_, err := config.Load(config.NewEnv(nil), jobs)
+	_, err := loadAll(config.NewEnv(nil), jobs)
 	assert.EqualError(t, err, "DATABASE_URL is not set: want a PostgreSQL URL such as postgres://user:pass@localhost:5432/scheduler")
 	var cerr *config.Error
 	require.ErrorAs(t, err, &cerr)
@@ -134,6 +134,9 @@ func TestBadVariable(t *testing.T) {
 		{"DATABASE_URL=scheduler", []string{`DATABASE_URL="scheduler"`, "keyword/value string such as host=localhost dbname=scheduler"}},
 		{"DATABASE_URL=postgres://user:secret@host:port/db", []string{`DATABASE_URL="postgres://user:xxxxx@host:port/db"`, "malformed URL"}},
 		{"DATABASE_URL=host=localhost password='secret", []string{`DATABASE_URL="host=localhost password=xxxxx"`, "unterminated"}},
+		// Refused now, as pgx would refuse it on connecting, rather than at the first connection.
+		{"DATABASE_URL=postgres://u:secret@db/x?sslmode=bogus", []string{`DATABASE_URL="postgres://u:xxxxx@db/x?sslmode=bogus"`, "sslmode is invalid"}},
+		{"DATABASE_URL=host=db password=secret port=many", []string{`DATABASE_URL="host=db password=xxxxx port=many"`, "invalid port"}},
 		{"SCHEDULER_HTTP_ADDR=8080", []string{`SCHEDULER_HTTP_ADDR="8080" is not valid: want host:port such as 127.0.0.1:8080`}},
 		{"SCHEDULER_HTTP_ADDR=localhost:http", []string{`SCHEDULER_HTTP_ADDR="localhost:http"`, "host:port"}},
 		{"SCHEDULER_INSTANCE_ID=" + strings.Repeat("x", 54), []string{`SCHEDULER_INSTANCE_ID="xxx`, "at most 53 printable ASCII characters"}},
@@ -179,7 +182,7 @@ func TestBadVariable(t *testing.T) {
 }
 
 func TestJobTimeoutRequired(t *testing.T) {
-	_, err := config.Load(config.NewEnv([]string{"DATABASE_URL=" + goodURL}),
+	_, err := loadAll(config.NewEnv([]string{"DATABASE_URL=" + goodURL}),
 		[]config.JobDefaults{{Name: "no-timeout", Schedule: "@hourly"}})
 	assert.EqualError(t, err, `SCHEDULER_JOB_NO_TIMEOUT_TIMEOUT is not set: want a maximum runtime above 0 such as "10m"`)
 }
@@ -189,21 +192,21 @@ func TestJobNamesSharingAPrefix(t *testing.T) {
 		{Name: "plan", Schedule: "@daily", Timeout: time.Minute},
 		{Name: "plan-change", Schedule: "@daily", Timeout: time.Minute},
 	}
-	c, err := config.Load(config.NewEnv([]string{"DATABASE_URL=" + goodURL,
+	c, err := loadAll(config.NewEnv([]string{"DATABASE_URL=" + goodURL,
 		"SCHEDULER_JOB_PLAN_TIMEOUT=2m", "SCHEDULER_JOB_PLAN_CHANGE_TIMEOUT=3m"}), defaults)
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Minute, c.Jobs[0].Timeout)
 	assert.Equal(t, 3*time.Minute, c.Jobs[1].Timeout)
 
-	_, err = config.Load(config.NewEnv([]string{"DATABASE_URL=" + goodURL, "SCHEDULER_JOB_PLAN_CHANGE_TIMEOT=3m"}), defaults)
+	_, err = loadAll(config.NewEnv([]string{"DATABASE_URL=" + goodURL, "SCHEDULER_JOB_PLAN_CHANGE_TIMEOT=3m"}), defaults)
 	assert.ErrorContains(t, err, "want one of the settings SCHEDULER_JOB_PLAN_CHANGE_{", "the longest known job is named")
 
-	_, err = config.Load(config.NewEnv([]string{"DATABASE_URL=" + goodURL}), append(defaults, config.JobDefaults{Name: "PLAN_change"}))
+	_, err = loadAll(config.NewEnv([]string{"DATABASE_URL=" + goodURL}), append(defaults, config.JobDefaults{Name: "PLAN_change"}))
 	assert.ErrorContains(t, err, `job names "plan-change" and "PLAN_change" share the variables SCHEDULER_JOB_PLAN_CHANGE_*`)
 }
 
 func TestSeveralBadVariablesReportedTogether(t *testing.T) {
-	_, err := config.Load(config.NewEnv([]string{
+	_, err := loadAll(config.NewEnv([]string{
 		"SCHEDULER_LOG_LEVEL=loud",
 		"SCHEDULER_JOB_TICK_TIMEOUT=soon",
 		"SCHEDULER_JOB_NOPE_ENABLED=true",
@@ -302,4 +305,13 @@ func TestEnv(t *testing.T) {
 
 	assert.Equal(t, []string{"SCHEDULER_JOB_X"}, env.Names("SCHEDULER_JOB_"))
 	assert.Equal(t, []string{"SCHEDULER_JOB_X", "SCHEDULER_OTHER"}, env.Names("SCHEDULER_"))
+}
+
+// loadAll loads the whole configuration as serve does: the service settings, then the jobs'.
+func loadAll(env *config.Env, defaults []config.JobDefaults) (*config.Config, error) {
+	c := config.Load(env)
+	if err := c.LoadJobs(env, defaults); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -24,7 +24,6 @@ import (
 )
 
 const (
-	pollIntervalDefault = 2 * time.Second
 	// maxMissedDefault bounds the missed rows recorded per job at an election, so a job on
 	// "@every 1s" after a day of downtime does not write 86 400 rows.
 	maxMissedDefault = 100
@@ -87,7 +86,7 @@ func New(conf Config) (*Engine, error) {
 		conf.Log = slog.Default()
 	}
 	if conf.PollInterval <= 0 {
-		conf.PollInterval = pollIntervalDefault
+		return nil, fmt.Errorf("engine: Config.PollInterval %s must be above 0 (config's SCHEDULER_POLL_INTERVAL)", conf.PollInterval)
 	}
 	if conf.MaxMissed <= 0 {
 		conf.MaxMissed = maxMissedDefault

@@ -32,12 +32,12 @@ func TestNewRefusesBadJobConfig(t *testing.T) {
 		"twice":            {[]config.Job{job(t, "tick", "@every 1s", time.Second), job(t, "tick", "@every 2s", time.Second)}, `job "tick" is configured twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := New(Config{DB: db, Registry: registry, InstanceID: "x", Jobs: tc.jobs})
+			_, err := New(Config{DB: db, Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: tc.jobs})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := New(Config{DB: db, Registry: registry, InstanceID: "x", Jobs: []config.Job{job(t, "tick", "@every 1s", time.Second)}})
+	_, err := New(Config{DB: db, Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: []config.Job{job(t, "tick", "@every 1s", time.Second)}})
 	assert.NoError(t, err, "a valid configuration is accepted")
 }
 

@@ -155,6 +155,9 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	if opts.lease == 0 {
 		opts.lease = 2 * time.Second
 	}
+	if opts.pollInterval == 0 {
+		opts.pollInterval = config.PollIntervalDefault
+	}
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: opts.lease, Tracer: opts.tracer})
 	log := opts.log
 	if log == nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/config"
 )
 
 // Job is one business job.
@@ -32,14 +34,9 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits.
-type Defaults struct {
-	Schedule string
-	// Timeout is the maximum runtime (ShedLock's lockAtMostFor).
-	Timeout time.Duration
-	// MinGap is the minimum time between two runs' starts (lockAtLeastFor); usually 0.
-	MinGap time.Duration
-}
+// Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits: config's one
+// defaults type. A job leaves Name empty; Registry.Defaults fills it from Name().
+type Defaults = config.JobDefaults
 
 // Env is what a run gives a job body.
 type Env struct {

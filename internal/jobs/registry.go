@@ -1,5 +1,7 @@
 package jobs
 
+import "github.com/schedulerhq/scheduler/internal/config"
+
 // Registry is the ordered list of jobs a replica knows. Adding a job means adding it here.
 type Registry struct {
 	list   []Job
@@ -21,6 +23,17 @@ func NewRegistry(list ...Job) *Registry {
 
 // All returns the jobs in registration order.
 func (r *Registry) All() []Job { return r.list }
+
+// Defaults returns every job's defaults, named, in registration order: what config.LoadJobs
+// checks the environment's SCHEDULER_JOB_* variables against.
+func (r *Registry) Defaults() []config.JobDefaults {
+	out := make([]config.JobDefaults, len(r.list))
+	for i, j := range r.list {
+		out[i] = j.Defaults()
+		out[i].Name = j.Name()
+	}
+	return out
+}
 
 // Get returns the named job.
 func (r *Registry) Get(name string) (Job, bool) {

@@ -23,7 +23,6 @@ import (
 )
 
 const (
-	leaseTimeoutDefault = 5 * time.Second
 	// instanceHeartbeatDefault is how often every replica refreshes its scheduler_instances row.
 	instanceHeartbeatDefault = 2 * time.Second
 	// staleInstanceFactor: the leader deletes rows not refreshed for this many heartbeats.
@@ -46,7 +45,7 @@ type Config struct {
 	Log        *slog.Logger
 	// LeaseTimeout bounds how long a leader may go without a successful heartbeat before it
 	// steps down, and how long a new leader waits for the old one's transactions before
-	// terminating them. Default 5 s.
+	// terminating them. Required (config's SCHEDULER_LEASE_TIMEOUT).
 	LeaseTimeout time.Duration
 	// HeartbeatInterval is how often the leader checks its lock connection. Default lease/5.
 	HeartbeatInterval time.Duration
@@ -70,7 +69,7 @@ func (c *Config) withDefaults() (*Config, error) {
 		out.Log = slog.Default()
 	}
 	if out.LeaseTimeout <= 0 {
-		out.LeaseTimeout = leaseTimeoutDefault
+		return nil, fmt.Errorf("leader: Config.LeaseTimeout %s must be above 0", out.LeaseTimeout)
 	}
 	if out.HeartbeatInterval <= 0 {
 		out.HeartbeatInterval = out.LeaseTimeout / 5

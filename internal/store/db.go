@@ -27,7 +27,8 @@ type Options struct {
 	// InstanceID names the replica; it becomes application_name "scheduler:<id>", which the
 	// next leader uses to find and terminate a deposed leader's backends.
 	InstanceID string
-	// LeaseTimeout bounds how long either side of a broken connection may keep believing in it.
+	// LeaseTimeout bounds how long either side of a broken connection may keep believing in
+	// it; above 0 (config.Load validates SCHEDULER_LEASE_TIMEOUT).
 	LeaseTimeout time.Duration
 	// MaxConns caps the pool (default 10).
 	MaxConns int32
@@ -38,8 +39,7 @@ type Options struct {
 }
 
 const (
-	defaultLeaseTimeout = 5 * time.Second
-	defaultMaxConns     = 10
+	defaultMaxConns = 10
 	// ApplicationNamePrefix starts every scheduler connection's application_name.
 	ApplicationNamePrefix = "scheduler:"
 )
@@ -125,7 +125,7 @@ func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	}
 	lease := opts.LeaseTimeout
 	if lease <= 0 {
-		lease = defaultLeaseTimeout
+		return nil, fmt.Errorf("store: lease timeout %s must be above 0", lease)
 	}
 	idle := max(lease/3, time.Second)
 	params := map[string]string{

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -41,7 +42,7 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	}()
 	<-wrote
 
-	newDB, err := store.Open(ctx, u, store.Options{InstanceID: "new"})
+	newDB, err := store.Open(ctx, u, store.Options{InstanceID: "new", LeaseTimeout: config.LeaseTimeoutDefault})
 	require.NoError(t, err)
 	defer newDB.Close()
 	session, err := newDB.OpenLockSession(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/migrations"
 )
@@ -135,6 +136,9 @@ func Connect(t testing.TB, u string, opts store.Options) *DB {
 	t.Helper()
 	if opts.InstanceID == "" {
 		opts.InstanceID = "test"
+	}
+	if opts.LeaseTimeout == 0 {
+		opts.LeaseTimeout = config.LeaseTimeoutDefault
 	}
 	db, err := store.Open(context.Background(), u, opts)
 	if err != nil {

@@ -29,12 +29,16 @@ const (
 	IdempotencyTTLDefault  = 24 * time.Hour
 	PollIntervalDefault    = 2 * time.Second
 	shutdownTimeoutDefault = 25 * time.Second
-	sendConcurrencyDefault = 16
 )
 
-// maxSendConcurrency bounds SCHEDULER_SEND_CONCURRENCY: each send in flight holds a
-// goroutine and, for the webhook, a connection to the receiver.
-const maxSendConcurrency = 1024
+// The message pipeline's bounds (internal/jobs uses them too, for a pipeline built without
+// a configuration, and to size the webhook's connection pool).
+const (
+	SendConcurrencyDefault = 16
+	// MaxSendConcurrency bounds SCHEDULER_SEND_CONCURRENCY: each send in flight holds a
+	// goroutine and, for the webhook, a connection to the receiver.
+	MaxSendConcurrency = 1024
+)
 
 // maxInstanceID keeps "scheduler:<id>" within PostgreSQL's 63-byte
 // application_name: the server cuts longer names, and a new leader finds the
@@ -167,11 +171,11 @@ func (c *Config) LoadJobs(env *Env, defaults []JobDefaults) error {
 
 // loadSend reads the message pipeline's bounds.
 func loadSend(env *Env) (concurrency int, perSecond float64) {
-	concurrency = env.Int("SCHEDULER_SEND_CONCURRENCY", sendConcurrencyDefault)
-	if concurrency < 1 || concurrency > maxSendConcurrency {
+	concurrency = env.Int("SCHEDULER_SEND_CONCURRENCY", SendConcurrencyDefault)
+	if concurrency < 1 || concurrency > MaxSendConcurrency {
 		env.Fail("SCHEDULER_SEND_CONCURRENCY", env.String("SCHEDULER_SEND_CONCURRENCY", ""),
-			fmt.Sprintf("a whole number from 1 to %d such as 16", maxSendConcurrency))
-		concurrency = sendConcurrencyDefault
+			fmt.Sprintf("a whole number from 1 to %d such as 16", MaxSendConcurrency))
+		concurrency = SendConcurrencyDefault
 	}
 	if v := env.String("SCHEDULER_SEND_RATE", ""); v != "" {
 		r, err := strconv.ParseFloat(v, 64)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/time/rate"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
@@ -47,10 +48,6 @@ type SendSettings struct {
 	Rate float64
 }
 
-// sendConcurrencyDefault is used when a Pipeline is built with no concurrency (tests); the
-// service takes config's validated value.
-const sendConcurrencyDefault = 16
-
 // Tuning of the pipeline.
 const (
 	// sendGrace is how long sends already in flight when the run is cancelled may still take
@@ -77,7 +74,7 @@ type Pipeline struct {
 // defaults (concurrency 16, no rate bound).
 func NewPipeline(sender Sender, s SendSettings) *Pipeline {
 	if s.Concurrency <= 0 {
-		s.Concurrency = sendConcurrencyDefault
+		s.Concurrency = config.SendConcurrencyDefault
 	}
 	p := &Pipeline{sender: sender, slots: make(chan struct{}, s.Concurrency)}
 	if s.Rate > 0 {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
@@ -84,9 +85,6 @@ const (
 	webhookTimeoutDefault     = 10 * time.Second
 	webhookMaxAttemptsDefault = 4
 	webhookBackoffDefault     = 500 * time.Millisecond
-	// webhookIdleConns is the connections kept open to the receiver between sends: up to
-	// the largest SCHEDULER_SEND_CONCURRENCY.
-	webhookIdleConns = 1024
 )
 
 // WebhookSender POSTs each message as JSON to a URL, with the delivery's idempotency key in
@@ -108,11 +106,12 @@ func NewWebhookSender(s WebhookSettings) *WebhookSender {
 	if s.Backoff <= 0 {
 		s.Backoff = webhookBackoffDefault
 	}
-	// Keep a connection per concurrent send: http.DefaultTransport keeps 2 idle per host, so
-	// with more sends in flight most would open (and leave in TIME_WAIT) a new connection.
+	// Keep a connection per concurrent send (up to the largest SCHEDULER_SEND_CONCURRENCY):
+	// http.DefaultTransport keeps 2 idle per host, so with more sends in flight most would
+	// open (and leave in TIME_WAIT) a new connection.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = webhookIdleConns
-	transport.MaxIdleConns = webhookIdleConns
+	transport.MaxIdleConnsPerHost = config.MaxSendConcurrency
+	transport.MaxIdleConns = config.MaxSendConcurrency
 	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}}
 }
 

@@ -38,8 +38,14 @@ func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 }
 
 type instanceView struct {
-	store.Instance
-	IsSelf bool `json:"is_self"`
+	InstanceID string    `json:"instance_id"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	HTTPAddr   string    `json:"http_addr"`
+	StartedAt  time.Time `json:"started_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	IsLeader   bool      `json:"is_leader"`
+	IsSelf     bool      `json:"is_self"`
 }
 
 func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
@@ -52,8 +58,11 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]instanceView, len(list))
 	for i, in := range list {
-		in.StartedAt, in.LastSeenAt = in.StartedAt.UTC(), in.LastSeenAt.UTC()
-		views[i] = instanceView{Instance: in, IsSelf: in.InstanceID == s.cfg.InstanceID}
+		views[i] = instanceView{
+			InstanceID: in.InstanceID, Host: in.Host, Version: in.Version, HTTPAddr: in.HTTPAddr,
+			StartedAt: in.StartedAt.UTC(), LastSeenAt: in.LastSeenAt.UTC(), IsLeader: in.IsLeader,
+			IsSelf: in.InstanceID == s.cfg.InstanceID,
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"instances": views})
 }

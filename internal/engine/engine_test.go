@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,11 @@ func TestPanicFailsRunAndEngineKeepsRunning(t *testing.T) {
 
 	boom := awaitStatus(t, db, queueRun(t, db, "boom"), store.StatusFailed)
 	require.NotNil(t, boom.Error)
-	assert.Equal(t, "panic: boom: the job body blew up", *boom.Error)
+	msg, stack, _ := strings.Cut(*boom.Error, "\n\n")
+	assert.Equal(t, "panic: boom: the job body blew up", msg)
+	// The stack is stored with the error, bounded, and names the frame that panicked.
+	assert.Contains(t, stack, "panicJob.Run")
+	assert.LessOrEqual(t, len(stack), maxStoredStack+100)
 
 	awaitStatus(t, db, queueRun(t, db, "tick"), store.StatusSucceeded)
 	isLeader, _ := n.el.IsLeader()

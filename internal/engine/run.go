@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,30 @@ type panicError struct {
 }
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+// maxStoredStack bounds the panic stack kept in job_runs.error: the frames that matter (the
+// job's, where it panicked) come first, and a run row should stay small.
+const maxStoredStack = 4 << 10
+
+// errorText is what job_runs.error records for runErr (nil when the run succeeded): its
+// message and, for a panic, the start of its stack, so the operator reading the run over
+// the API sees where the job failed without searching the logs.
+func errorText(runErr error) *string {
+	if runErr == nil {
+		return nil
+	}
+	s := runErr.Error()
+	var pe *panicError
+	if errors.As(runErr, &pe) {
+		stack := pe.stack
+		if len(stack) > maxStoredStack {
+			stack = append(stack[:maxStoredStack:maxStoredStack], "\n... (truncated; the full stack is in the log)"...)
+		}
+		// A cut can split a character; PostgreSQL refuses invalid UTF-8.
+		s += "\n\n" + strings.ToValidUTF8(string(stack), "")
+	}
+	return &s
+}
 
 // start runs a claimed (status running) run in its own goroutine.
 func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
@@ -142,11 +167,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	default:
 		status = store.StatusFailed
 	}
-	var errText *string
-	if runErr != nil {
-		s := runErr.Error()
-		errText = &s
-	}
+	errText := errorText(runErr)
 	statsJSON, err := json.Marshal(stats)
 	if err != nil {
 		statsJSON = []byte(`{}`)

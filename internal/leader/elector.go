@@ -98,24 +98,11 @@ type Term struct {
 // Subscription delivers this replica's terms, in order.
 type Subscription struct {
 	ch chan Term
-	e  *Elector
 }
 
 // C returns the channel of terms. A term whose Ctx is already done by the time it is read
 // ended before the subscriber got to it.
 func (s *Subscription) C() <-chan Term { return s.ch }
-
-// Unlisten stops the subscription.
-func (s *Subscription) Unlisten() {
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
-	for i, sub := range s.e.subs {
-		if sub == s {
-			s.e.subs = append(s.e.subs[:i], s.e.subs[i+1:]...)
-			break
-		}
-	}
-}
 
 // Elector runs this replica's side of the election.
 type Elector struct {
@@ -126,6 +113,7 @@ type Elector struct {
 	subs     []*Subscription
 	isLeader bool
 	epoch    int64
+	term     Term // the current term while isLeader
 
 	started           time.Time
 	leadershipChanged chan struct{} // wakes the instance heartbeat
@@ -155,12 +143,18 @@ func New(conf Config) (*Elector, error) {
 	}, nil
 }
 
-// Listen subscribes to this replica's terms.
+// Listen subscribes to this replica's terms. A subscriber that arrives during a term gets
+// that term at once, so a late subscriber (an engine started after the election) cannot
+// miss the term it joined in; setLeader's snapshot of the subscribers is taken under the
+// same lock, so no term is delivered twice.
 func (e *Elector) Listen() *Subscription {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := &Subscription{ch: make(chan Term, subscriberBuffer), e: e}
+	s := &Subscription{ch: make(chan Term, subscriberBuffer)}
 	e.subs = append(e.subs, s)
+	if e.isLeader && e.term.Ctx.Err() == nil {
+		s.ch <- e.term
+	}
 	return s
 }
 
@@ -363,8 +357,10 @@ func (e *Elector) setLeader(isLeader bool, term Term) {
 	e.mu.Lock()
 	e.isLeader = isLeader
 	e.epoch = term.Epoch
+	e.term = Term{}
 	var subs []*Subscription
 	if isLeader {
+		e.term = term
 		subs = append(subs, e.subs...)
 	}
 	e.mu.Unlock()

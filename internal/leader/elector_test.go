@@ -268,3 +268,24 @@ func TestElectionsObserveHandoverAndLeaderRowWait(t *testing.T) {
 	n, _ = histogramCount(t, m2, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
 	assert.Equal(t, uint64(1), n)
 }
+
+// A subscriber that arrives during a term gets that term at once, as River's Listen hands a
+// new subscriber the current state; before, it heard nothing until the next election.
+func TestLateSubscriberGetsTheCurrentTerm(t *testing.T) {
+	t.Parallel()
+	r := startReplica(t, testdb.New(t), "late", 2*time.Second)
+	term := awaitTerm(t, r, "the first term")
+	late := r.e.Listen()
+	select {
+	case got := <-late.C():
+		assert.Equal(t, term.Epoch, got.Epoch)
+		assert.NoError(t, got.Ctx.Err(), "the term is still on")
+	case <-time.After(waitTimeout):
+		t.Fatalf("a subscriber that arrived during term %d got nothing in %s", term.Epoch, waitTimeout)
+	}
+	select {
+	case got := <-late.C():
+		t.Fatalf("term %d delivered again", got.Epoch)
+	default:
+	}
+}

@@ -96,7 +96,9 @@ func New() *Metrics {
 		}),
 		handoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "handover_duration_seconds",
-			Help:    "Seconds from the previous leader stopping to this replica leading with a new epoch.",
+			Help: "Seconds from the previous leader stopping to this replica leading with a new epoch. " +
+				"After a resignation or step-down it runs from the lock's release; after a crash or hang, from the old " +
+				"leader's last instance heartbeat, so it may read up to one heartbeat interval (2s) high.",
 			Buckets: handoverBuckets,
 		}),
 		stepDownsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -9,14 +9,15 @@ import (
 )
 
 // Instance is one replica's row in scheduler_instances, refreshed by its heartbeat.
+// Its JSON shape is the API's (api/cluster.go), not this struct's.
 type Instance struct {
-	InstanceID string    `json:"instance_id"`
-	Host       string    `json:"host"`
-	Version    string    `json:"version"`
-	HTTPAddr   string    `json:"http_addr"`
-	StartedAt  time.Time `json:"started_at"`
-	LastSeenAt time.Time `json:"last_seen_at"`
-	IsLeader   bool      `json:"is_leader"`
+	InstanceID string
+	Host       string
+	Version    string
+	HTTPAddr   string
+	StartedAt  time.Time
+	LastSeenAt time.Time
+	IsLeader   bool
 }
 
 // HeartbeatInstance upserts in's row with last_seen_at = the database's now().

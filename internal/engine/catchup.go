@@ -3,24 +3,46 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// recoverAbandoned marks the runs earlier epochs left running as abandoned and queues one
-// recovery run each (DESIGN.md guarantee 5); the queue then runs them like manual runs.
-func (e *Engine) recoverAbandoned(ctx context.Context, term leader.Term, log *slog.Logger) {
+// rescueLoop runs the rescuer for the whole term, not only at its start (River's
+// JobRescuer): a run can be left running with nobody running it while this replica leads,
+// when a claim or a pick-up committed on the server but its answer was lost.
+func (e *Engine) rescueLoop(ctx context.Context, term leader.Term, log *slog.Logger) {
+	ticker := time.NewTicker(e.conf.RescueInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		e.rescue(ctx, term, log)
+	}
+}
+
+// rescue marks as abandoned the runs earlier epochs left running and the runs of this term
+// that no goroutine of this replica owns, and queues one recovery run each (DESIGN.md
+// guarantees 5 and 10); the queue then runs them like manual runs. Each pass ends with the
+// rescued test signal.
+func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger) {
+	orphans, err := e.orphans(ctx, term)
 	var abandoned []store.Abandoned
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		var err error
-		abandoned, err = tx.AbandonRuns(ctx, term.Epoch)
-		return err
-	})
+	if err == nil {
+		err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+			var err error
+			abandoned, err = tx.AbandonRuns(ctx, term.Epoch, orphans)
+			return err
+		})
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Error("recovering abandoned runs failed; the next leader retries", "error", err)
+			log.Error("recovering abandoned runs failed; the rescuer retries", "error", err, "retry_in", e.conf.RescueInterval)
 		}
 		return
 	}
@@ -31,9 +53,28 @@ func (e *Engine) recoverAbandoned(ctx context.Context, term leader.Term, log *sl
 				"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch)
 			continue
 		}
-		log.Warn("run abandoned by an earlier leader; queued its recovery",
+		log.Warn("run abandoned; queued its recovery",
 			"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch, "recovery_run_id", a.RecoveryID)
 	}
+	e.testSignals.rescued.Send(len(abandoned))
+}
+
+// orphans lists the running runs of this term that no goroutine of this replica owns.
+// Claims and pick-ups wait meanwhile (claiming), so a run between its commit and its
+// goroutine's start is never taken for an orphan.
+func (e *Engine) orphans(ctx context.Context, term leader.Term) ([]int64, error) {
+	e.claiming.Lock()
+	defer e.claiming.Unlock()
+	ids, err := e.conf.DB.RunningRuns(ctx, term.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.DeleteFunc(ids, func(id int64) bool {
+		_, owned := e.running[id]
+		return owned
+	}), nil
 }
 
 // catchUp handles the slots nobody claimed while there was no leader (DESIGN.md guarantee
@@ -54,6 +95,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			notLogged int
 			out       store.ClaimOutcome
 		)
+		e.claiming.RLock()
 		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 			missed, notLogged, out = nil, 0, store.ClaimOutcome{}
 			now, err := tx.Now(ctx)
@@ -95,6 +137,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			return err
 		})
 		if err != nil {
+			e.claiming.RUnlock()
 			if ctx.Err() == nil {
 				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err)
 			}
@@ -120,6 +163,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, store.TriggerCatchUp)
 			e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
 		}
+		e.claiming.RUnlock()
 	}
 	return upTo
 }

@@ -27,6 +27,13 @@ const (
 	// maxMissedDefault bounds the missed rows recorded per job at an election, so a job on
 	// "@every 1s" after a day of downtime does not write 86 400 rows.
 	maxMissedDefault = 100
+	// rescueIntervalDefault spaces the rescuer's passes: a run nobody owns blocks its job
+	// (every slot is skipped as an overlap) until a pass finds it.
+	rescueIntervalDefault = 10 * time.Second
+	// retryMin and retryMax bound the backoff between attempts to record a run's end while
+	// the database does not answer.
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
 )
 
 // Config configures an Engine.
@@ -42,6 +49,8 @@ type Config struct {
 	PollInterval time.Duration
 	// MaxMissed bounds the missed rows recorded per job when a leader takes over.
 	MaxMissed int
+	// RescueInterval is how often the leader looks for runs of its term that nobody runs.
+	RescueInterval time.Duration
 	// Metrics, when set, counts runs and their outcomes.
 	Metrics *metrics.Metrics
 }
@@ -70,6 +79,12 @@ type Engine struct {
 	mu      sync.Mutex
 	running map[int64]runningRun // by run id
 
+	// claiming is held for reading from before a run becomes running in the database
+	// (a claim, a pick-up) until it is in running, and for writing by the rescuer while it
+	// compares the database with running: so a run the rescuer sees unowned is one whose
+	// goroutine is really missing, never one about to be tracked.
+	claiming sync.RWMutex
+
 	testSignals testSignals
 }
 
@@ -90,6 +105,9 @@ func New(conf Config) (*Engine, error) {
 	}
 	if conf.MaxMissed <= 0 {
 		conf.MaxMissed = maxMissedDefault
+	}
+	if conf.RescueInterval <= 0 {
+		conf.RescueInterval = rescueIntervalDefault
 	}
 	e := &Engine{
 		conf:    conf,
@@ -152,8 +170,8 @@ func (e *Engine) Run(ctx context.Context, terms <-chan leader.Term) {
 }
 
 // lead does the leader's work for one term and returns when the term (or ctx) ends:
-// recover what the previous leader left running, catch up missed slots, then fire slots
-// and run queued runs.
+// recover what the previous leader left running, catch up missed slots, then fire slots,
+// run queued runs and rescue runs nobody runs, for the whole term.
 func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	termCtx, cancel := context.WithCancel(term.Ctx)
 	defer cancel()
@@ -163,7 +181,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
 	e.loadJobHistories(termCtx, log)
-	e.recoverAbandoned(termCtx, term, log)
+	e.rescue(termCtx, term, log)
 	caughtUpTo := e.catchUp(termCtx, term, log)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
 	if err != nil {
@@ -181,10 +199,14 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		e.listen(termCtx, log, wake)
+	}()
+	go func() {
+		defer wg.Done()
+		e.rescueLoop(termCtx, term, log)
 	}()
 	e.queueLoop(termCtx, term, log, wake)
 	wg.Wait()
@@ -218,7 +240,8 @@ func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
 // startTimers creates this term's gocron scheduler: one cron job per enabled job, firing at
 // the job's own slots. A firing only names its slot; the claim decides whether it runs.
 // Slots that came due between the catch-up and the timers' start are ticked here, so the
-// hand-over leaves no slot without a row.
+// hand-over leaves no slot without a row; each tick in its own goroutine, as gocron's are,
+// since a tick retries while the database does not answer.
 func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Logger, caughtUpTo map[string]time.Time) (gocron.Scheduler, error) {
 	s, err := gocron.NewScheduler(gocron.WithLocation(time.UTC), gocron.WithLogger(log))
 	if err != nil {
@@ -243,7 +266,11 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 			continue
 		}
 		for slot := en.conf.Schedule.Next(from); !slot.IsZero() && !slot.After(now); slot = en.conf.Schedule.Next(slot) {
-			e.tick(ctx, term, log, en, slot, store.TriggerSchedule)
+			e.runs.Add(1)
+			go func() {
+				defer e.runs.Done()
+				e.tick(ctx, term, log, en, slot, store.TriggerSchedule)
+			}()
 		}
 	}
 	return s, nil
@@ -251,8 +278,19 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 
 // tick claims one slot and starts its run if the claim won.
 func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
+	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
+	if _, err := e.claim(ctx, term, log, en, slot, trigger); err != nil && ctx.Err() == nil {
+		log.Warn("claiming the slot failed; it is left to the next leader's catch-up", "error", err)
+	}
+}
+
+// claim makes one attempt at claiming slot and starts the run when it won. started is true
+// once the run was handed to its goroutine.
+func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) (started bool, err error) {
+	e.claiming.RLock()
+	defer e.claiming.RUnlock()
 	var out store.ClaimOutcome
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 		var err error
 		out, err = tx.ClaimSlot(ctx, store.Claim{
 			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
@@ -260,12 +298,9 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 		})
 		return err
 	})
-	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
 	switch {
 	case err != nil:
-		if ctx.Err() == nil {
-			log.Warn("claiming the slot failed; it is left to the next leader's catch-up", "error", err)
-		}
+		return false, err
 	case out.Taken:
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
@@ -277,5 +312,7 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 		// The claim read job_settings: a claimed slot means the job is not paused.
 		e.conf.Metrics.SetJobPaused(en.conf.Name, false)
 		e.start(ctx, term, en, out.Run)
+		return true, nil
 	}
+	return false, nil
 }

@@ -68,10 +68,14 @@ func newNetnsLink(t *testing.T) *netnsLink {
 
 // Cut takes the namespace's side of the link down: packets are dropped, no connection is
 // closed or reset, and each end has to notice the silence by itself.
-func (l *netnsLink) Cut(t *testing.T) { l.ip(t, "netns", "exec", l.Name, "ip", "link", "set", l.nsIf, "down") }
+func (l *netnsLink) Cut(t *testing.T) {
+	l.ip(t, "netns", "exec", l.Name, "ip", "link", "set", l.nsIf, "down")
+}
 
 // Heal brings the link back.
-func (l *netnsLink) Heal(t *testing.T) { l.ip(t, "netns", "exec", l.Name, "ip", "link", "set", l.nsIf, "up") }
+func (l *netnsLink) Heal(t *testing.T) {
+	l.ip(t, "netns", "exec", l.Name, "ip", "link", "set", l.nsIf, "up")
+}
 
 func (l *netnsLink) ip(t *testing.T, args ...string) {
 	t.Helper()

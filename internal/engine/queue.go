@@ -66,12 +66,7 @@ func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logg
 // startQueued moves every queued run to running under this term's epoch and starts it.
 func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Logger) {
 	for ctx.Err() == nil {
-		var run *store.Run
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			var err error
-			run, err = tx.PickQueued(ctx, e.conf.InstanceID, term.Epoch)
-			return err
-		})
+		run, unknown, err := e.pickQueued(ctx, term)
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("picking a queued run failed; retrying at the next poll", "error", err)
@@ -81,18 +76,38 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 		if run == nil {
 			return
 		}
-		log.Info("queued run picked", "run_id", run.ID, "job", run.Job, "trigger", run.Trigger)
-		en := e.jobs[run.Job]
-		if en == nil {
+		if unknown {
 			// finish lowers the running gauge, so the run is announced first.
 			e.conf.Metrics.RunStarted(run.Job, run.Trigger, 0)
 			e.finish(ctx, term, e.runLog(term, run), run, jobs.Stats{},
 				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID),
 				nil, time.Now())
-			continue
+			e.untrack(run.ID)
 		}
-		e.start(ctx, term, en, run)
 	}
+}
+
+// pickQueued picks the oldest queued run and starts it, or, for a job this replica does not
+// know, only owns it (unknown) for the caller to finish as failed.
+func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.Run, unknown bool, err error) {
+	e.claiming.RLock()
+	defer e.claiming.RUnlock()
+	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		var err error
+		run, err = tx.PickQueued(ctx, e.conf.InstanceID, term.Epoch)
+		return err
+	})
+	if err != nil || run == nil {
+		return nil, false, err
+	}
+	e.runLog(term, run).Info("queued run picked")
+	en := e.jobs[run.Job]
+	if en == nil {
+		e.track(run, func(error) {})
+		return run, true, nil
+	}
+	e.start(ctx, term, en, run)
+	return run, false, nil
 }
 
 // applyCancelRequests cancels the running runs whose cancellation was requested; they end

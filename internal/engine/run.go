@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
@@ -60,25 +61,27 @@ func errorText(runErr error) *string {
 	return &s
 }
 
-// start runs a claimed (status running) run in its own goroutine.
+// start runs a claimed (status running) run in its own goroutine. The run is owned (in
+// e.running) before start returns, while the caller still holds claiming, and until its
+// end is recorded: the rescuer never takes it for an orphan.
 func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	e.track(run, cancel)
 	e.runs.Add(1)
 	go func() {
 		defer e.runs.Done()
-		e.execute(ctx, term, en, run)
+		defer e.untrack(run.ID)
+		defer cancel(nil)
+		e.execute(ctx, runCtx, term, en, run)
 	}()
 }
 
-// execute runs the job body under the job's timeout and a cancel the queue can trigger,
-// then finishes the run.
-func (e *Engine) execute(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
+// execute runs the job body under the job's timeout and runCtx, which the queue cancels on
+// request, then finishes the run under the term's ctx.
+func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entry, run *store.Run) {
 	log := e.runLog(term, run)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
 	defer cancelTimeout()
-	e.track(run, cancel)
-	defer e.untrack(run.ID)
 
 	started := time.Now()
 	var delay time.Duration
@@ -129,9 +132,10 @@ func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats,
 }
 
 // finish is the one place a run ends: it decides the final status and records it in a
-// fenced write. A run interrupted by the loss of leadership is not finished here: this
-// replica can no longer write, and the next leader marks it abandoned and recovers it.
-// Every run that was started (RunStarted) passes here exactly once.
+// fenced write, retried while this replica leads. A run interrupted by the loss of
+// leadership is not finished here: this replica can no longer write, and the next leader
+// marks it abandoned and recovers it. Every run that was started (RunStarted) passes here
+// exactly once.
 func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
 	stats jobs.Stats, runErr, cause error, started time.Time) {
 	elapsed := time.Since(started)
@@ -172,17 +176,42 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	if err != nil {
 		statsJSON = []byte(`{}`)
 	}
-	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		return tx.FinishRun(ctx, run.ID, status, statsJSON, errText)
-	})
-	if err != nil {
-		log.Warn("recording the end of the run failed; the next leader recovers it", "status", status, "error", err)
+	if !e.recordFinish(ctx, term, log, run, status, statsJSON, errText) {
 		status = statusInterrupted
 		return
 	}
 	e.conf.Metrics.Entities(run.Job, stats.Processed, stats.Changed, stats.SkippedLocked, stats.Errors)
 	log.Info("run finished", "status", status, "elapsed", elapsed, "error", runErr,
 		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors)
+}
+
+// recordFinish records the run's end, retrying with backoff while this replica leads
+// (DESIGN.md guarantee 10): a connection reset or a statement timeout must not leave the
+// run running, which would block every later slot of its job as an overlap until the next
+// election. It reports false when the term ended first.
+func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
+	status string, stats json.RawMessage, errText *string) bool {
+	retry := backoff.New(retryMin, retryMax)
+	for {
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+			return tx.FinishRun(ctx, run.ID, status, stats, errText)
+		})
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, store.ErrNotRunning):
+			// Only this goroutine finishes its run while the term lasts, so an earlier
+			// attempt committed and its answer was lost.
+			log.Info("the end of the run was already recorded by an earlier attempt", "status", status)
+			return true
+		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
+			log.Warn("recording the end of the run failed as the term ended; the next leader recovers it", "status", status, "error", err)
+			return false
+		}
+		d := retry.Next()
+		log.Warn("recording the end of the run failed; retrying while this replica leads", "status", status, "error", err, "retry_in", d)
+		backoff.Sleep(ctx, d)
+	}
 }
 
 func (e *Engine) track(run *store.Run, cancel context.CancelCauseFunc) {

@@ -8,10 +8,12 @@ type testSignals struct {
 	leading     testsignal.Signal[int64] // a term's recovery and catch-up are done and timers run
 	finished    testsignal.Signal[int64] // a run's end was recorded
 	interrupted testsignal.Signal[int64] // a run was left for the next leader
+	rescued     testsignal.Signal[int]   // a rescuer pass ended, with how many runs it abandoned
 }
 
 func (s *testSignals) init() {
 	s.leading.Init()
 	s.finished.Init()
 	s.interrupted.Init()
+	s.rescued.Init()
 }

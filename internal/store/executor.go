@@ -27,6 +27,7 @@ type Executor interface {
 	QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error)
 	CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error)
 	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
+	RunningRuns(ctx context.Context, epoch int64) ([]int64, error)
 
 	// job_settings, with each job's latest runs (settings.go)
 	JobStates(ctx context.Context, jobs []string) (now time.Time, paused map[string]bool, last map[string]*Run, err error)

@@ -166,6 +166,16 @@ func (q queries) CancelRequested(ctx context.Context, epoch int64) ([]int64, err
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
+// RunningRuns lists the running runs of epoch: the rescuer compares them with the runs the
+// leader owns.
+func (q queries) RunningRuns(ctx context.Context, epoch int64) ([]int64, error) {
+	rows, err := q.q.Query(ctx, `SELECT id FROM job_runs WHERE status = 'running' AND epoch = $1`, epoch)
+	if err != nil {
+		return nil, fmt.Errorf("list running runs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
 // listRunsSQL joins only fixed predicates with placeholders; each filter combination is its
 // own statement, so the planner sees which index applies (a catch-all "$2 IS NULL OR
 // status = $2" would defeat the indexes once pgx's cached statement goes generic).

@@ -174,10 +174,14 @@ func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("finish run %d: it is no longer running", id)
+		return fmt.Errorf("finish run %d: %w", id, ErrNotRunning)
 	}
 	return nil
 }
+
+// ErrNotRunning means a run's end was already recorded: by an earlier attempt whose commit
+// reached the server while its answer was lost, or by a leader that abandoned the run.
+var ErrNotRunning = errors.New("the run is no longer running")
 
 // PickQueued moves the oldest queued run to running under epoch and returns it, or nil
 // when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
@@ -208,16 +212,21 @@ type Abandoned struct {
 	RecoveryID int64
 }
 
-// AbandonRuns marks the runs left running by epochs before epoch as abandoned and queues
-// one recovery run for each (DESIGN.md guarantee 5). Only a leader calls it, inside its
-// fenced transaction: after the epoch bump no older epoch can write, so those runs are
-// certainly dead. recovers_run_id is unique, so no run is recovered twice.
-func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64) ([]Abandoned, error) {
+// AbandonRuns marks as abandoned the runs left running by epochs before epoch, and the runs
+// of epoch itself listed in orphans, and queues one recovery run for each (DESIGN.md
+// guarantees 5 and 10). Only a leader calls it, inside its fenced transaction: after the
+// epoch bump no older epoch can write, so those runs are certainly dead; an orphan is a run
+// of this term that no goroutine of the leader owns (its claim committed while the answer
+// was lost), which the caller has checked. recovers_run_id is unique, so no run is
+// recovered twice.
+func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64, orphans []int64) ([]Abandoned, error) {
 	const abandon = `
 		UPDATE job_runs
 		SET status = 'abandoned', finished_at = now(),
-		    error = 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
-		WHERE status = 'running' AND epoch < $1
+		    error = CASE WHEN epoch < $1
+		                 THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
+		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
+		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		RETURNING id, job, trigger, epoch, params`
 	// Queued, so the leader's queue picks it up like a manual run. DO NOTHING also covers
 	// a job that already has a queued run: that run does the recovering.
@@ -226,9 +235,9 @@ func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64) ([]Abandoned, error)
 		VALUES ($1, 'recovery', 'queued', $2, $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	rows, err := tx.Query(ctx, abandon, epoch)
+	rows, err := tx.Query(ctx, abandon, epoch, orphans)
 	if err != nil {
-		return nil, fmt.Errorf("abandon runs of earlier epochs: %w", err)
+		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}
 	type left struct {
 		Abandoned
@@ -240,7 +249,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64) ([]Abandoned, error)
 		return l, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("abandon runs of earlier epochs: %w", err)
+		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}
 	out := make([]Abandoned, 0, len(runs))
 	for _, l := range runs {

@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// awaitRescued waits for a rescuer pass that abandoned at least one run.
+func awaitRescued(t *testing.T, n *node) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		if awaitSignal(t, &n.en.testSignals.rescued, "a rescuer pass") > 0 {
+			return
+		}
+	}
+	t.Fatalf("no rescuer pass abandoned a run within %s", waitTimeout)
+}
+
+// Guarantee 10, at the finish: a finish that fails while this replica still leads is
+// retried, so the run ends recorded and the job's next runs are not blocked behind it.
+func TestFailedFinishIsRetriedWhileTheTermLasts(t *testing.T) {
+	t.Parallel()
+	faults := newFaultTracer()
+	db, url := newDB(t)
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{manualOnly(t, "tick", time.Minute)}, tracer: faults})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+
+	faults.fail(faultFinish, 2)
+	id := queueRun(t, db, "tick")
+	awaitFault(t, faults, "the finish to fail")
+	awaitStatus(t, db, id, store.StatusSucceeded)
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM test_calls WHERE run_id = $1`, id), "the body ran once")
+
+	next := queueRun(t, db, "tick")
+	awaitStatus(t, db, next, store.StatusSucceeded)
+}
+
+// Guarantee 10, during a term: a running row of this term that no goroutine of this replica
+// owns (a claim whose commit reached the server while its answer was lost) is marked
+// abandoned and recovered once by the leader's rescuer, not only at the next election.
+func TestRescuerRecoversRunsNobodyOwns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	n := startNode(t, url, "a", nodeOptions{
+		jobs:           []config.Job{manualOnly(t, "tick", time.Minute), manualOnly(t, "slow", time.Minute)},
+		rescueInterval: 100 * time.Millisecond,
+	})
+	term := awaitTerm(t, n)
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	owned := queueRun(t, db, "slow")
+	awaitStatus(t, db, owned, store.StatusRunning)
+
+	var orphan int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
+		VALUES ('tick', 'schedule', 'running', date_trunc('second', now()), now(), 'a', $1)
+		RETURNING id`, term.Epoch).Scan(&orphan))
+
+	awaitRescued(t, n)
+	assert.Equal(t, store.StatusAbandoned, getRun(t, db, orphan).Status)
+	var recovery int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM job_runs WHERE recovers_run_id = $1`, orphan).Scan(&recovery))
+	awaitStatus(t, db, recovery, store.StatusSucceeded)
+	awaitSignal(t, &n.en.testSignals.rescued, "another rescuer pass")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE trigger = 'recovery'`), "recovered once")
+	assert.Equal(t, store.StatusRunning, getRun(t, db, owned).Status, "a run this replica owns is never rescued")
+}
+
+// Guarantee 10, at the claim: a claim that fails once is retried within its slot's period,
+// Guarantee 10: a slot whose claim keeps failing for its whole period is recorded missed as
+// Guarantee 3: catch-up at an election finds the gaps inside the walk back from now, not
+// Guarantee 3 after a long outage: the catch-up walks back from now at most the missed-row
+// cap, whatever the number of periods since the last recorded slot (a job on "@every 1s"

@@ -77,10 +77,13 @@ func (e *Engine) orphans(ctx context.Context, term leader.Term) ([]int64, error)
 	}), nil
 }
 
-// catchUp handles the slots nobody claimed while there was no leader (DESIGN.md guarantee
-// 3): for each enabled job, the latest missed slot runs once with trigger catch-up if it
-// is within the job's catch-up window; older missed slots since the job's last recorded
-// slot are recorded as missed. Everything is decided on the database clock.
+// catchUp handles the slots nobody claimed (DESIGN.md guarantee 3): for each enabled job it
+// compares the schedule with the slots recorded, walking back from now over at most
+// MaxMissed+1 slots and not before the job's first recorded slot, so gaps inside that
+// walk are found (not only the tail after the latest row) and a long outage costs the cap,
+// not one step per period. The latest slot, when unrecorded and within the job's catch-up
+// window, runs once with trigger catch-up; every other unrecorded slot is recorded as
+// missed. Everything is decided on the database clock.
 //
 // It returns, per job, the latest slot it considered, from which startTimers ticks the
 // slots that come due before its timers fire.
@@ -90,14 +93,13 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 		log := log.With("job", en.conf.Name)
 		sched := en.conf.Schedule
 		var (
-			latest    time.Time
-			missed    []time.Time
-			notLogged int
-			out       store.ClaimOutcome
+			latest time.Time
+			missed []time.Time
+			out    store.ClaimOutcome
 		)
 		e.claiming.RLock()
 		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			missed, notLogged, out = nil, 0, store.ClaimOutcome{}
+			missed, out = nil, store.ClaimOutcome{}
 			now, err := tx.Now(ctx)
 			if err != nil {
 				return err
@@ -106,26 +108,35 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			if latest.IsZero() {
 				return nil
 			}
-			last, err := tx.LastSlot(ctx, en.conf.Name)
-			if err != nil || !last.Before(latest) {
+			first, err := tx.FirstSlot(ctx, en.conf.Name)
+			if err != nil {
 				return err
 			}
-			runLatest := en.conf.Catchup > 0 && now.Sub(latest) <= en.conf.Catchup
-			// A job that never recorded a slot has no known gap before its latest slot.
-			if !last.IsZero() {
-				for s := sched.Next(last); !s.IsZero() && s.Before(latest); s = sched.Next(s) {
+			// Newest first. A job that never recorded a slot has no known gap before its
+			// latest slot.
+			walk := []time.Time{latest}
+			before := func(s time.Time) time.Time { return sched.Prev(s.Add(-time.Second)) }
+			for s := before(latest); !first.IsZero() && !s.IsZero() && !s.Before(first) && len(walk) <= e.conf.MaxMissed; s = before(s) {
+				walk = append(walk, s)
+			}
+			rows, err := tx.RecordedSlots(ctx, en.conf.Name, walk)
+			if err != nil {
+				return err
+			}
+			recorded := make(map[int64]bool, len(rows)) // by Unix second: slots are whole seconds
+			for _, s := range rows {
+				recorded[s.Unix()] = true
+			}
+			runLatest := !recorded[latest.Unix()] && en.conf.Catchup > 0 && now.Sub(latest) <= en.conf.Catchup
+			for i := len(walk) - 1; i >= 0; i-- { // oldest first, the order they came due
+				if s := walk[i]; !recorded[s.Unix()] && !(i == 0 && runLatest) {
 					missed = append(missed, s)
-					if len(missed) > e.conf.MaxMissed {
-						missed = missed[1:]
-						notLogged++
-					}
 				}
 			}
-			if !runLatest {
-				missed = append(missed, latest)
-			}
-			if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
-				return err
+			if len(missed) > 0 {
+				if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
+					return err
+				}
 			}
 			if !runLatest {
 				return nil
@@ -150,8 +161,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
 		}
 		if len(missed) > 0 {
-			log.Warn("recorded missed slots", "count", len(missed), "first", missed[0], "last", missed[len(missed)-1],
-				"older_not_recorded", notLogged)
+			log.Warn("recorded missed slots", "count", len(missed), "first", missed[0], "last", missed[len(missed)-1])
 		}
 		switch {
 		case out.Run != nil:

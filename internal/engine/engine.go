@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
@@ -30,8 +31,8 @@ const (
 	// rescueIntervalDefault spaces the rescuer's passes: a run nobody owns blocks its job
 	// (every slot is skipped as an overlap) until a pass finds it.
 	rescueIntervalDefault = 10 * time.Second
-	// retryMin and retryMax bound the backoff between attempts to record a run's end while
-	// the database does not answer.
+	// retryMin and retryMax bound the backoff between attempts to claim a slot, to record
+	// a slot missed and to record a run's end, while the database does not answer.
 	retryMin = 100 * time.Millisecond
 	retryMax = 5 * time.Second
 )
@@ -276,11 +277,36 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 	return s, nil
 }
 
-// tick claims one slot and starts its run if the claim won.
+// tick claims one slot and starts its run if the claim won (DESIGN.md guarantee 10). A
+// claim that fails while this replica leads is retried until the slot's period ends (the
+// next slot comes due); a slot that still could not be claimed is then recorded missed,
+// retried until the database answers or the term ends. A claim whose commit reached the
+// server while its answer was lost comes back as taken: its row is running with nobody
+// running it, which the rescuer finds.
 func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
 	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
-	if _, err := e.claim(ctx, term, log, en, slot, trigger); err != nil && ctx.Err() == nil {
-		log.Warn("claiming the slot failed; it is left to the next leader's catch-up", "error", err)
+	periodEnd := en.conf.Schedule.Next(slot)
+	retry := backoff.New(retryMin, retryMax)
+	for {
+		started, err := e.claim(ctx, term, log, en, slot, trigger)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
+			// The next leader's catch-up sees the slot without a row.
+			log.Info("the term ended before the slot could be claimed", "error", err)
+			return
+		case started:
+			return
+		}
+		d := retry.Next()
+		if !periodEnd.IsZero() && time.Now().Add(d).After(periodEnd) {
+			log.Warn("claiming the slot kept failing for its whole period; recording it missed", "error", err)
+			e.recordMissed(ctx, term, log, en, slot)
+			return
+		}
+		log.Warn("claiming the slot failed; retrying within its period", "error", err, "retry_in", d)
+		backoff.Sleep(ctx, d)
 	}
 }
 
@@ -315,4 +341,32 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 		return true, nil
 	}
 	return false, nil
+}
+
+// recordMissed records a slot that could not be claimed in its period as missed, as soon as
+// the database answers again, so it is never silently lost.
+func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
+	retry := backoff.New(retryMin, retryMax)
+	for {
+		var n int64
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+			var err error
+			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID, term.Epoch)
+			return err
+		})
+		switch {
+		case err == nil:
+			if n > 0 {
+				e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+				log.Warn("slot recorded missed")
+			}
+			return
+		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
+			log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
+			return
+		}
+		d := retry.Next()
+		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
+		backoff.Sleep(ctx, d)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // job returns the {name} job, or answers 404 and returns nil.
@@ -50,6 +51,10 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	if j == nil {
 		return
 	}
+	reason, ok := actionReason(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	if err := s.cfg.DB.SetPaused(ctx, j.Name, paused); err != nil {
@@ -57,6 +62,11 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		return
 	}
 	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.Name, "paused", paused, "request_id", requestID(ctx))
+	action := store.ActionResume
+	if paused {
+		action = store.ActionPause
+	}
+	s.audit(r, action, j.Name, nil, reason)
 	s.writeJob(w, r, j)
 }
 

@@ -34,7 +34,7 @@ func TestEveryV1RouteNeedsTheToken(t *testing.T) {
 		{"GET", "/v1/leader"}, {"GET", "/v1/instances"}, {"GET", "/v1/locks"}, {"GET", "/v1/jobs"},
 		{"GET", "/v1/jobs/plan-change"}, {"POST", "/v1/jobs/plan-change/pause"}, {"POST", "/v1/jobs/plan-change/resume"},
 		{"POST", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/runs/1"},
-		{"POST", "/v1/runs/1/cancel"},
+		{"POST", "/v1/runs/1/cancel"}, {"GET", "/v1/audit"}, {"POST", "/v1/leader/step-down"},
 	}
 	for _, rt := range routes {
 		for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "x", "Basic " + testToken, "Bearer "} {

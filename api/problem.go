@@ -20,6 +20,8 @@ var (
 	probKeyInProgress       = problemType{"idempotency-key-in-progress", "A request with this Idempotency-Key is still in progress"}
 	probInvalidCursor       = problemType{"invalid-cursor", "The cursor is invalid"}
 	probUnauthorized        = problemType{"unauthorized", "A valid bearer token is required"}
+	probReadOnly            = problemType{"read-only-token", "This token may only read"}
+	probCrossOrigin         = problemType{"cross-origin", "Cross-site requests may not act"}
 	probJobNotFound         = problemType{"job-not-found", "No such job"}
 	probRunNotFound         = problemType{"run-not-found", "No such run"}
 	probNotFound            = problemType{"not-found", "No such route"}

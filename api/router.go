@@ -4,18 +4,16 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -40,6 +38,10 @@ type Config struct {
 	Jobs []config.Job
 	// APIToken, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
 	APIToken string
+	// APITokenNext is accepted beside APIToken during a rotation.
+	APITokenNext string
+	// ReadToken may read every /v1 route and change nothing (403 on every action).
+	ReadToken string
 	// IdempotencyTTL is how long an Idempotency-Key is remembered (0: config's default).
 	IdempotencyTTL time.Duration
 	// Metrics serves GET /metrics (default: Recorder's registry when set, else
@@ -55,7 +57,7 @@ type Server struct {
 	cfg    Config
 	jobs   map[string]*config.Job
 	names  []string
-	tokenH [sha256.Size]byte
+	tokens accessTokens
 	// finishes wakes ?wait requests when their run finishes.
 	finishes finishWatch
 	// waitRecheck is how often a ?wait re-reads its run without a notification.
@@ -82,7 +84,7 @@ func NewServer(cfg Config) *Server {
 		s.jobs[j.Name] = j
 		s.names = append(s.names, j.Name)
 	}
-	s.tokenH = sha256.Sum256([]byte(cfg.APIToken))
+	s.tokens = newAccessTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
 	return s
 }
 
@@ -102,6 +104,9 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
 	r.Get("/openapi.yaml", serveOpenAPI)
+	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
+	r.Method(http.MethodGet, "/ui/", ui.Handler())
+	r.Method(http.MethodGet, "/ui/{asset}", ui.Handler())
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
@@ -110,42 +115,19 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/locks", s.listLocks)
 		r.Get("/jobs", s.listJobs)
 		r.Get("/jobs/{name}", s.getJob)
-		r.Post("/jobs/{name}/pause", s.pauseJob)
-		r.Post("/jobs/{name}/resume", s.resumeJob)
-		r.Post("/jobs/{name}/runs", s.triggerRun)
 		r.Get("/jobs/{name}/runs", s.listRuns)
 		r.Get("/runs/{id}", s.getRun)
-		r.Post("/runs/{id}/cancel", s.cancelRun)
+		r.Get("/audit", s.listAudit)
+		r.Group(func(r chi.Router) {
+			r.Use(s.mayAct)
+			r.Post("/jobs/{name}/pause", s.pauseJob)
+			r.Post("/jobs/{name}/resume", s.resumeJob)
+			r.Post("/jobs/{name}/runs", s.triggerRun)
+			r.Post("/runs/{id}/cancel", s.cancelRun)
+			r.Post("/leader/step-down", s.stepDown)
+		})
 	})
 	return r
-}
-
-// authenticate requires the bearer token on /v1 when one is configured. Both sides are
-// hashed first so the constant-time comparison does not leak the token's length either.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.APIToken == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		const prefix = "Bearer "
-		h := r.Header.Get("Authorization")
-		given := ""
-		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
-			given = h[len(prefix):]
-		}
-		gotH := sha256.Sum256([]byte(given))
-		if given == "" || subtle.ConstantTimeCompare(gotH[:], s.tokenH[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler"`)
-			detail := "send the API token (SCHEDULER_API_TOKEN) as \"Authorization: Bearer <token>\""
-			if h != "" {
-				detail = "the bearer token is wrong; " + detail
-			}
-			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // limitBody caps every request body; reading past the cap fails with *http.MaxBytesError,

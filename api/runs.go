@@ -139,6 +139,10 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if id == 0 {
 		return
 	}
+	reason, ok := actionReason(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	run, outcome, err := s.cfg.DB.CancelRun(ctx, id)
@@ -153,6 +157,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.cfg.Log.InfoContext(ctx, "run cancel", "run_id", run.ID, "job", run.Job, "status", run.Status,
 			"cancel_requested", run.CancelRequested, "request_id", requestID(ctx))
+		s.audit(r, store.ActionCancel, run.Job, &run.ID, reason)
 		status := http.StatusOK
 		if outcome == store.CancelRequested {
 			status = http.StatusAccepted

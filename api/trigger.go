@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -73,12 +72,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	paramsJSON, _ := json.Marshal(params)
-	reason := req.Reason
-	if reason != nil && *reason == "" {
-		reason = nil
-	}
-	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason)) {
-		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 of at most %d characters", maxReasonRunes))
+	reason, ok := checkReason(w, r, req.Reason)
+	if !ok {
 		return
 	}
 
@@ -102,7 +97,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		s.replay(w, r, t.Existing, key, scope, hash)
 		return
 	}
-	s.logTrigger(r, t.Run, t.Created)
+	s.logTrigger(r, t.Run, t.Created, reason)
 	run, status, answer := t.Run, triggerStatus(t.Created), t.Answer
 	if wait > 0 {
 		run, status = s.awaitRun(r.Context(), run, wait)
@@ -131,9 +126,12 @@ func triggerStatus(created bool) int {
 	return http.StatusOK
 }
 
-func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
+// logTrigger logs and audits a trigger; one that found the job's active run is recorded
+// too, with that run's id, since the operator did ask for a run.
+func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool, reason *string) {
 	s.cfg.Log.InfoContext(r.Context(), "manual run triggered", "job", run.Job, "run_id", run.ID,
 		"created", created, "request_id", requestID(r.Context()))
+	s.audit(r, store.ActionTrigger, run.Job, &run.ID, reason)
 }
 
 func writeRawRun(w http.ResponseWriter, status int, id int64, b []byte) {

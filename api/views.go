@@ -69,22 +69,37 @@ type jobView struct {
 	Timeout string `json:"timeout"`
 	Catchup string `json:"catchup"`
 	MinGap  string `json:"min_gap"`
+	// ScheduleText says the schedule in plain words ("every day at 02:00 UTC").
+	ScheduleText string `json:"schedule_text"`
+	// TimeZone is the zone of the schedule's wall-clock times (CRON_TZ, else UTC).
+	TimeZone string `json:"time_zone"`
 	// NextRunAt is the next slot on the database clock; null while disabled or paused.
 	NextRunAt *time.Time `json:"next_run_at"`
-	LastRun   *runView   `json:"last_run"`
+	// NextRuns are the next nextRunsShown slots; empty while disabled or paused.
+	NextRuns []time.Time `json:"next_runs"`
+	LastRun  *runView    `json:"last_run"`
 }
+
+// nextRunsShown is how many coming slots a job view lists.
+const nextRunsShown = 5
 
 func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) jobView {
 	v := jobView{
 		Name: j.Name, Enabled: j.Enabled, Paused: paused, Timeout: j.Timeout.String(),
 		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last),
 	}
+	v.NextRuns = []time.Time{}
 	if j.Schedule != nil {
-		v.Schedule = j.Schedule.String()
+		v.Schedule, v.ScheduleText, v.TimeZone = j.Schedule.String(), j.Schedule.Text(), j.Schedule.Location().String()
 		if j.Enabled && !paused {
-			if next := j.Schedule.Next(now); !next.IsZero() {
-				next = next.UTC()
-				v.NextRunAt = &next
+			for t := now; len(v.NextRuns) < nextRunsShown; {
+				if t = j.Schedule.Next(t); t.IsZero() {
+					break
+				}
+				v.NextRuns = append(v.NextRuns, t.UTC())
+			}
+			if len(v.NextRuns) > 0 {
+				v.NextRunAt = &v.NextRuns[0]
 			}
 		}
 	}

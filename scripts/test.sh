@@ -14,6 +14,13 @@ if [ -z "${TEST_DATABASE_URL:-}" ]; then
   TEST_DATABASE_URL=$(scripts/pg.sh url "$port")
 fi
 
+# The dashboard's tests drive Debian's Chromium headless; they skip (saying so) without it.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test.sh: installing chromium for the dashboard's browser tests" >&2
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "test.sh: chromium could not be installed; the browser tests will skip" >&2
+fi
+
 go vet ./...
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...
+if [ -d tmp/ui-screenshots ]; then echo "test.sh: the dashboard's screenshots are in $(pwd)/tmp/ui-screenshots"; fi

@@ -85,7 +85,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	}
 	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
 		DB: db, InstanceID: cfg.InstanceID, Log: log, Jobs: cfg.Jobs,
-		APIToken: cfg.APIToken, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
+		APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext, ReadToken: cfg.APIReadToken, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
 	}).Handler())
 	// Requests (a ?wait trigger can last minutes) see the shutdown signal, so Shutdown is
 	// not held up by them.

@@ -77,6 +77,8 @@ type Config struct {
 	HTTPAddr        string
 	InstanceID      string
 	APIToken        string // required when HTTPAddr is not a loopback address
+	APITokenNext    string // accepted beside APIToken during a rotation
+	APIReadToken    string // may read every /v1 route and change nothing
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
 	LeaseTimeout    time.Duration
@@ -115,6 +117,8 @@ func Load(env *Env) *Config {
 		HTTPAddr:        env.String("SCHEDULER_HTTP_ADDR", httpAddrDefault),
 		InstanceID:      env.String("SCHEDULER_INSTANCE_ID", defaultInstanceID()),
 		APIToken:        env.String("SCHEDULER_API_TOKEN", ""),
+		APITokenNext:    env.String("SCHEDULER_API_TOKEN_NEXT", ""),
+		APIReadToken:    env.String("SCHEDULER_API_READ_TOKEN", ""),
 		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", LeaseTimeoutDefault),
 		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
 		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", PollIntervalDefault),
@@ -129,6 +133,17 @@ func Load(env *Env) *Config {
 		env.Fail("SCHEDULER_API_TOKEN", "", fmt.Sprintf(
 			"a bearer token because SCHEDULER_HTTP_ADDR=%q is reachable from other hosts (set a token, or bind 127.0.0.1:%s)",
 			c.HTTPAddr, portOf(c.HTTPAddr)))
+	}
+	// Without the full token /v1 is open to all, so a read-only or next token would
+	// protect nothing; and a read token equal to a full one would make every caller read-only.
+	for _, name := range []string{"SCHEDULER_API_TOKEN_NEXT", "SCHEDULER_API_READ_TOKEN"} {
+		if env.String(name, "") != "" && c.APIToken == "" {
+			env.Fail("SCHEDULER_API_TOKEN", "", "a bearer token, because "+name+" is set (it only applies beside SCHEDULER_API_TOKEN)")
+			break
+		}
+	}
+	if c.APIReadToken != "" && (c.APIReadToken == c.APIToken || c.APIReadToken == c.APITokenNext) {
+		env.Fail("SCHEDULER_API_READ_TOKEN", "(hidden)", "a token different from SCHEDULER_API_TOKEN and SCHEDULER_API_TOKEN_NEXT")
 	}
 	if len(c.InstanceID) > maxInstanceID || !printableASCII(c.InstanceID) {
 		env.Fail("SCHEDULER_INSTANCE_ID", c.InstanceID, fmt.Sprintf(

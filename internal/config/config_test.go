@@ -315,3 +315,20 @@ func loadAll(env *config.Env, defaults []config.JobDefaults) (*config.Config, er
 	}
 	return c, nil
 }
+
+func TestReadAndNextTokens(t *testing.T) {
+	c, err := load(t, "SCHEDULER_API_TOKEN=full", "SCHEDULER_API_TOKEN_NEXT=next", "SCHEDULER_API_READ_TOKEN=read")
+	require.NoError(t, err)
+	assert.Equal(t, "next", c.APITokenNext)
+	assert.Equal(t, "read", c.APIReadToken)
+
+	// Without the full token /v1 is open, so the others would protect nothing.
+	_, err = load(t, "SCHEDULER_API_READ_TOKEN=read", "SCHEDULER_API_TOKEN_NEXT=next")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SCHEDULER_API_TOKEN")
+	assert.Len(t, strings.Split(err.Error(), "\n"), 1, "one line for the missing token")
+	_, err = load(t, "SCHEDULER_API_TOKEN=same", "SCHEDULER_API_READ_TOKEN=same")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SCHEDULER_API_READ_TOKEN")
+	assert.NotContains(t, err.Error(), "same", "a token is never printed")
+}

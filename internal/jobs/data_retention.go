@@ -16,6 +16,9 @@ type RetentionSettings struct {
 	MessageDeliveries time.Duration
 	// Leads keeps abandoned, never submitted leads this long (by abandoned_at).
 	Leads time.Duration
+	// OperatorActions keeps the audit log this long (by at): an audit outlives the runs it
+	// names, so "who cancelled that run last spring" still has an answer.
+	OperatorActions time.Duration
 	// BatchSize bounds the rows one delete transaction removes.
 	BatchSize int
 	// Pause is the wait between two batches, which leaves room to the application's writers
@@ -28,12 +31,13 @@ const (
 	retentionJobRunsDefault           = 30 * 24 * time.Hour
 	retentionMessageDeliveriesDefault = 90 * 24 * time.Hour
 	retentionLeadsDefault             = 180 * 24 * time.Hour
+	retentionOperatorActionsDefault   = 365 * 24 * time.Hour
 	retentionBatchSizeDefault         = 5000
 	retentionPauseDefault             = 50 * time.Millisecond
 )
 
 // DataRetention deletes expired idempotency keys, old finished job runs, old message
-// deliveries and old abandoned leads, counted per table in Detail.
+// deliveries, old abandoned leads and old operator actions, counted per table in Detail.
 //
 // It never holds a long lock: each batch is one short transaction deleting at most BatchSize
 // rows it has locked FOR UPDATE SKIP LOCKED (rows another transaction is writing are left for
@@ -53,6 +57,9 @@ func NewDataRetention(s RetentionSettings) Job {
 	}
 	if s.Leads <= 0 {
 		s.Leads = retentionLeadsDefault
+	}
+	if s.OperatorActions <= 0 {
+		s.OperatorActions = retentionOperatorActionsDefault
 	}
 	if s.BatchSize <= 0 {
 		s.BatchSize = retentionBatchSizeDefault
@@ -104,6 +111,13 @@ WHERE submitted_at IS NULL AND abandoned_at < @cutoff AND id > @after_id
 ORDER BY id LIMIT @limit
 FOR UPDATE SKIP LOCKED`
 	deleteLeadsSQL = `DELETE FROM leads WHERE id = ANY(@ids)`
+
+	expiredOperatorActionsSQL = `
+SELECT id FROM operator_actions
+WHERE at < @cutoff AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteOperatorActionsSQL = `DELETE FROM operator_actions WHERE id = ANY(@ids)`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
@@ -118,6 +132,7 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 		{"job_runs", expiredJobRunsSQL, deleteJobRunsSQL, env.Now.Add(-j.s.JobRuns)},
 		{"message_deliveries", expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL, env.Now.Add(-j.s.MessageDeliveries)},
 		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads)},
+		{"operator_actions", expiredOperatorActionsSQL, deleteOperatorActionsSQL, env.Now.Add(-j.s.OperatorActions)},
 	}
 	for _, p := range purges {
 		// Batches walk the primary key, so a batch never rescans the dead rows its

@@ -73,6 +73,13 @@ func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 		 SELECT 'p', 'EMAIL', 'x@example.com', 'keep', 'k' || i, '{}', $1::timestamptz - interval '89 days',
 		        (SELECT min(id) FROM leads WHERE session_id LIKE 'old-%')
 		 FROM generate_series(1, 3) i`,
+		// operator_actions: 5 older than 365 days; kept: 2 newer.
+		`INSERT INTO operator_actions (at, action, token_kind, reason, request_id, remote_addr)
+		 SELECT $1::timestamptz - interval '366 days' - i * interval '1 day', 'pause', 'full', 'old', 'r', '127.0.0.1'
+		 FROM generate_series(1, 5) i`,
+		`INSERT INTO operator_actions (at, action, token_kind, reason, request_id, remote_addr)
+		 SELECT $1::timestamptz - interval '364 days', 'resume', 'full', 'keep', 'r', '127.0.0.1'
+		 FROM generate_series(1, 2) i`,
 	} {
 		var args []any
 		if strings.Contains(q, "$1") {
@@ -81,7 +88,7 @@ func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 		_, err := pool.Exec(ctx, q, args...)
 		require.NoError(t, err, q)
 	}
-	return map[string]int64{"idempotency_keys": 13, "job_runs": 11, "message_deliveries": 7, "leads": 9}
+	return map[string]int64{"idempotency_keys": 13, "job_runs": 11, "message_deliveries": 7, "leads": 9, "operator_actions": 5}
 }
 
 // remaining counts each table's rows by marker: what is left of the 'old' rows and the 'keep' ones.
@@ -93,6 +100,7 @@ func remaining(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 		"job_runs":           `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM job_runs`,
 		"message_deliveries": `SELECT count(*) FILTER (WHERE template = 'old'), count(*) FILTER (WHERE template = 'keep') FROM message_deliveries`,
 		"leads":              `SELECT count(*) FILTER (WHERE session_id LIKE 'old-%'), count(*) FILTER (WHERE session_id LIKE 'keep-%') FROM leads`,
+		"operator_actions":   `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM operator_actions`,
 	} {
 		var old, keep int64
 		require.NoError(t, pool.QueryRow(context.Background(), q).Scan(&old, &keep))
@@ -128,8 +136,8 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 		sum += n
 	}
 	assert.Equal(t, sum, st.Changed)
-	// 4 rows a batch: 13 → 4 batches, 11 → 3, 7 → 2, 9 → 3.
-	assert.EqualValues(t, 12, st.Detail["batches"], "deleted in several bounded batches")
+	// 4 rows a batch: 13 → 4 batches, 11 → 3, 7 → 2, 9 → 3, 5 → 2.
+	assert.EqualValues(t, 14, st.Detail["batches"], "deleted in several bounded batches")
 
 	after := remaining(t, db.Pool)
 	for table := range want {

@@ -47,6 +47,7 @@ const (
 //	SCHEDULER_RETENTION_JOB_RUNS            30d   finished runs older than this are deleted
 //	SCHEDULER_RETENTION_MESSAGE_DELIVERIES  90d   message deliveries older than this are deleted
 //	SCHEDULER_RETENTION_LEADS               180d  abandoned, unsubmitted leads older than this are deleted
+//	SCHEDULER_RETENTION_OPERATOR_ACTIONS    365d  audit log entries (operator_actions) older than this are deleted
 //	SCHEDULER_RETENTION_BATCH_SIZE          5000  rows per delete transaction
 //	SCHEDULER_RETENTION_PAUSE               50ms  wait between two delete batches
 //
@@ -83,6 +84,7 @@ func LoadSettings(env *config.Env) Settings {
 	s.Retention.JobRuns = window(env, "SCHEDULER_RETENTION_JOB_RUNS", retentionJobRunsDefault)
 	s.Retention.MessageDeliveries = window(env, "SCHEDULER_RETENTION_MESSAGE_DELIVERIES", retentionMessageDeliveriesDefault)
 	s.Retention.Leads = window(env, "SCHEDULER_RETENTION_LEADS", retentionLeadsDefault)
+	s.Retention.OperatorActions = window(env, "SCHEDULER_RETENTION_OPERATOR_ACTIONS", retentionOperatorActionsDefault)
 	s.Retention.BatchSize = intBetween(env, "SCHEDULER_RETENTION_BATCH_SIZE", retentionBatchSizeDefault, 1, 100_000)
 	s.Retention.Pause = env.Duration("SCHEDULER_RETENTION_PAUSE", retentionPauseDefault)
 	if s.Retention.Pause < 0 {

@@ -20,7 +20,7 @@ func TestLoadSettingsDefaults(t *testing.T) {
 		Abandon: jobs.AbandonSettings{Delay: 30 * time.Minute, ClaimTimeout: 10 * time.Minute, BatchSize: 100},
 		Sender: jobs.SenderSettings{Kind: "log", Webhook: jobs.WebhookSettings{
 			Timeout: 10 * time.Second, MaxAttempts: 4, Backoff: 500 * time.Millisecond}},
-		Retention: jobs.RetentionSettings{JobRuns: 30 * day, MessageDeliveries: 90 * day, Leads: 180 * day,
+		Retention: jobs.RetentionSettings{JobRuns: 30 * day, MessageDeliveries: 90 * day, Leads: 180 * day, OperatorActions: 365 * day,
 			BatchSize: 5000, Pause: 50 * time.Millisecond},
 	}, s)
 	assert.IsType(t, &jobs.LogSender{}, jobs.NewSender(s.Sender, slog.New(slog.DiscardHandler)))
@@ -39,6 +39,7 @@ func TestLoadSettingsReadsEveryVariable(t *testing.T) {
 		"SCHEDULER_RETENTION_JOB_RUNS=7d",
 		"SCHEDULER_RETENTION_MESSAGE_DELIVERIES=2160h",
 		"SCHEDULER_RETENTION_LEADS=365d",
+		"SCHEDULER_RETENTION_OPERATOR_ACTIONS=730d",
 		"SCHEDULER_RETENTION_BATCH_SIZE=1000",
 		"SCHEDULER_RETENTION_PAUSE=0",
 	})
@@ -48,7 +49,7 @@ func TestLoadSettingsReadsEveryVariable(t *testing.T) {
 		Abandon: jobs.AbandonSettings{Delay: 45 * time.Minute, ClaimTimeout: time.Hour, BatchSize: 50},
 		Sender: jobs.SenderSettings{Kind: "webhook", Webhook: jobs.WebhookSettings{
 			URL: "https://hooks.example.com/messages", Timeout: 3 * time.Second, MaxAttempts: 5, Backoff: time.Second}},
-		Retention: jobs.RetentionSettings{JobRuns: 7 * day, MessageDeliveries: 90 * day, Leads: 365 * day,
+		Retention: jobs.RetentionSettings{JobRuns: 7 * day, MessageDeliveries: 90 * day, Leads: 365 * day, OperatorActions: 730 * day,
 			BatchSize: 1000, Pause: 0},
 	}, s)
 	assert.IsType(t, &jobs.WebhookSender{}, jobs.NewSender(s.Sender, nil))

@@ -215,6 +215,10 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	}
 	lockedAt := time.Now()
 	e.testSignals.lockAcquired.Send(struct{}{})
+	// Before the bump, so a step-down request naming the new epoch cannot come too early.
+	if err := session.ListenStepDown(ctx); err != nil {
+		return Term{}, nil, err
+	}
 	taken, err := session.LockTaken(ctx)
 	if err != nil {
 		return Term{}, nil, err
@@ -286,14 +290,24 @@ func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time
 func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
 	e.setLeader(true, term)
 	lastOK := time.Now()
-	ticker := time.NewTicker(e.conf.HeartbeatInterval)
-	defer ticker.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			e.attemptResign(session, term, endTerm)
+		// Between heartbeats the lock session waits for an operator's step-down request
+		// (POST /v1/leader/step-down on any replica NOTIFYs it with the epoch to end).
+		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
+		asked, err := session.AwaitStepDown(wctx, term.Epoch)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			e.attemptResign(session, term, endTerm, "shutdown")
 			return
-		case <-ticker.C:
+		case asked:
+			// Back to Run's loop: this replica rejoins the election as a follower, behind
+			// the replicas already waiting for the lock, one of which takes over at once.
+			e.attemptResign(session, term, endTerm, "step_down")
+			return
+		case err != nil:
+			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("waiting on the lock connection failed: %w", err))
+			return
 		}
 		start := time.Now()
 		hbCtx, cancel := context.WithDeadline(ctx, lastOK.Add(e.conf.LeaseTimeout))
@@ -301,7 +315,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			e.attemptResign(session, term, endTerm)
+			e.attemptResign(session, term, endTerm, "shutdown")
 			return
 		case err != nil:
 			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
@@ -328,14 +342,15 @@ func (e *Elector) stepDown(session *store.LockSession, term Term, endTerm contex
 	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 
-// attemptResign gives leadership up on shutdown so a follower takes over at once (DESIGN.md
-// guarantee 7). It uses a fresh bounded context because we want to give up leadership even
-// during a shutdown, when ctx is already cancelled; closing the connection releases the lock
-// too if the unlock fails.
-func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm context.CancelFunc) {
+// attemptResign gives leadership up on shutdown or an operator's step-down, so a follower
+// takes over at once (DESIGN.md guarantee 7). It uses a fresh bounded context because we
+// want to give up leadership even during a shutdown, when ctx is already cancelled; closing
+// the connection releases the lock too if the unlock fails.
+func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm context.CancelFunc, kind string) {
 	endTerm()
 	e.setLeader(false, term)
-	e.conf.Metrics.SteppedDown("shutdown")
+	e.conf.Metrics.SteppedDown(kind)
+	e.steppedDownAt = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
 	// Marked a follower before the lock goes, so the next leader measures the hand-over
@@ -349,7 +364,7 @@ func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm c
 	session.Close()
 	e.log.Info("lock released", "lock", "scheduler-leader", "epoch", term.Epoch, "held", time.Since(e.lockedAt),
 		"how", "resigned")
-	e.log.Info("resigned leadership", "epoch", term.Epoch)
+	e.log.Info("resigned leadership", "epoch", term.Epoch, "why", kind)
 	e.testSignals.lostLeadership.Send(term.Epoch)
 }
 

@@ -103,7 +103,7 @@ func New() *Metrics {
 		}),
 		stepDownsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "step_downs_total",
-			Help: "Times this replica stopped leading, by reason (shutdown, lock_lost, fenced, ...).",
+			Help: "Times this replica stopped leading, by reason (shutdown, step_down, lock_lost, fenced).",
 		}, []string{"reason"}),
 
 		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{

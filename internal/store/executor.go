@@ -46,6 +46,11 @@ type Executor interface {
 	// idempotency_keys (idempotency.go)
 	CompleteIdempotencyKey(ctx context.Context, key, scope string, status int, body []byte) error
 
+	// operator_actions and step-down requests (operator.go)
+	RecordAction(ctx context.Context, a Action) error
+	Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error)
+	RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err error)
+
 	// pg_locks (locks.go)
 	AdvisoryLocks(ctx context.Context) ([]AdvisoryLock, error)
 

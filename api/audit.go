@@ -1,0 +1,127 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// actionView is one operator action as GET /v1/audit shows it.
+type actionView struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Action     string    `json:"action"`
+	Job        *string   `json:"job"`
+	RunID      *int64    `json:"run_id"`
+	TokenKind  string    `json:"token_kind"`
+	Reason     *string   `json:"reason"`
+	RequestID  string    `json:"request_id"`
+	RemoteAddr string    `json:"remote_addr"`
+}
+
+// auditCursorScope ties audit cursors to this route, so a run-history cursor is refused here.
+const auditCursorScope = "audit"
+
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := limitDefault
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > limitMax {
+			fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
+			return
+		}
+		limit = n
+	}
+	var before int64
+	if v := q.Get("cursor"); v != "" {
+		id, ok := decodeCursor(v, auditCursorScope)
+		if !ok {
+			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/audit")
+			return
+		}
+		before = id
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	list, err := s.cfg.DB.Actions(ctx, before, limit+1)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	var next *string
+	if len(list) > limit {
+		list = list[:limit]
+		c := encodeCursor(list[len(list)-1].ID, auditCursorScope)
+		next = &c
+	}
+	views := make([]actionView, len(list))
+	for i, a := range list {
+		views[i] = actionView{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID,
+			TokenKind: a.TokenKind, Reason: a.Reason, RequestID: a.RequestID, RemoteAddr: a.RemoteAddr}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
+}
+
+// audit records an action that took effect. The action has happened by now, so a failure
+// to record it is logged (with everything the row would have held) rather than turned into
+// an error answer that would make the client retry it.
+func (s *Server) audit(r *http.Request, action, job string, runID *int64, reason *string) {
+	a := store.Action{Action: action, RunID: runID, TokenKind: tokenKind(r.Context()), Reason: reason,
+		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
+	if job != "" {
+		a.Job = &job
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
+	defer cancel()
+	if err := s.cfg.DB.RecordAction(ctx, a); err != nil {
+		s.cfg.Log.ErrorContext(ctx, "operator action not recorded in the audit log", "err", err, "action", action,
+			"job", job, "run_id", runID, "token_kind", a.TokenKind, "reason", reason, "request_id", a.RequestID,
+			"remote_addr", a.RemoteAddr)
+	}
+}
+
+// remoteHost is the client's address as this replica sees it (a proxy's, behind one: the
+// request id then links the row to the proxy's log).
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// actionRequest is the optional body of pause, resume, cancel and step-down.
+type actionRequest struct {
+	Reason *string `json:"reason"`
+}
+
+// actionReason reads the optional {"reason": "..."} body of an action, or answers 400.
+func actionReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	var req actionRequest
+	if body != nil && !decodeStrict(w, r, body, &req) {
+		return nil, false
+	}
+	return checkReason(w, r, req.Reason)
+}
+
+// checkReason drops an empty reason and refuses one that is too long or not UTF-8.
+func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*string, bool) {
+	if reason != nil && *reason == "" {
+		return nil, true
+	}
+	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason)) {
+		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 of at most %d characters", maxReasonRunes))
+		return nil, false
+	}
+	return reason, true
+}

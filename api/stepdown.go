@@ -1,0 +1,41 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+type stepDownView struct {
+	InstanceID string    `json:"instance_id"`
+	Epoch      int64     `json:"epoch"`
+	Since      time.Time `json:"since"`
+}
+
+// stepDown asks the leader, whichever replica it is, to resign at once as on SIGTERM: its
+// running jobs are cancelled, a waiting follower takes over, and it stays up as a follower.
+// This is the lever to drain a node; there is no lock to release by hand (docs/operations.md).
+func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
+	reason, ok := actionReason(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	l, ok, err := s.cfg.DB.RequestStepDown(ctx)
+	switch {
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	case !ok:
+		writeProblem(w, r, http.StatusConflict, probNoLeader,
+			"no replica holds the leader lock now, so none can step down; GET /v1/instances shows which replicas are up")
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "leader step-down requested", "leader", l.InstanceID, "epoch", l.Epoch,
+		"request_id", requestID(ctx))
+	s.audit(r, store.ActionStepDown, "", nil, reason)
+	writeJSON(w, http.StatusAccepted, stepDownView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()})
+}

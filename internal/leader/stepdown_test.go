@@ -1,0 +1,87 @@
+package leader
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// An operator's step-down, asked through any replica's database handle, makes the leader
+// resign at once; the follower takes over with a new epoch, and the old leader stays in the
+// election: asked again, leadership comes back to it.
+func TestStepDownHandsOverAndRejoins(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := startReplica(t, url, "a", 2*time.Second)
+	termA := <-a.sub.C()
+	require.Equal(t, int64(1), termA.Epoch)
+	b := startReplica(t, url, "b", 2*time.Second)
+	// b waits for the lock inside PostgreSQL before the step-down is asked, so it is first
+	// in line when a lets go.
+	require.Eventually(t, func() bool { return waitingForLeaderLock(t, b) }, waitTimeout, 20*time.Millisecond)
+
+	asked, ok, err := b.db.RequestStepDown(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "a", asked.InstanceID)
+	assert.Equal(t, int64(1), asked.Epoch)
+
+	assert.Equal(t, int64(1), await(t, &a.e.testSignals.lostLeadership, "a resigns"))
+	require.Error(t, termA.Ctx.Err(), "the resigned term's context must be over")
+	termB := <-b.sub.C()
+	assert.Equal(t, int64(2), termB.Epoch)
+	isLeader, _ := a.e.IsLeader()
+	assert.False(t, isLeader)
+
+	// a is still running, as a follower: the next step-down hands leadership back to it.
+	require.Eventually(t, func() bool { return waitingForLeaderLock(t, a) }, waitTimeout, 20*time.Millisecond)
+	asked, ok, err = a.db.RequestStepDown(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "b", asked.InstanceID)
+	termA2 := <-a.sub.C()
+	assert.Equal(t, int64(3), termA2.Epoch)
+	assert.Equal(t, "a", leaderRow(t, a.db).InstanceID)
+}
+
+// A step-down with nobody holding the lock answers ok=false (the API's 409), and a request
+// naming an ended epoch does not depose the leader elected after it.
+func TestStepDownWithoutLeaderAndStaleRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := startReplica(t, url, "a", 2*time.Second)
+	termA := <-a.sub.C()
+	a.stop()
+	_, ok, err := a.db.RequestStepDown(ctx)
+	require.NoError(t, err)
+	assert.False(t, ok, "the leader row names a replica that no longer holds the lock")
+
+	b := startReplica(t, url, "b", 2*time.Second)
+	termB := <-b.sub.C()
+	require.Greater(t, termB.Epoch, termA.Epoch)
+	_, err = b.db.Pool.Exec(ctx, `SELECT pg_notify('scheduler_leader_step_down', $1)`, "1")
+	require.NoError(t, err)
+	// A heartbeat later b still leads under the same term.
+	time.Sleep(3 * b.e.conf.HeartbeatInterval) // no event marks "a notification was ignored"
+	require.NoError(t, termB.Ctx.Err())
+	isLeader, epoch := b.e.IsLeader()
+	assert.True(t, isLeader)
+	assert.Equal(t, termB.Epoch, epoch)
+}
+
+// waitingForLeaderLock reports whether r's lock session waits in pg_advisory_lock.
+func waitingForLeaderLock(t *testing.T, r *replica) bool {
+	var n int
+	require.NoError(t, r.db.Pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`,
+		"scheduler:"+r.id).Scan(&n))
+	return n > 0
+}

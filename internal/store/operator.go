@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Operator actions (the audit log) and the step-down request.
+
+// Action is one row of operator_actions.
+type Action struct {
+	ID         int64
+	At         time.Time
+	Action     string // trigger, cancel, pause, resume, step-down
+	Job        *string
+	RunID      *int64
+	TokenKind  string
+	Reason     *string
+	RequestID  string
+	RemoteAddr string
+}
+
+// Operator action names.
+const (
+	ActionTrigger  = "trigger"
+	ActionCancel   = "cancel"
+	ActionPause    = "pause"
+	ActionResume   = "resume"
+	ActionStepDown = "step-down"
+)
+
+const insertActionSQL = `
+INSERT INTO operator_actions (action, job, run_id, token_kind, reason, request_id, remote_addr)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+// RecordAction appends a to the audit log.
+func (q queries) RecordAction(ctx context.Context, a Action) error {
+	_, err := q.q.Exec(ctx, insertActionSQL, a.Action, a.Job, a.RunID, a.TokenKind, a.Reason, a.RequestID, a.RemoteAddr)
+	if err != nil {
+		return fmt.Errorf("record the %s action in operator_actions: %w", a.Action, err)
+	}
+	return nil
+}
+
+// listActionsSQL is one keyset page, newest first: a backward range scan of the primary key
+// from the cursor, however long the log is.
+const listActionsSQL = `
+SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr
+FROM operator_actions
+WHERE id < $1
+ORDER BY id DESC
+LIMIT $2`
+
+// Actions returns up to limit actions with ids below beforeID (0: from the newest).
+func (q queries) Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error) {
+	if beforeID <= 0 {
+		beforeID = 1<<63 - 1
+	}
+	rows, err := q.q.Query(ctx, listActionsSQL, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list operator actions: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Action, error) {
+		var a Action
+		err := row.Scan(&a.ID, &a.At, &a.Action, &a.Job, &a.RunID, &a.TokenKind, &a.Reason, &a.RequestID, &a.RemoteAddr)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list operator actions: %w", err)
+	}
+	return list, nil
+}
+
+// StepDownChannel is the NOTIFY channel of step-down requests. The payload is the epoch to
+// end, so a request can never depose a leader elected after it was made.
+const StepDownChannel = "scheduler_leader_step_down"
+
+// currentLeaderSQL reads the leader row, and whether its lock is held right now: the row
+// outlives a crashed leader until the next election, and a request to a dead leader would
+// be answered 202 and do nothing.
+const currentLeaderSQL = `
+WITH leader AS (
+    SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1
+),
+-- The leader lock's 64-bit key, as pg_locks shows it: high and low halves, objsubid 1.
+lock_held AS (
+    SELECT EXISTS (
+        SELECT FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND objsubid = 1
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND ((classid::int8 << 32) | objid::int8) = hashtextextended('scheduler-leader', 0)
+    ) AS held
+)
+SELECT leader.epoch, coalesce(leader.instance_id, ''), coalesce(leader.since, now()), lock_held.held
+FROM leader, lock_held`
+
+// RequestStepDown asks the current leader to resign: a NOTIFY its lock session listens to.
+// It returns the leader asked, or ok=false when no replica leads now.
+func (q queries) RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err error) {
+	var held bool
+	if err := q.q.QueryRow(ctx, currentLeaderSQL).Scan(&l.Epoch, &l.InstanceID, &l.Since, &held); err != nil {
+		return l, false, fmt.Errorf("read the leader: %w", err)
+	}
+	if !held || l.InstanceID == "" {
+		return l, false, nil
+	}
+	if _, err := q.q.Exec(ctx, `SELECT pg_notify($1, $2)`, StepDownChannel, strconv.FormatInt(l.Epoch, 10)); err != nil {
+		return l, false, fmt.Errorf("send the step-down request: %w", err)
+	}
+	return l, true, nil
+}
+
+// ListenStepDown makes the lock session receive step-down requests. The leader does it
+// before bumping the epoch, so a request for the new epoch cannot arrive before it listens.
+func (s *LockSession) ListenStepDown(ctx context.Context) error {
+	if _, err := s.conn.Exec(ctx, `LISTEN `+StepDownChannel); err != nil {
+		return fmt.Errorf("listen for step-down requests: %w", err)
+	}
+	return nil
+}
+
+// AwaitStepDown waits until ctx ends (false, nil: nobody asked) or a step-down request for
+// epoch arrives (true). A request naming another epoch was meant for a term that has
+// already ended and is ignored. An error means the session failed.
+func (s *LockSession) AwaitStepDown(ctx context.Context, epoch int64) (bool, error) {
+	want := strconv.FormatInt(epoch, 10)
+	for {
+		n, err := s.conn.WaitForNotification(ctx)
+		switch {
+		case n != nil && n.Channel == StepDownChannel && n.Payload == want:
+			return true, nil
+		case n != nil:
+			continue
+		case ctx.Err() != nil:
+			// A timed-out wait leaves the session usable: pgx only sets a read deadline.
+			return false, nil
+		default:
+			return false, err
+		}
+	}
+}

@@ -1,0 +1,142 @@
+// Package testserver starts a whole replica inside a test: the HTTP API (with the dashboard)
+// on a local port, the elector and the run engine, on a test database. The console's tests
+// (the command-line client's and the browser's) drive it as an operator would.
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/schedulerhq/scheduler/api"
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/engine"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/schedule"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// Options choose the replica's tokens and any jobs besides the built-in ones.
+type Options struct {
+	Token, ReadToken string
+	// Extra jobs run beside the built-in ones, with the schedule of their Defaults.
+	Extra []jobs.Job
+	// Paused names jobs paused before the replica starts (so no catch-up run makes noise).
+	Paused []string
+}
+
+// Server is a running replica.
+type Server struct {
+	URL        string
+	DB         *testdb.DB
+	InstanceID string
+}
+
+// Start starts a replica and returns once it leads. Everything stops when the test ends.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	const id = "console-test-1"
+	db, _ := testdb.Open(t, store.Options{InstanceID: id, LeaseTimeout: 2 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, name := range o.Paused {
+		if err := db.SetPaused(ctx, name, true); err != nil {
+			t.Fatalf("testserver: pause %s: %v", name, err)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	builtin := jobs.Builtin(jobs.Settings{}, log).All()
+	registry := jobs.NewRegistry(append(append([]jobs.Job{}, builtin...), o.Extra...)...)
+	var conf []config.Job
+	for _, j := range registry.All() {
+		d := j.Defaults()
+		s, err := schedule.Parse(d.Schedule)
+		if err != nil {
+			t.Fatalf("testserver: job %s: %v", j.Name(), err)
+		}
+		conf = append(conf, config.Job{Name: j.Name(), Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
+	}
+	elector, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, Log: log, LeaseTimeout: 2 * time.Second,
+		InstanceHeartbeat: 500 * time.Millisecond, Version: "test", HTTPAddr: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{DB: db.DB, Registry: registry, Jobs: conf, InstanceID: id, Log: log,
+		PollInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms, watch := elector.Listen(), elector.Listen()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); eng.Run(ctx, terms.C()) }()
+	go func() { defer wg.Done(); elector.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	srv := httptest.NewServer(api.NewServer(api.Config{DB: db.DB, InstanceID: id, Log: log, Jobs: conf,
+		APIToken: o.Token, ReadToken: o.ReadToken}).Handler())
+	t.Cleanup(srv.Close)
+
+	// watch is not read after the first term; its buffer holds the few a test makes.
+	select {
+	case <-watch.C():
+	case <-time.After(30 * time.Second):
+		t.Fatal("testserver: the replica was not elected within 30 s")
+	}
+	return &Server{URL: srv.URL, DB: db, InstanceID: id}
+}
+
+// Blocking is a job whose runs last until they are cancelled (or time out after an hour):
+// the long run an operator cancels.
+type Blocking struct{ JobName string }
+
+func (b Blocking) Name() string { return b.JobName }
+
+func (Blocking) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Hour}
+}
+
+func (Blocking) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	env.Log.Info("blocking until cancelled")
+	<-ctx.Done()
+	return jobs.Stats{}, context.Cause(ctx)
+}
+
+// Quick is a job that succeeds at once with a few counts, per-tenant ones among them.
+type Quick struct{ JobName, Schedule string }
+
+func (q Quick) Name() string { return q.JobName }
+
+func (q Quick) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: q.Schedule, Timeout: time.Minute}
+}
+
+func (Quick) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	st := jobs.Stats{Processed: 12, Changed: 5}
+	for i := range 3 {
+		st.Count(fmt.Sprintf("tenant:%d", i+1), int64(i+1))
+	}
+	if env.Params.DryRun {
+		st.Changed = 0
+	}
+	return st, nil
+}
+
+// Failing is a job whose runs fail at once with an error that says what to do.
+type Failing struct{ JobName string }
+
+func (f Failing) Name() string { return f.JobName }
+
+func (Failing) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+}
+
+func (Failing) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
+	return jobs.Stats{Errors: 1}, errors.New("the export target refused the upload; check its credentials")
+}

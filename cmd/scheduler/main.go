@@ -3,6 +3,8 @@
 //	scheduler serve             run a replica (HTTP API + leader election + job schedule)
 //	scheduler migrate up|down|version
 //	scheduler seed              load demo data
+//	scheduler jobs|job|trigger|runs|run|cancel|pause|resume|status|step-down
+//	                            the client commands, against a replica's HTTP API
 package main
 
 import (
@@ -37,8 +39,8 @@ Usage:
   scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
   scheduler version               print the build version
 
-Run "scheduler <command> --help" for a command's flags. Configuration comes from the
-environment; see README.md ("Configuration"). DATABASE_URL is always required.
+Run "scheduler <command> --help" for a command's flags. The server side's configuration
+comes from the environment; see README.md ("Configuration"). DATABASE_URL is required there.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -53,7 +55,7 @@ func main() {
 
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage+clientHelp())
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
@@ -70,10 +72,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stdout, version)
 		return exitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage+clientHelp())
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "scheduler: unknown command %q\n\n%s", cmd, usage)
+		if c, ok := findClientCommand(cmd); ok {
+			return runClient(ctx, c, rest, environ, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "scheduler: unknown command %q\n\n%s", cmd, usage+clientHelp())
 		return exitUsage
 	}
 }

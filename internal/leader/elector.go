@@ -403,7 +403,10 @@ func (e *Elector) instanceHeartbeatLoop(ctx context.Context) {
 	defer ticker.Stop()
 	for {
 		isLeader, _ := e.IsLeader()
-		hbCtx, cancel := context.WithTimeout(ctx, e.conf.InstanceHeartbeat)
+		// Not cancelled by ctx: a heartbeat cut off by the client can still commit on the
+		// server after the DeleteInstance below, bringing a stopped replica's row back. Let
+		// it finish (it is bounded) and delete after it.
+		hbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.conf.InstanceHeartbeat)
 		if err := e.conf.DB.HeartbeatInstance(hbCtx, e.instance(isLeader)); err != nil && ctx.Err() == nil {
 			e.log.Warn("instance heartbeat failed", "error", err)
 		}

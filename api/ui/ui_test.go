@@ -121,6 +121,8 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("the read-only token sees everything and every action is refused", func(t *testing.T) {
 		viewer := newTab(t, browser)
+		run(t, viewer, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+		screenshot(t, viewer, shots, "token")
 		run(t, viewer, signIn(srv.URL, readToken),
 			waitJS(`document.querySelectorAll("tr[data-job]").length === 14`))
 		refused := func(button string) chromedp.Action[chromedp.Void] {

@@ -17,7 +17,7 @@ const STATUSES = ["queued", "running", "succeeded", "failed", "skipped", "timed_
 const TRIGGERS = ["schedule", "manual", "catch-up", "recovery"];
 // A symbol per status, so outcomes read without colour.
 const SYMBOL = {
-  succeeded: "✓", failed: "✗", timed_out: "⏱", abandoned: "!", cancelled: "⊘",
+  succeeded: "✓", failed: "✗", timed_out: "◷", abandoned: "!", cancelled: "⊘",
   running: "▶", queued: "…", skipped: "–", missed: "○",
 };
 

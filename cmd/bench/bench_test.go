@@ -34,7 +34,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	defer cancel()
 	tiny := sizes{members: 2000, naiveSample: 100, groups: 300, retention: 3000, historyRows: 3000,
 		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond,
-		messages: 300, slowWindow: 500 * time.Millisecond}
+		messages: 300, slowWindow: 500 * time.Millisecond, appointments: 2000}
 	// Any database of the cluster serves as the admin connection that creates the others.
 	b, err := newBench(ctx, testdb.New(t), tiny, true, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -43,7 +43,8 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	for _, s := range []struct {
 		name string
 		run  func(context.Context, *bench) error
-	}{{"members", benchMembers}, {"messages", benchMessages}, {"rounds", benchRounds}, {"retention", benchRetention}, {"api", benchAPI}} {
+	}{{"members", benchMembers}, {"messages", benchMessages}, {"rounds", benchRounds},
+		{"appointments", benchAppointments}, {"retention", benchRetention}, {"api", benchAPI}} {
 		require.NoError(t, s.run(ctx, b), s.name)
 	}
 	var names []string
@@ -56,6 +57,8 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		"plan-change peak RSS of the job's process", "status-sync job ÷ one raw SQL statement",
 		"message delivery throughput at concurrency 64", "message throughput, concurrency 64 ÷ concurrency 1",
 		"rounds-open job ÷ one raw UPDATE with AT TIME ZONE",
+		"appointment-reminders-day job ÷ raw SQL claim + record", "no-show-detection job ÷ one raw SQL statement",
+		"no-show-rate job ÷ raw SQL claim + record",
 		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
 		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
 	} {

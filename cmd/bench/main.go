@@ -38,6 +38,7 @@ type sizes struct {
 	delaySlots   int // one-second slots for the schedule delay
 	writerWindow time.Duration
 	messages     int           // abandoned leads, one message each, for the message pipeline
+	appointments int           // appointments for the appointment jobs (a tenth due for each)
 	slowWindow   time.Duration // how long the pipeline at concurrency 1 is measured
 }
 
@@ -45,12 +46,12 @@ var (
 	fullSizes = sizes{
 		members: 1_000_000, naiveSample: 20_000, groups: 100_000, retention: 10_000_000,
 		historyRows: 10_000_000, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
-		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second,
+		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second, appointments: 1_000_000,
 	}
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
 		historyRows: 1_000_000, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
-		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second,
+		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second, appointments: 100_000,
 	}
 )
 
@@ -62,6 +63,7 @@ var sections = []struct {
 	{"members", benchMembers},
 	{"messages", benchMessages},
 	{"rounds", benchRounds},
+	{"appointments", benchAppointments},
 	{"retention", benchRetention},
 	{"api", benchAPI},
 	{"handover", benchHandover},
@@ -73,7 +75,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
-	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,retention,api,handover); default all")
+	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,handover); default all")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/seed"
 )
 
@@ -40,6 +41,11 @@ type Config struct {
 	Log    *slog.Logger
 	// Seed makes the signal choice and pauses repeatable (0: random).
 	Seed uint64
+	// Jobs are the jobs the replicas run, with their schedules; every other job is disabled.
+	// Default: plan-change every second.
+	Jobs map[string]string
+	// Env is added to the replicas' environment (a sender and its settings).
+	Env []string
 }
 
 func (c *Config) defaults() {
@@ -63,6 +69,9 @@ func (c *Config) defaults() {
 	}
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
+	}
+	if c.Jobs == nil {
+		c.Jobs = map[string]string{"plan-change": "@every 1s"}
 	}
 }
 
@@ -120,8 +129,20 @@ func (r *Result) Violations() []string {
 	return v
 }
 
-// jobsOff are the jobs the replicas must not run: only plan-change is under test.
-var jobsOff = []string{"STATUS_SYNC", "ROUNDS_CREATE", "ROUNDS_OPEN", "ROUNDS_CLOSE", "ABANDON_RECOVERY", "DATA_RETENTION"}
+// jobsEnv runs the jobs under test on their chaos schedules and disables every other job of
+// the registry.
+func jobsEnv(run map[string]string) []string {
+	var env []string
+	for _, j := range jobs.Builtin(jobs.Settings{}, slog.New(slog.DiscardHandler)).All() {
+		name := "SCHEDULER_JOB_" + strings.ToUpper(strings.ReplaceAll(j.Name(), "-", "_"))
+		if schedule, ok := run[j.Name()]; ok {
+			env = append(env, name+"_SCHEDULE="+schedule)
+		} else {
+			env = append(env, name+"_ENABLED=false")
+		}
+	}
+	return env
+}
 
 // replica is one scheduler serve process slot; it is restarted under a new instance id.
 type replica struct {
@@ -218,12 +239,9 @@ func (r *runner) start(i int) error {
 		"SCHEDULER_HTTP_ADDR=127.0.0.1:"+port,
 		"SCHEDULER_INSTANCE_ID="+rep.id,
 		"SCHEDULER_LOG_FORMAT=json",
-		"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=@every 1s",
 	)
-	for _, j := range jobsOff {
-		env = append(env, "SCHEDULER_JOB_"+j+"_ENABLED=false")
-	}
-	cmd.Env = env
+	env = append(env, jobsEnv(r.cfg.Jobs)...)
+	cmd.Env = append(env, r.cfg.Env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

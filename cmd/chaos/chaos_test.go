@@ -19,6 +19,18 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
+// testBinary builds the scheduler into a directory of the test (the build cache makes a
+// second build a link).
+func testBinary(t *testing.T) string {
+	t.Helper()
+	binary := filepath.Join(t.TempDir(), "scheduler")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/scheduler")
+	build.Dir = testdb.RepoRoot()
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build the scheduler: %s", out)
+	return binary
+}
+
 // TestChaosShortRunKeepsEveryInvariant is `make chaos` in 20 seconds: three real
 // `scheduler serve` processes, the leader killed (SIGKILL or SIGTERM) every 2 to 4 seconds
 // and restarted, members coming due all the time; afterwards every due member is applied
@@ -29,13 +41,7 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 		t.Skip("chaos run: 20 s of real processes; skipped with -short")
 	}
 	dir := t.TempDir()
-	binary := filepath.Join(dir, "scheduler")
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the chaos run builds the scheduler: put the go tool on PATH")
-	build := exec.Command(goTool, "build", "-o", binary, "./cmd/scheduler")
-	build.Dir = testdb.RepoRoot()
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "build the scheduler: %s", out)
+	binary := testBinary(t)
 
 	url := testdb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)

@@ -12,11 +12,12 @@ import (
 	"github.com/schedulerhq/scheduler/internal/seed"
 )
 
-const seedUsage = `Usage: scheduler seed [--members N] [--groups N] [--leads N]
+const seedUsage = `Usage: scheduler seed [--members N] [--groups N] [--leads N] [--appointments N]
 
 Loads demo data for every job: members across tenants (some with a pending plan change due,
-some whose membership has ended), groups spread over many time zones, and leads (some
-abandoned). Idempotent: running it again with the same sizes adds nothing; larger sizes add
+some whose membership has ended), groups spread over many time zones, leads (some
+abandoned), and organizations in several time zones with appointments around now (some due
+for each appointment job). Idempotent: running it again with the same sizes adds nothing; larger sizes add
 the difference. Applies pending migrations first. Needs DATABASE_URL.
 
 Flags:
@@ -29,13 +30,14 @@ func seedCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	members := fs.Int("members", 1000, "members, across tenants")
 	groups := fs.Int("groups", 200, "groups (daily rounds), spread over time zones")
 	leads := fs.Int("leads", 200, "form leads")
+	appointments := fs.Int("appointments", 200, "appointments around now, in organizations in several time zones")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if *members < 0 || *groups < 0 || *leads < 0 {
+	if *members < 0 || *groups < 0 || *leads < 0 || *appointments < 0 {
 		fmt.Fprintln(stderr, "scheduler: seed: sizes must be 0 or more")
 		return exitUsage
 	}
@@ -65,6 +67,7 @@ func seedCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 		{"members", *members, seed.Members},
 		{"groups", *groups, seed.Rounds},
 		{"leads", *leads, seed.Leads},
+		{"appointments", *appointments, seed.Appointments},
 	}
 	for _, step := range steps {
 		added, err := step.fn(ctx, pool, step.n)

@@ -57,6 +57,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	base := logging.New(stdout, cfg.LogLevel, cfg.LogFormat)
 	log := logging.ForInstance(base, cfg.InstanceID)
 	settings.Send = jobs.SendSettings{Concurrency: cfg.SendConcurrency, Rate: cfg.SendRate}
+	settings.Appointments.NoShowGrace = cfg.NoShowGrace
 	registry := jobs.Builtin(settings, log)
 	if err := cfg.LoadJobs(env, registry.Defaults()); err != nil {
 		return configError(stderr, err)

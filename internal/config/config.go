@@ -40,6 +40,10 @@ const (
 	MaxSendConcurrency = 1024
 )
 
+// NoShowGraceDefault is how long after its start a BOOKED appointment that was not checked in
+// becomes a no-show (SCHEDULER_NO_SHOW_GRACE, no-show-detection).
+const NoShowGraceDefault = 15 * time.Minute
+
 // maxInstanceID keeps "scheduler:<id>" within PostgreSQL's 63-byte
 // application_name: the server cuts longer names, and a new leader finds the
 // old leader's backends by that name.
@@ -85,9 +89,10 @@ type Config struct {
 	IdempotencyTTL  time.Duration
 	PollInterval    time.Duration // fallback polling for queued manual runs
 	ShutdownTimeout time.Duration
-	SendConcurrency int     // messages in flight at once on this replica, every sending job together
-	SendRate        float64 // messages per second to the provider; 0: no bound
-	Jobs            []Job   // in the order of the defaults given to LoadJobs
+	SendConcurrency int           // messages in flight at once on this replica, every sending job together
+	SendRate        float64       // messages per second to the provider; 0: no bound
+	NoShowGrace     time.Duration // no-show-detection: how long after its start an appointment not checked in is a no-show
+	Jobs            []Job         // in the order of the defaults given to LoadJobs
 }
 
 // DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
@@ -123,6 +128,7 @@ func Load(env *Env) *Config {
 		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
 		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", PollIntervalDefault),
 		ShutdownTimeout: env.Duration("SCHEDULER_SHUTDOWN_TIMEOUT", shutdownTimeoutDefault),
+		NoShowGrace:     env.Duration("SCHEDULER_NO_SHOW_GRACE", NoShowGraceDefault),
 	}
 
 	loopback, ok := checkHTTPAddr(c.HTTPAddr)
@@ -167,6 +173,7 @@ func Load(env *Env) *Config {
 	atLeast(env, "SCHEDULER_IDEMPOTENCY_TTL", c.IdempotencyTTL, 1, `a duration above 0 such as "24h"`)
 	atLeast(env, "SCHEDULER_POLL_INTERVAL", c.PollInterval, 1, `a duration above 0 such as "2s"`)
 	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
+	atLeast(env, "SCHEDULER_NO_SHOW_GRACE", c.NoShowGrace, 1, `a duration above 0 such as "15m"`)
 	c.SendConcurrency, c.SendRate = loadSend(env)
 	return c
 }

@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 24*time.Hour, c.IdempotencyTTL)
 	assert.Equal(t, 2*time.Second, c.PollInterval)
 	assert.Equal(t, 25*time.Second, c.ShutdownTimeout)
+	assert.Equal(t, 15*time.Minute, c.NoShowGrace)
 	assert.Equal(t, 16, c.SendConcurrency)
 	assert.Zero(t, c.SendRate, "no rate bound")
 
@@ -90,6 +91,7 @@ func TestOverrides(t *testing.T) {
 		"SCHEDULER_HTTP_ADDR=0.0.0.0:9090", "SCHEDULER_API_TOKEN=s3cret", "SCHEDULER_INSTANCE_ID=replica-1",
 		"SCHEDULER_LOG_LEVEL=DEBUG", "SCHEDULER_LOG_FORMAT=text", "SCHEDULER_LEASE_TIMEOUT=2s",
 		"SCHEDULER_IDEMPOTENCY_TTL=1h", "SCHEDULER_POLL_INTERVAL=500ms", "SCHEDULER_SHUTDOWN_TIMEOUT=0",
+		"SCHEDULER_NO_SHOW_GRACE=20m",
 		"SCHEDULER_SEND_CONCURRENCY=64", "SCHEDULER_SEND_RATE=2.5",
 		"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=CRON_TZ=Europe/Berlin 30 1 * * *",
 		"SCHEDULER_JOB_PLAN_CHANGE_ENABLED=no",
@@ -110,6 +112,7 @@ func TestOverrides(t *testing.T) {
 	assert.Equal(t, time.Hour, c.IdempotencyTTL)
 	assert.Equal(t, 500*time.Millisecond, c.PollInterval)
 	assert.Equal(t, time.Duration(0), c.ShutdownTimeout)
+	assert.Equal(t, 20*time.Minute, c.NoShowGrace)
 	assert.Equal(t, 64, c.SendConcurrency)
 	assert.Equal(t, 2.5, c.SendRate)
 
@@ -147,6 +150,7 @@ func TestBadVariable(t *testing.T) {
 		{"SCHEDULER_IDEMPOTENCY_TTL=0", []string{`SCHEDULER_IDEMPOTENCY_TTL="0" is not valid: want a duration above 0`}},
 		{"SCHEDULER_POLL_INTERVAL=-1s", []string{`SCHEDULER_POLL_INTERVAL="-1s" is not valid: want a duration above 0`}},
 		{"SCHEDULER_SHUTDOWN_TIMEOUT=-1s", []string{`SCHEDULER_SHUTDOWN_TIMEOUT="-1s" is not valid: want a duration of 0 or more`}},
+		{"SCHEDULER_NO_SHOW_GRACE=0", []string{`SCHEDULER_NO_SHOW_GRACE="0" is not valid: want a duration above 0 such as "15m"`}},
 		{"SCHEDULER_SEND_CONCURRENCY=0", []string{`SCHEDULER_SEND_CONCURRENCY="0" is not valid: want a whole number from 1 to 1024`}},
 		{"SCHEDULER_SEND_CONCURRENCY=many", []string{`SCHEDULER_SEND_CONCURRENCY="many" is not valid: want a whole number`}},
 		{"SCHEDULER_SEND_RATE=-1", []string{`SCHEDULER_SEND_RATE="-1" is not valid: want messages per second, 0 (no bound) or more`}},

@@ -16,8 +16,11 @@ type Settings struct {
 	Abandon AbandonSettings
 	Sender  SenderSettings
 	// Send bounds the message pipeline; the service fills it from config (SCHEDULER_SEND_*).
-	Send      SendSettings
-	Retention RetentionSettings
+	Send SendSettings
+	// Appointments configure the appointment jobs; the service fills NoShowGrace from config
+	// (SCHEDULER_NO_SHOW_GRACE).
+	Appointments AppointmentSettings
+	Retention    RetentionSettings
 }
 
 // SenderSettings choose how messages leave.
@@ -91,6 +94,9 @@ func LoadSettings(env *config.Env) Settings {
 		env.Fail("SCHEDULER_RETENTION_PAUSE", env.String("SCHEDULER_RETENTION_PAUSE", ""), `a duration of 0 or more, such as "50ms"`)
 		s.Retention.Pause = retentionPauseDefault
 	}
+	// A claim's timeout depends on the sender, not on the job: the appointment jobs' claims
+	// are orphans after the same time as abandon-recovery's.
+	s.Appointments.ClaimTimeout = s.Abandon.ClaimTimeout
 	return s
 }
 

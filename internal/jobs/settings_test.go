@@ -22,6 +22,7 @@ func TestLoadSettingsDefaults(t *testing.T) {
 			Timeout: 10 * time.Second, MaxAttempts: 4, Backoff: 500 * time.Millisecond}},
 		Retention: jobs.RetentionSettings{JobRuns: 30 * day, MessageDeliveries: 90 * day, Leads: 180 * day, OperatorActions: 365 * day,
 			BatchSize: 5000, Pause: 50 * time.Millisecond},
+		Appointments: jobs.AppointmentSettings{ClaimTimeout: 10 * time.Minute},
 	}, s)
 	assert.IsType(t, &jobs.LogSender{}, jobs.NewSender(s.Sender, slog.New(slog.DiscardHandler)))
 }
@@ -51,6 +52,7 @@ func TestLoadSettingsReadsEveryVariable(t *testing.T) {
 			URL: "https://hooks.example.com/messages", Timeout: 3 * time.Second, MaxAttempts: 5, Backoff: time.Second}},
 		Retention: jobs.RetentionSettings{JobRuns: 7 * day, MessageDeliveries: 90 * day, Leads: 365 * day, OperatorActions: 730 * day,
 			BatchSize: 1000, Pause: 0},
+		Appointments: jobs.AppointmentSettings{ClaimTimeout: time.Hour},
 	}, s)
 	assert.IsType(t, &jobs.WebhookSender{}, jobs.NewSender(s.Sender, nil))
 }

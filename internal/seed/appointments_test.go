@@ -1,0 +1,69 @@
+package seed_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/seed"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+
+	n, err := seed.Appointments(ctx, db.Pool, 200)
+	require.NoError(t, err)
+	assert.Equal(t, 200, n)
+	n, err = seed.Appointments(ctx, db.Pool, 200)
+	require.NoError(t, err)
+	assert.Zero(t, n, "seeding again adds nothing")
+	n, err = seed.Appointments(ctx, db.Pool, 250)
+	require.NoError(t, err)
+	assert.Equal(t, 50, n, "a larger n adds only the difference")
+
+	var orgs, zones int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT timezone) FROM organizations`).Scan(&orgs, &zones))
+	assert.Equal(t, 5, orgs)
+	assert.Equal(t, 5, zones)
+
+	// Each job has work at the database's clock, right after seeding.
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
+	_, err = db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+	settings := jobs.AppointmentSettings{}
+	sender := jobs.NewPipeline(jobs.NewLogSender(slog.New(slog.DiscardHandler)), jobs.SendSettings{})
+	for _, job := range []jobs.Job{
+		jobs.NewAppointmentConfirmations(settings, sender),
+		jobs.NewAppointmentRemindersDay(settings, sender),
+		jobs.NewAppointmentRemindersHour(settings, sender),
+		jobs.NewAppointmentStartNotifications(settings, sender),
+		jobs.NewNoShowDetection(settings),
+		jobs.NewNoShowRecovery(settings, sender),
+	} {
+		env := &jobs.Env{
+			Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
+				return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
+			},
+			Log: slog.New(slog.DiscardHandler),
+			Now: now,
+		}
+		st, err := job.Run(ctx, env)
+		require.NoError(t, err, job.Name())
+		assert.Positive(t, st.Changed, "%s has work after seeding: %+v", job.Name(), st)
+	}
+	var checkedInNoShows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM appointments WHERE status = 'NO_SHOW' AND checked_in_at IS NOT NULL`).Scan(&checkedInNoShows))
+	assert.Zero(t, checkedInNoShows)
+}

@@ -29,7 +29,10 @@ type actionView struct {
 const auditCursorScope = "audit"
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
 	limit := limitDefault
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

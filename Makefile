@@ -23,9 +23,10 @@ lint:
 bench:
 	scripts/bench.sh bench $(if $(QUICK),-quick)
 
-# make chaos [DURATION=2m]: 3 replicas, the leader killed every few seconds; checks the invariants.
+# make chaos [DURATION=2m] [FAULTS=kill,term,pg-restart,terminate,blackhole]: 3 replicas, the
+# leader struck by a fault drawn from FAULTS (default: all) every few seconds; checks the invariants.
 chaos:
-	scripts/bench.sh chaos $(if $(DURATION),-duration $(DURATION))
+	FAULTS=$(FAULTS) scripts/bench.sh chaos $(if $(DURATION),-duration $(DURATION))
 
 clean:
 	rm -rf bin .run

@@ -3,7 +3,10 @@
 # DATABASE_URL when set, otherwise a throwaway cluster started for the run and removed at the end.
 #
 #   scripts/bench.sh bench [flags]   benchmarks, report in BENCHMARKS.md (-quick for the reduced run)
-#   scripts/bench.sh chaos [flags]   the chaos run (-duration 2m)
+#   scripts/bench.sh chaos [flags]   the chaos run (-duration 2m, -faults kill,term,...);
+#                                    FAULTS=... sets -faults. On its own throwaway cluster
+#                                    the chaos run may restart PostgreSQL (pg-restart); on
+#                                    BENCH_DATABASE_URL/DATABASE_URL it never does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,4 +33,9 @@ fi
 bin=$(mktemp -d /tmp/scheduler-bench-bin.XXXXXX)
 trap 'rm -rf "$bin"; [ -z "${dir:-}" ] || scripts/pg.sh remove "$dir"' EXIT
 go build -o "$bin/$what" "./cmd/$what"
-"$bin/$what" "$@"
+args=()
+if [ "$what" = chaos ]; then
+  [ -z "${dir:-}" ] || args+=(-pgdata "$dir")
+  [ -z "${FAULTS:-}" ] || args+=(-faults "$FAULTS")
+fi
+"$bin/$what" "${args[@]}" "$@"

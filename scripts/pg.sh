@@ -74,6 +74,8 @@ unix_socket_directories = '$dir'
 max_connections = 400
 shared_buffers = 256MB
 log_min_messages = warning
+# Commit times, which the fault tests and make chaos compare with each epoch's start.
+track_commit_timestamp = on
 CONF
     if [ "${PG_DURABLE:-}" != 1 ]; then
       # Development and test data only: durability traded for speed.

@@ -1,9 +1,12 @@
-// Command chaos runs several `scheduler serve` replicas against a throwaway database, kills
-// the leader (SIGKILL or SIGTERM at random) every few seconds and restarts it, while members
-// keep coming due and plan-change is scheduled every second. Afterwards it lets the cluster
-// settle and checks in the database that every due member was applied exactly once, that no
-// slot was claimed twice and that no run was left running; it prints the hand-over times and
-// exits non-zero when an invariant broke (make chaos; -duration, default 2m).
+// Command chaos runs several `scheduler serve` replicas against a throwaway database and
+// strikes the leader with a fault every few seconds (-faults: SIGKILL, SIGTERM, a PostgreSQL
+// restart, its backends terminated, a silent blackhole between it and PostgreSQL), while
+// members keep coming due and plan-change is scheduled every second. Afterwards it lets the
+// cluster settle and checks in the database that every due member was applied exactly once,
+// that no slot was claimed twice or lost, that no run was left running or unrecovered and
+// that nothing of an old epoch committed after a newer one began; it prints the hand-over
+// times per fault and exits non-zero when an invariant broke (make chaos; -duration,
+// default 2m).
 //
 // Loopback only, bounded by -duration plus the settle time, and it stops by itself.
 package main
@@ -22,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,13 +38,23 @@ func main() {
 	duration := flag.Duration("duration", 2*time.Minute, "length of the chaos phase")
 	replicas := flag.Int("replicas", 3, "scheduler serve processes")
 	binary := flag.String("binary", "", "scheduler binary (default: go build ./cmd/scheduler into a temporary directory)")
-	seed := flag.Uint64("seed", 0, "random seed for the kills (0: random)")
+	seed := flag.Uint64("seed", 0, "random seed for the faults (0: random)")
 	keep := flag.Bool("keep", false, "keep the database and the replicas' logs for inspection")
+	faults := flag.String("faults", "", "comma-separated fault kinds, one drawn at random each time: "+
+		strings.Join(AllFaults, ",")+" (default: all; pg-restart only with -pgdata)")
+	pgdata := flag.String("pgdata", "", "data directory of the PostgreSQL under BENCH_DATABASE_URL, for pg-restart; "+
+		"it is restarted: give only a cluster of the chaos run's own (make chaos does)")
+	lease := flag.Duration("lease", 0, "the replicas' SCHEDULER_LEASE_TIMEOUT (default: the service's)")
 	flag.Parse()
-	os.Exit(mainErr(*duration, *replicas, *binary, *seed, *keep))
+	var kinds []string
+	if *faults != "" {
+		kinds = strings.Split(*faults, ",")
+	}
+	os.Exit(mainErr(Config{Duration: *duration, Replicas: *replicas, Binary: *binary, Seed: *seed,
+		Faults: kinds, PGData: *pgdata, Lease: *lease}, *keep))
 }
 
-func mainErr(duration time.Duration, replicas int, binary string, seed uint64, keep bool) int {
+func mainErr(cfg Config, keep bool) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	admin := os.Getenv("BENCH_DATABASE_URL")
 	if admin == "" {
@@ -61,9 +75,9 @@ func mainErr(duration time.Duration, replicas int, binary string, seed uint64, k
 	if !keep {
 		defer os.RemoveAll(work)
 	}
-	if binary == "" {
-		binary = filepath.Join(work, "scheduler")
-		if err := buildScheduler(ctx, binary); err != nil {
+	if cfg.Binary == "" {
+		cfg.Binary = filepath.Join(work, "scheduler")
+		if err := buildScheduler(ctx, cfg.Binary); err != nil {
 			log.Error("build the scheduler", "err", err)
 			return 1
 		}
@@ -77,8 +91,8 @@ func mainErr(duration time.Duration, replicas int, binary string, seed uint64, k
 		defer drop()
 	}
 
-	res, err := Run(ctx, Config{DatabaseURL: dbURL, Binary: binary, WorkDir: work, Replicas: replicas,
-		Duration: duration, Log: log, Seed: seed})
+	cfg.DatabaseURL, cfg.WorkDir, cfg.Log = dbURL, work, log
+	res, err := Run(ctx, cfg)
 	if err != nil {
 		log.Error("chaos run failed", "err", err, "logs", work)
 		return 1
@@ -159,18 +173,32 @@ func printResult(w io.Writer, r *Result) {
 		{"members applied without a history row", r.AppliedWithoutHistory},
 		{"history rows for changes not applied", r.HistoryNotApplied},
 		{"slots claimed twice", r.SlotsClaimedTwice},
+		{"slots lost (no row)", r.LostSlots},
 		{"runs stuck in running", r.StuckRunning},
-		{"kills not followed by a new leader", int64(r.NoHandover)},
+		{"abandoned runs not recovered", r.UnrecoveredAbandoned},
+		{"faults not followed by a new leader", int64(r.NoHandover)},
 	} {
-		fmt.Fprintf(w, "  %-40s %d\n", x.name, x.n)
+		fmt.Fprintf(w, "  %-45s %d\n", x.name, x.n)
 	}
-	fmt.Fprintf(w, "  %-40s %v\n", "settled (a run after the last insert)", r.Settled)
-	fmt.Fprintf(w, "\nhand-overs: signal sent → new epoch's since (elected); → first run start of the new epoch;\n"+
-		"that start − the later of the signal and the run's slot (beyond its slot: what the hand-over added)\n")
-	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+	if r.CommitOrderChecked {
+		fmt.Fprintf(w, "  %-45s %d\n", "old-epoch commits after a newer epoch began", r.OldEpochCommits)
+	} else {
+		fmt.Fprintf(w, "  %-45s not checked (track_commit_timestamp is off)\n", "old-epoch commits after a newer epoch began")
+	}
+	fmt.Fprintf(w, "  %-45s %v\n", "settled (a run after the last insert)", r.Settled)
+	fmt.Fprintf(w, "\nhand-overs by fault: fault → new epoch's since (elected); → first run start of the new epoch;\n"+
+		"that start − the later of the fault and the run's slot (beyond its slot: what the hand-over added)\n")
+	var kinds []string
+	for _, h := range r.Handovers {
+		if !slices.Contains(kinds, h.Fault) {
+			kinds = append(kinds, h.Fault)
+		}
+	}
+	slices.Sort(kinds)
+	for _, kind := range kinds {
 		var elected, first, beyond []time.Duration
 		for _, h := range r.Handovers {
-			if h.Signal != sig || h.Err != "" {
+			if h.Fault != kind || h.Err != "" {
 				continue
 			}
 			elected = append(elected, h.Elected)
@@ -180,10 +208,10 @@ func printResult(w io.Writer, r *Result) {
 			}
 		}
 		fmt.Fprintf(w, "  %s: %d hand-overs\n    elected:         %s\n    first run start: %s\n    beyond its slot: %s\n",
-			sig, len(elected), spread(elected), spread(first), spread(beyond))
+			kind, len(elected), spread(elected), spread(first), spread(beyond))
 	}
 	for i, h := range r.Handovers {
-		fmt.Fprintf(w, "    %2d %s elected after %v, first run after %v (%v beyond its slot) %s\n", i+1, h.Signal,
+		fmt.Fprintf(w, "    %2d %s elected after %v, first run after %v (%v beyond its slot) %s\n", i+1, h.Fault,
 			h.Elected.Round(time.Millisecond), h.FirstStart.Round(time.Millisecond), h.BeyondDue.Round(time.Millisecond), h.Err)
 	}
 }

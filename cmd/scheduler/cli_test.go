@@ -44,7 +44,7 @@ func TestClientCommands(t *testing.T) {
 		code, out, stderr := cli("jobs")
 		require.Equal(t, exitOK, code, stderr)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		require.Len(t, lines, 11, "a header and 10 jobs:\n%s", out)
+		require.Len(t, lines, srv.Jobs+1, "a header and a line per job:\n%s", out)
 		assert.Regexp(t, `^NAME +SCHEDULE +PAUSED +LAST STATUS +NEXT RUN$`, lines[0])
 		// Aligned: every row's schedule starts in the header's SCHEDULE column.
 		col := strings.Index(lines[0], "SCHEDULE")
@@ -57,7 +57,7 @@ func TestClientCommands(t *testing.T) {
 		code, out, _ = cli("jobs", "-o", "json")
 		require.Equal(t, exitOK, code)
 		list := jsonOf(out)["jobs"].([]any)
-		assert.Len(t, list, 10)
+		assert.Len(t, list, srv.Jobs)
 		assert.Equal(t, "plan-change", list[0].(map[string]any)["name"])
 	})
 

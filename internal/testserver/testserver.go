@@ -37,6 +37,8 @@ type Server struct {
 	URL        string
 	DB         *testdb.DB
 	InstanceID string
+	// Jobs is how many jobs the replica runs: the built-in ones and Extra.
+	Jobs int
 }
 
 // Start starts a replica and returns once it leads. Everything stops when the test ends.
@@ -89,7 +91,7 @@ func Start(t testing.TB, o Options) *Server {
 	case <-time.After(30 * time.Second):
 		t.Fatal("testserver: the replica was not elected within 30 s")
 	}
-	return &Server{URL: srv.URL, DB: db, InstanceID: id}
+	return &Server{URL: srv.URL, DB: db, InstanceID: id, Jobs: len(conf)}
 }
 
 // Blocking is a job whose runs last until they are cancelled (or time out after an hour):

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // Job is one business job.
@@ -28,11 +29,9 @@ type Job interface {
 	Run(ctx context.Context, env *Env) (Stats, error)
 }
 
-// Querier runs read queries; *pgxpool.Pool and pgx.Tx satisfy it.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Querier runs read queries: store.DB.ReadOnly's pool in a run, a *pgxpool.Pool or a pgx.Tx
+// in tests.
+type Querier = store.Reader
 
 // Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits: config's one
 // defaults type. A job leaves Name empty; Registry.Defaults fills it from Name().

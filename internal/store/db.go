@@ -96,7 +96,7 @@ func (db *DB) Close() {
 }
 
 // Reader is raw read access for a job body's own SQL outside the fence (streaming candidate
-// ids before the fenced batch that changes them); it satisfies jobs.Querier.
+// ids before the fenced batch that changes them): jobs.Querier.
 type Reader interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

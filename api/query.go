@@ -10,14 +10,17 @@ import (
 
 // queryParams reads the query string for a handler that takes parameters, or answers 400
 // naming the parameter that does not decode: r.URL.Query() drops such a pair silently, so
-// a mistyped ?cursor=%%x would be served as if there were no cursor (DESIGN.md guarantee
-// 9: nothing lost on bad input). Routes that take no parameters ignore the query string.
+// a mistyped ?cursor=%%x would be served as if there were no cursor (docs/design.md,
+// guarantee 9: nothing lost on bad input). Routes that take no parameters ignore the query string.
 func queryParams(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err == nil {
 		return q, true
 	}
 	field, err := malformedParam(r.URL.RawQuery)
+	if field == "" {
+		field = "query"
+	}
 	fieldProblem(w, r, probInvalidRequest, field, fmt.Sprintf(
 		"the query parameter %q is not valid URL encoding (%v); percent-encode its special characters, such as %%25 for %%",
 		field, err))
@@ -39,7 +42,7 @@ func malformedParam(raw string) (string, error) {
 			return rawName, err
 		}
 		if strings.Contains(pair, ";") {
-			return name, fmt.Errorf("a semicolon separates nothing; use & between parameters")
+			return name, errors.New("a semicolon does not separate parameters; use &, or %3B for a semicolon in a value")
 		}
 		if _, err := url.QueryUnescape(value); err != nil {
 			return name, err

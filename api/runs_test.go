@@ -139,6 +139,7 @@ func TestMalformedQueryIsRefused(t *testing.T) {
 		{"GET", "/v1/jobs/plan-change/runs?%zz=1", "%zz"},
 		{"POST", "/v1/jobs/plan-change/runs?wait=1%", "wait"},
 		{"GET", "/v1/audit?cursor=%%%x", "cursor"},
+		{"GET", "/v1/jobs/plan-change/runs?limit=1;status=failed", "limit"}, // ; is not a separator
 	}
 	for _, c := range cases {
 		res := a.do(c.method, c.path, "", nil)

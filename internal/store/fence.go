@@ -13,7 +13,7 @@ import (
 var ErrNotLeader = errors.New("not the leader: this replica's epoch was superseded; its writes are refused")
 
 // Fenced runs fn in a transaction that may commit only while epoch is the current leader's
-// (DESIGN.md guarantee 1). Every write of a leader goes through it: the engine's claims,
+// (docs/design.md, guarantee 1). Every write of a leader goes through it: the engine's claims,
 // pick-ups and finishes (the *Tx methods) and every job body's writes (jobs.Env.Tx hands the
 // body this *Tx as a pgx.Tx).
 //

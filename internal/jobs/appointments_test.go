@@ -440,3 +440,41 @@ func TestNoShowDetectionLeavesAnAppointmentCheckedInDuringTheRun(t *testing.T) {
 }
 
 func pgxCollectIDs(rows pgx.Rows) ([]int64, error) { return pgx.CollectRows(rows, pgx.RowTo[int64]) }
+
+// idempotentSender is an appointmentSender whose provider de-duplicates on the
+// Idempotency-Key (as the webhook's receiver does), so orphaned claims may be resent.
+type idempotentSender struct{ appointmentSender }
+
+func (*idempotentSender) Idempotent() bool { return true }
+
+func TestAppointmentOrphanedClaimIsResentOnlyWhileItsWindowIsOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, pool, orgs := openAppointments(t)
+	// Two hour reminders claimed by a replica that died before recording them: one whose
+	// appointment starts in 40 minutes, one whose appointment has started since.
+	open := appts{n: 1, start: apptNow.Add(40 * time.Minute)}.add(t, pool, orgs)[0]
+	started := appts{n: 1, start: apptNow.Add(-5 * time.Minute)}.add(t, pool, orgs)[0]
+	_, err := pool.Exec(ctx, `
+INSERT INTO message_deliveries (provider, channel, "to", template, payload_hash, payload, status, attempts, claimed_at)
+SELECT 'test', 'EMAIL', 'c@example.com', 'appointment-reminder-hour', md5(id::text),
+       jsonb_build_object('appointment_id', id, 'kind', 'appointment-reminder-hour'), 'PENDING', 1,
+       now() - interval '1 hour'
+FROM appointments WHERE id IN ($1, $2)`, open, started)
+	require.NoError(t, err)
+
+	sender := &idempotentSender{}
+	job := jobs.NewAppointmentRemindersHour(jobs.AppointmentSettings{ClaimTimeout: 10 * time.Minute},
+		jobs.NewPipeline(sender, jobs.SendSettings{}))
+	st, err := job.Run(ctx, apptEnv(t, db, job.Name(), apptNow))
+	require.NoError(t, err)
+	assert.Equal(t, map[int64]int{open: 1}, sender.perAppointment(t), "only the reminder still in its window is resent")
+	assert.EqualValues(t, 1, st.Detail["orphan_resent"])
+	assert.EqualValues(t, 1, st.Detail["orphan_too_late"])
+	assert.EqualValues(t, 1, st.Detail["too_late"], "the expired orphan is counted as too late")
+	var status, errText string
+	require.NoError(t, pool.QueryRow(ctx, `
+SELECT status, error FROM message_deliveries WHERE (payload ->> 'appointment_id')::bigint = $1`, started).Scan(&status, &errText))
+	assert.Equal(t, "FAILED", status)
+	assert.Contains(t, errText, "too late")
+}

@@ -145,7 +145,7 @@ func limitBody(next http.Handler) http.Handler {
 }
 
 // recoverPanics turns a handler's panic into a 500 problem and a log line, so one bad
-// request cannot take the replica down (DESIGN.md guarantee 9).
+// request cannot take the replica down (docs/design.md guarantee 9).
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {

@@ -8,7 +8,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// runView is a run as the API shows it (DESIGN.md, "A run"), plus reason, params and
+// runView is a run as the API shows it (api/openapi.yaml, Run), plus reason, params and
 // created_at.
 type runView struct {
 	ID              int64           `json:"id"`

@@ -694,7 +694,7 @@ SELECT
 
 // oldEpochCommits counts the rows a run wrote (its job_runs row, its history rows) that
 // committed, by the server's commit timestamp, at or after the since of the first epoch
-// seen after the run's (DESIGN.md guarantee 8). A run that the next leader marked abandoned
+// seen after the run's (docs/design.md guarantee 8). A run that the next leader marked abandoned
 // was last written by that leader, so it is left out. Epochs the watcher missed make the
 // check laxer, never wrong.
 func (r *runner) oldEpochCommits(ctx context.Context) (int64, error) {

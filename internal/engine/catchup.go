@@ -27,7 +27,7 @@ func (e *Engine) rescueLoop(ctx context.Context, term leader.Term, log *slog.Log
 }
 
 // rescue marks as abandoned the runs earlier epochs left running and the runs of this term
-// that no goroutine of this replica owns, and queues one recovery run each (DESIGN.md
+// that no goroutine of this replica owns, and queues one recovery run each (docs/design.md
 // guarantees 5 and 10); the queue then runs them like manual runs. Each pass ends with the
 // rescued test signal.
 func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger) {
@@ -77,7 +77,7 @@ func (e *Engine) orphans(ctx context.Context, term leader.Term) ([]int64, error)
 	}), nil
 }
 
-// catchUp handles the slots nobody claimed (DESIGN.md guarantee 3): for each enabled job it
+// catchUp handles the slots nobody claimed (docs/design.md guarantee 3): for each enabled job it
 // compares the schedule with the slots recorded, walking back from now over at most
 // MaxMissed+1 slots and not before the job's first recorded slot, so gaps inside that
 // walk are found (not only the tail after the latest row) and a long outage costs the cap,

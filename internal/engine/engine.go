@@ -1,6 +1,6 @@
 // Package engine runs the business jobs while this replica leads: gocron is the timer that
 // says when a slot is due, and a row in job_runs, claimed in a transaction fenced by the
-// leader's epoch, is the record of what ran or was skipped (DESIGN.md guarantees 2-5).
+// leader's epoch, is the record of what ran or was skipped (docs/design.md guarantees 2-5).
 // It also recovers runs a dead leader left behind, catches up missed slots, and runs the
 // manual runs any replica's API queued.
 package engine
@@ -277,7 +277,7 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 	return s, nil
 }
 
-// tick claims one slot and starts its run if the claim won (DESIGN.md guarantee 10). A
+// tick claims one slot and starts its run if the claim won (docs/design.md guarantee 10). A
 // claim that fails while this replica leads is retried until the slot's period ends (the
 // next slot comes due); a slot that still could not be claimed is then recorded missed,
 // retried until the database answers or the term ends. A claim whose commit reached the

@@ -186,7 +186,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 }
 
 // recordFinish records the run's end, retrying with backoff while this replica leads
-// (DESIGN.md guarantee 10): a connection reset or a statement timeout must not leave the
+// (docs/design.md guarantee 10): a connection reset or a statement timeout must not leave the
 // run running, which would block every later slot of its job as an overlap until the next
 // election. It reports false when the term ended first.
 func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,

@@ -2,7 +2,8 @@ package jobs
 
 import "log/slog"
 
-// Builtin returns the registry of the jobs a replica runs, in DESIGN.md's order.
+// Builtin returns the registry of the jobs a replica runs, in the order of the job table
+// in docs/design.md.
 func Builtin(s Settings, log *slog.Logger) *Registry {
 	// One pipeline for every job that sends, so that the concurrency bound and the
 	// provider's rate hold for all of them together.

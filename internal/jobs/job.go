@@ -20,7 +20,7 @@ import (
 
 // Job is one business job.
 type Job interface {
-	// Name is the job's public name (DESIGN.md's job table): plan-change, status-sync, ...
+	// Name is the job's public name (docs/design.md's job table): plan-change, status-sync, ...
 	Name() string
 	// Defaults are the schedule and limits used unless SCHEDULER_JOB_<NAME>_* overrides them.
 	Defaults() Defaults
@@ -33,7 +33,7 @@ type Job interface {
 // in tests.
 type Querier = store.Reader
 
-// Defaults is a job's default schedule (UTC cron, see DESIGN.md) and limits: config's one
+// Defaults is a job's default schedule (UTC cron, see internal/schedule) and limits: config's one
 // defaults type. A job leaves Name empty; Registry.Defaults fills it from Name().
 type Defaults = config.JobDefaults
 

@@ -284,7 +284,7 @@ func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time
 }
 
 // keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that
-// cannot prove within the lease that it still holds its lock steps down (DESIGN.md
+// cannot prove within the lease that it still holds its lock steps down (docs/design.md
 // guarantee 6): the heartbeat's deadline is the last success plus the lease, so jobs are
 // cancelled within the lease of the moment the connection was last known good.
 func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
@@ -343,7 +343,7 @@ func (e *Elector) stepDown(session *store.LockSession, term Term, endTerm contex
 }
 
 // attemptResign gives leadership up on shutdown or an operator's step-down, so a follower
-// takes over at once (DESIGN.md guarantee 7). It uses a fresh bounded context because we
+// takes over at once (docs/design.md guarantee 7). It uses a fresh bounded context because we
 // want to give up leadership even during a shutdown, when ctx is already cancelled; closing
 // the connection releases the lock too if the unlock fails.
 func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm context.CancelFunc, kind string) {

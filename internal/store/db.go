@@ -52,7 +52,7 @@ type DB struct {
 	pool *pgxpool.Pool
 	// readOnly is the pool job bodies read through outside the fence: its sessions start
 	// with default_transaction_read_only on, so a write through it fails on the server
-	// instead of committing unfenced (DESIGN.md guarantee 1).
+	// instead of committing unfenced (docs/design.md guarantee 1).
 	readOnly *pgxpool.Pool
 	conf     *pgx.ConnConfig
 }
@@ -114,7 +114,7 @@ func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, db.conf.Copy())
 }
 
-// connConfig parses the URL and adds the settings that bound a partition (DESIGN.md
+// connConfig parses the URL and adds the settings that bound a partition (docs/design.md
 // guarantee 8). The server-side ones are PostgreSQL GUCs sent as startup parameters, so the
 // *server* drops the backends of a replica that vanished, within about the lease; the
 // client-side ones make this replica notice a vanished server just as fast.

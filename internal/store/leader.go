@@ -116,7 +116,7 @@ const lockNotAvailable = "55P03"
 // The bump first locks the row FOR UPDATE, which waits for every in-flight fenced
 // transaction of the old epoch (they hold FOR SHARE until they end), and only then stamps
 // since = clock_timestamp(): so no write of an older epoch can commit after the new
-// epoch's since (DESIGN.md guarantee 8). The wait is bounded by lease (lock_timeout); when
+// epoch's since (docs/design.md guarantee 8). The wait is bounded by lease (lock_timeout); when
 // it expires, the old leader is half dead, and its remaining backends, found by their
 // application_name, are terminated before retrying.
 func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {

@@ -15,7 +15,7 @@ import (
 // The leader's fenced writes to job_runs (slot claims, pick-ups, finishes, recovery) are in
 // runs_claim.go.
 
-// Run statuses and triggers (DESIGN.md, "A run").
+// Run statuses and triggers (api/openapi.yaml, Run).
 const (
 	StatusQueued    = "queued"
 	StatusRunning   = "running"

@@ -40,7 +40,7 @@ type ClaimOutcome struct {
 	Taken     bool
 }
 
-// ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (DESIGN.md
+// ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md
 // guarantees 2 and 4). The unique index on (job, scheduled_at) makes the slot run at most
 // once whatever replica or epoch tries; the unique index on the job's active runs turns a
 // slot that comes due during a run into a skipped row rather than a second run.
@@ -156,7 +156,7 @@ func (tx *Tx) RecordedSlots(ctx context.Context, job string, slots []time.Time) 
 	return recorded, nil
 }
 
-// RecordMissed records slots as missed (DESIGN.md guarantee 3: older misses are recorded,
+// RecordMissed records slots as missed (docs/design.md guarantee 3: older misses are recorded,
 // not silently lost); slots that already have a row are left alone. It returns how many
 // rows it wrote.
 func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string, epoch int64) (int64, error) {
@@ -228,7 +228,7 @@ type Abandoned struct {
 }
 
 // AbandonRuns marks as abandoned the runs left running by epochs before epoch, and the runs
-// of epoch itself listed in orphans, and queues one recovery run for each (DESIGN.md
+// of epoch itself listed in orphans, and queues one recovery run for each (docs/design.md
 // guarantees 5 and 10). Only a leader calls it, inside its fenced transaction: after the
 // epoch bump no older epoch can write, so those runs are certainly dead; an orphan is a run
 // of this term that no goroutine of the leader owns (its claim committed while the answer

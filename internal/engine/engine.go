@@ -1,8 +1,9 @@
 // Package engine runs the business jobs while this replica leads: gocron is the timer that
 // says when a slot is due, and a row in job_runs, claimed in a transaction fenced by the
 // leader's epoch, is the record of what ran or was skipped (docs/design.md guarantees 2-5).
-// It also recovers runs a dead leader left behind, catches up missed slots, and runs the
-// manual runs any replica's API queued.
+// It also recovers runs a dead leader left behind (and, for the whole term, runs of its own
+// that nobody runs), catches up missed slots, and runs the manual runs any replica's API
+// queued.
 package engine
 
 import (
@@ -288,15 +289,13 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	periodEnd := en.conf.Schedule.Next(slot)
 	retry := backoff.New(retryMin, retryMax)
 	for {
-		started, err := e.claim(ctx, term, log, en, slot, trigger)
+		err := e.claim(ctx, term, log, en, slot, trigger)
 		switch {
 		case err == nil:
 			return
 		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
 			// The next leader's catch-up sees the slot without a row.
 			log.Info("the term ended before the slot could be claimed", "error", err)
-			return
-		case started:
 			return
 		}
 		d := retry.Next()
@@ -310,13 +309,12 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	}
 }
 
-// claim makes one attempt at claiming slot and starts the run when it won. started is true
-// once the run was handed to its goroutine.
-func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) (started bool, err error) {
+// claim makes one attempt at claiming slot and starts the run when it won.
+func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) error {
 	e.claiming.RLock()
 	defer e.claiming.RUnlock()
 	var out store.ClaimOutcome
-	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 		var err error
 		out, err = tx.ClaimSlot(ctx, store.Claim{
 			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
@@ -326,7 +324,7 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 	})
 	switch {
 	case err != nil:
-		return false, err
+		return err
 	case out.Taken:
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
@@ -338,9 +336,8 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 		// The claim read job_settings: a claimed slot means the job is not paused.
 		e.conf.Metrics.SetJobPaused(en.conf.Name, false)
 		e.start(ctx, term, en, out.Run)
-		return true, nil
 	}
-	return false, nil
+	return nil
 }
 
 // recordMissed records a slot that could not be claimed in its period as missed, as soon as

@@ -19,7 +19,7 @@ func TestStepDownHandsOverAndRejoins(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	a := startReplica(t, url, "a", 2*time.Second)
-	termA := <-a.sub.C()
+	termA := awaitTerm(t, a, "a leading")
 	require.Equal(t, int64(1), termA.Epoch)
 	b := startReplica(t, url, "b", 2*time.Second)
 	// b waits for the lock inside PostgreSQL before the step-down is asked, so it is first
@@ -34,7 +34,7 @@ func TestStepDownHandsOverAndRejoins(t *testing.T) {
 
 	assert.Equal(t, int64(1), await(t, &a.e.testSignals.lostLeadership, "a resigns"))
 	require.Error(t, termA.Ctx.Err(), "the resigned term's context must be over")
-	termB := <-b.sub.C()
+	termB := awaitTerm(t, b, "b leading")
 	assert.Equal(t, int64(2), termB.Epoch)
 	isLeader, _ := a.e.IsLeader()
 	assert.False(t, isLeader)
@@ -45,7 +45,7 @@ func TestStepDownHandsOverAndRejoins(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "b", asked.InstanceID)
-	termA2 := <-a.sub.C()
+	termA2 := awaitTerm(t, a, "leadership back to a")
 	assert.Equal(t, int64(3), termA2.Epoch)
 	assert.Equal(t, "a", leaderRow(t, a.db).InstanceID)
 }
@@ -57,14 +57,14 @@ func TestStepDownWithoutLeaderAndStaleRequest(t *testing.T) {
 	ctx := context.Background()
 	url := testdb.New(t)
 	a := startReplica(t, url, "a", 2*time.Second)
-	termA := <-a.sub.C()
+	termA := awaitTerm(t, a, "a leading")
 	a.stop()
 	_, ok, err := a.db.RequestStepDown(ctx)
 	require.NoError(t, err)
 	assert.False(t, ok, "the leader row names a replica that no longer holds the lock")
 
 	b := startReplica(t, url, "b", 2*time.Second)
-	termB := <-b.sub.C()
+	termB := awaitTerm(t, b, "b leading")
 	require.Greater(t, termB.Epoch, termA.Epoch)
 	_, err = b.db.Pool.Exec(ctx, `SELECT pg_notify('scheduler_leader_step_down', $1)`, "1")
 	require.NoError(t, err)

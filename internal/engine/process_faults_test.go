@@ -23,7 +23,7 @@ const processLease = 2 * time.Second
 // leader is writing (history rows, fenced) when the fault strikes.
 var partitionEnv = []string{"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=@every 1s"}
 
-// seedDue adds members, a tenth of them due for a plan change, and returns how many are due.
+// seedDue seeds members 1..n (seed.Members: a tenth of them due for a plan change).
 func seedDue(t *testing.T, db *testdb.DB, n int) {
 	t.Helper()
 	_, err := seed.Members(context.Background(), db.Pool, n)
@@ -46,8 +46,9 @@ func requireFenceHeld(t *testing.T, db *testdb.DB, epoch int64, since time.Time)
 		"job_runs rows of an older epoch committed after the new epoch's since")
 }
 
-// requireNoSlotTwiceAndNoneDue checks that no slot has two rows and, once a run has
-// succeeded since, that no member is still due.
+// requireSettled checks that no slot has two rows and, once a plan-change run has
+// succeeded since, that no member is still due, none was applied twice and no run of an
+// older epoch is still running.
 func requireSettled(t *testing.T, db *testdb.DB) {
 	t.Helper()
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM (SELECT 1 FROM job_runs WHERE scheduled_at IS NOT NULL
@@ -171,10 +172,16 @@ func TestPostgresRestartMidRun(t *testing.T) {
 			return count(t, db, `SELECT count(*) FROM scheduler_instances WHERE last_seen_at > $1`, next.Since) == 3
 		}, 30*time.Second, 50*time.Millisecond, "every replica reconnects after -m %s", mode)
 		assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM scheduler_instances WHERE is_leader`), "exactly one leads after -m %s", mode)
+		requireFenceHeld(t, db, next.Epoch, next.Since)
 		cur = next
 	}
 
 	requireSettled(t, db)
+	t.Logf("runs by status: abandoned %d, missed %d, succeeded %d, recovery %d",
+		count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'abandoned'`),
+		count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'missed'`),
+		count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'succeeded'`),
+		count(t, db, `SELECT count(*) FROM job_runs WHERE trigger = 'recovery'`))
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs a WHERE status = 'abandoned'
 		AND (SELECT count(*) FROM job_runs r WHERE r.recovers_run_id = a.id) <> 1
 		AND NOT EXISTS (SELECT 1 FROM job_runs q WHERE q.job = a.job AND q.created_at > a.finished_at AND q.status IN ('queued', 'running', 'succeeded'))`),

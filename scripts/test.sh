@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# test.sh — the whole suite against a real PostgreSQL: TEST_DATABASE_URL when set, otherwise
-# one throwaway cluster for the run (installed when missing), removed at the end.
+# test.sh — the static checks (scripts/lint.sh), then the whole suite against a real PostgreSQL:
+# TEST_DATABASE_URL when set, otherwise one throwaway cluster for the run (installed when
+# missing), removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# A static-check finding fails the suite before any test runs.
+scripts/lint.sh
 
 if [ -z "${TEST_DATABASE_URL:-}" ]; then
   dir=$(mktemp -d /tmp/scheduler-test-pg.XXXXXX)
@@ -20,7 +24,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "test.sh: chromium could not be installed; the browser tests will skip" >&2
 fi
 
-go vet ./...
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...
 if [ -d tmp/ui-screenshots ]; then echo "test.sh: the dashboard's screenshots are in $(pwd)/tmp/ui-screenshots"; fi

@@ -129,8 +129,8 @@ func TestPartitionedLeaderCannotCommitAfterTakeover(t *testing.T) {
 	select {
 	case <-oldTerm.Ctx.Done():
 		// Its heartbeat's deadline is the lease after its last good heartbeat, which came
-		// before the cut; the margin is scheduling slack on a busy machine.
-		assert.Less(t, time.Since(cutAt), lease+250*time.Millisecond, "the cut-off leader must cancel its jobs within the lease")
+		// before the cut; the margin is scheduling slack on a busy shared machine.
+		assert.Less(t, time.Since(cutAt), lease+time.Second, "the cut-off leader must cancel its jobs within the lease")
 	case <-time.After(waitTimeout):
 		t.Fatal("the cut-off leader never stepped down")
 	}

@@ -92,8 +92,8 @@ func TestKilledJobBackendFailsTheRun(t *testing.T) {
 	}, waitTimeout, 10*time.Millisecond, "the writer is writing")
 
 	require.Eventually(t, func() bool {
-		return terminate(t, db, `application_name = 'scheduler:a' AND query LIKE '%test_calls%'`) > 0
-	}, waitTimeout, time.Millisecond, "a backend of the writer's transactions")
+		return terminate(t, db, `application_name = 'scheduler:a' AND state <> 'idle' AND query LIKE '%test_calls%'`) > 0
+	}, waitTimeout, time.Millisecond, "a backend in one of the writer's transactions")
 
 	r := awaitFinished(t, db, id)
 	assert.Equal(t, store.StatusFailed, r.Status)

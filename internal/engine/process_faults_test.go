@@ -124,7 +124,9 @@ func TestSilentPartitionInANetworkNamespace(t *testing.T) {
 	// the lease, and slack.
 	assert.Less(t, second.Since.Sub(cutAt), 3*time.Second+processLease+2*time.Second, "a follower is elected within the lease and the keepalive detection")
 	firstClaimOf(t, db, second.Epoch)
-	assert.Less(t, steppedDownAt(t, cut).Sub(cutAt), processLease+500*time.Millisecond,
+	// Its heartbeat's deadline is the lease after its last good heartbeat, before the cut;
+	// the margin is scheduling slack on a busy shared machine.
+	assert.Less(t, steppedDownAt(t, cut).Sub(cutAt), processLease+time.Second,
 		"the partitioned leader stops scheduling within its lease")
 
 	link.Heal(t)

@@ -27,18 +27,20 @@ ON CONFLICT (name) DO NOTHING`
 
 // appointmentsSQL inserts appointments 1..@n that do not exist yet, named by their
 // contact's address appointment-<i>@seed.example (the natural key), spread over the seed
-// organizations. Times are relative to the database's clock, by number i (mod 10), so that
-// each job has work right after seeding:
+// organizations in blocks of ten, so that each organization gets every kind. Times are
+// relative to the database's clock, by number i (mod 10), so that each job has work right
+// after seeding:
 //   - 0: booked 2 hours ago for in 3 days: appointment-confirmations;
 //   - 1: booked a week ago, starts in 2 to 23 hours: appointment-reminders-day;
 //   - 2: starts in 5 to 55 minutes: appointment-reminders-hour;
 //   - 3: started 1 to 14 minutes ago: appointment-start-notifications;
 //   - 4: started 20 minutes to 3 hours ago, not checked in: no-show-detection;
-//   - 5: a no-show 1 to 6 days ago: no-show-recovery (and the no-show rate);
-//   - 6: completed 1 to 6 days ago, checked in;
+//   - 5: a no-show 1 to 6 days ago: no-show-recovery;
+//   - 6, 9: completed 1 to 6 days ago, checked in (with 5, a no-show rate of one in three
+//     over the last 7 days: every seed organization gets a no-show-rate notice at 08:00
+//     local once it has 10 such appointments, from 200 appointments on);
 //   - 7: cancelled, starts in 2 to 23 hours (never reminded);
-//   - 8: checked in, started 30 minutes ago (never a no-show);
-//   - 9: starts in 8 days, booked 10 days ago (nothing due).
+//   - 8: checked in, started 30 minutes ago (never a no-show).
 const appointmentsSQL = `
 WITH org AS (
     SELECT id, row_number() OVER (ORDER BY id) - 1 AS k
@@ -57,13 +59,12 @@ timed AS (
                WHEN 3 THEN -interval '1 minute' - (w.i % 14) * interval '1 minute'
                WHEN 4 THEN -interval '20 minutes' - (w.i % 16) * interval '10 minutes'
                WHEN 5 THEN -interval '1 day' - (w.i % 5) * interval '1 day'
-               WHEN 6 THEN -interval '1 day' - (w.i % 5) * interval '1 day' - interval '2 hours'
                WHEN 7 THEN interval '2 hours' + (w.i % 21) * interval '1 hour'
                WHEN 8 THEN -interval '30 minutes'
-               ELSE interval '8 days'
+               ELSE -interval '1 day' - (w.i % 5) * interval '1 day' - interval '2 hours'
            END AS start_at
     FROM wanted w
-    JOIN org o ON o.k = w.i % (SELECT count(*) FROM org)
+    JOIN org o ON o.k = (w.i / 10) % (SELECT count(*) FROM org)
     WHERE NOT EXISTS (SELECT 1 FROM appointments a WHERE a.contact_email = w.email)
 )
 INSERT INTO appointments (organization_id, contact_email, contact_phone, host_email, start_at, end_at, status,
@@ -73,11 +74,10 @@ SELECT organization_id,
        '+1555' || lpad(i::text, 7, '0'),
        'host-' || i % 7 || '@seed.example',
        start_at, start_at + interval '45 minutes',
-       CASE kind WHEN 5 THEN 'NO_SHOW' WHEN 6 THEN 'COMPLETED' WHEN 7 THEN 'CANCELLED' ELSE 'BOOKED' END,
-       CASE kind WHEN 0 THEN now() - interval '2 hours'
-                 WHEN 9 THEN now() - interval '10 days'
-                 ELSE least(now(), start_at) - interval '7 days' END,
-       CASE WHEN kind IN (6, 8) THEN start_at END,
+       CASE kind WHEN 5 THEN 'NO_SHOW' WHEN 6 THEN 'COMPLETED' WHEN 9 THEN 'COMPLETED' WHEN 7 THEN 'CANCELLED'
+                 ELSE 'BOOKED' END,
+       CASE kind WHEN 0 THEN now() - interval '2 hours' ELSE least(now(), start_at) - interval '7 days' END,
+       CASE WHEN kind IN (6, 8, 9) THEN start_at END,
        CASE WHEN kind = 5 THEN start_at + interval '15 minutes' END
 FROM timed
 ORDER BY i`

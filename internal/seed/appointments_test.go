@@ -62,6 +62,18 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 		require.NoError(t, err, job.Name())
 		assert.Positive(t, st.Changed, "%s has work after seeding: %+v", job.Name(), st)
 	}
+	// Each organization has every kind, and a no-show rate over its threshold.
+	var orgsOver int
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM (
+    SELECT o.id
+    FROM organizations o JOIN appointments a ON a.organization_id = o.id
+    WHERE a.start_at > now() - interval '6 days' AND a.start_at < now() - interval '1 day' AND a.status <> 'CANCELLED'
+    GROUP BY o.id, o.no_show_threshold
+    HAVING count(*) >= 10 AND count(*) FILTER (WHERE a.status = 'NO_SHOW') >= o.no_show_threshold * count(*)
+) over`).Scan(&orgsOver))
+	assert.Equal(t, 5, orgsOver)
+
 	var checkedInNoShows int
 	require.NoError(t, db.Pool.QueryRow(ctx, `
 SELECT count(*) FROM appointments WHERE status = 'NO_SHOW' AND checked_in_at IS NOT NULL`).Scan(&checkedInNoShows))

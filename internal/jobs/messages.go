@@ -346,7 +346,10 @@ func (o *Outbox) recordBatch(batch []outcome) {
 	var err error
 	if len(ids) > 0 {
 		err = o.tx(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, recordOutcomesSQL, pgx.NamedArgs{
+			// Planned for this batch's arrays each time (an unnamed statement): a plan cached
+			// for "about ten ids" joins the batch with the table row by row against every
+			// outcome, quadratic in the batch once the recorder takes hundreds at a time.
+			_, err := tx.Exec(ctx, recordOutcomesSQL, pgx.QueryExecModeExec, pgx.NamedArgs{
 				"ids": ids, "attempts": attempts, "provider_ids": providerIDs, "errors": errs,
 			})
 			if err == nil && o.hooks.OnSent != nil && len(sent) > 0 {

@@ -78,8 +78,10 @@ WITH batch AS (
 unsent AS MATERIALIZED (
     SELECT b.* FROM batch b
     WHERE NOT EXISTS (
+        -- The template is spelled out, not a parameter, so that the partial unique index
+        -- message_deliveries_no_show_rate_key serves the look-up.
         SELECT 1 FROM message_deliveries d
-        WHERE d.template = @kind
+        WHERE d.template = 'no-show-rate'
           AND (d.payload ->> 'organization_id')::bigint = b.organization_id
           AND d.payload ->> 'local_date' = b.local_date::text)
 ),

@@ -202,3 +202,16 @@ func (a *testAPI) count(sql string, args ...any) int {
 	require.NoError(a.t, a.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
+
+// receive waits at most d for a value on ch, so a regression fails the test instead of
+// hanging it.
+func receive[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+		panic("unreachable")
+	}
+}

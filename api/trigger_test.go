@@ -258,14 +258,14 @@ func TestTriggerWaitAnswersTheFinishedRun(t *testing.T) {
 	started := a.engine("plan-change", "succeeded", release)
 	done := make(chan response, 1)
 	go func() { done <- a.do("POST", "/v1/jobs/plan-change/runs?wait=30s", "", nil) }()
-	require.NotZero(t, <-started)
+	require.NotZero(t, receive(t, started, 10*time.Second, "the run to start"))
 	select {
 	case res := <-done:
 		t.Fatalf("answered before the run finished: %d %s", res.Status, res.Body)
 	default:
 	}
 	close(release)
-	res := <-done
+	res := receive(t, done, 40*time.Second, "the waiting trigger to answer")
 	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
 	run := res.JSON(t)
 	assert.Equal(t, "succeeded", run["status"])
@@ -359,7 +359,7 @@ func TestIdempotentWaitingTrigger(t *testing.T) {
 	go func() {
 		done <- a.do("POST", "/v1/jobs/plan-change/runs?wait=30s", `{"reason":"w"}`, header{"Idempotency-Key": key1})
 	}()
-	require.NotZero(t, <-started)
+	require.NotZero(t, receive(t, started, 10*time.Second, "the run to start"))
 
 	// While the first request waits, a duplicate learns it is in progress.
 	dup := a.do("POST", "/v1/jobs/plan-change/runs?wait=30s", `{"reason":"w"}`, header{"Idempotency-Key": key1})
@@ -368,7 +368,7 @@ func TestIdempotentWaitingTrigger(t *testing.T) {
 	assert.Equal(t, "1", dup.Header.Get("Retry-After"))
 
 	close(release)
-	first := <-done
+	first := receive(t, done, 40*time.Second, "the waiting trigger to answer")
 	require.Equal(t, http.StatusOK, first.Status, "body: %s", first.Body)
 	assert.Equal(t, "failed", first.JSON(t)["status"])
 

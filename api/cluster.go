@@ -10,7 +10,8 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-type leaderView struct {
+// Leader is GET /v1/leader's answer: who leads, under which epoch, since when.
+type Leader struct {
 	InstanceID string    `json:"instance_id"`
 	Epoch      int64     `json:"epoch"`
 	Since      time.Time `json:"since"`
@@ -33,11 +34,12 @@ func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment")
 		return
 	}
-	writeJSON(w, http.StatusOK, leaderView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
+	writeJSON(w, http.StatusOK, Leader{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
 		IsSelf: l.InstanceID == s.cfg.InstanceID})
 }
 
-type instanceView struct {
+// Instance is one replica as GET /v1/instances lists it.
+type Instance struct {
 	InstanceID string    `json:"instance_id"`
 	Host       string    `json:"host"`
 	Version    string    `json:"version"`
@@ -56,9 +58,9 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	views := make([]instanceView, len(list))
+	views := make([]Instance, len(list))
 	for i, in := range list {
-		views[i] = instanceView{
+		views[i] = Instance{
 			InstanceID: in.InstanceID, Host: in.Host, Version: in.Version, HTTPAddr: in.HTTPAddr,
 			StartedAt: in.StartedAt.UTC(), LastSeenAt: in.LastSeenAt.UTC(), IsLeader: in.IsLeader,
 			IsSelf: in.InstanceID == s.cfg.InstanceID,

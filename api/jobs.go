@@ -79,7 +79,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, j *config.Job)
 	writeJSON(w, http.StatusOK, views[0])
 }
 
-func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]jobView, error) {
+func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	names := make([]string, len(list))
@@ -90,7 +90,7 @@ func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]jobView, e
 	if err != nil {
 		return nil, err
 	}
-	views := make([]jobView, len(list))
+	views := make([]Job, len(list))
 	for i := range list {
 		views[i] = newJobView(&list[i], now, paused[list[i].Name], last[list[i].Name])
 	}

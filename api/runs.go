@@ -96,7 +96,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		c := encodeCursor(runs[len(runs)-1].ID, fp)
 		next = &c
 	}
-	views := make([]*runView, len(runs))
+	views := make([]*Run, len(runs))
 	for i, run := range runs {
 		views[i] = newRunView(run)
 	}

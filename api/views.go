@@ -8,9 +8,11 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// runView is a run as the API shows it (api/openapi.yaml, Run), plus reason, params and
-// created_at.
-type runView struct {
+// The answers' shapes (api/openapi.yaml's schemas of the same names) are exported so that
+// the command-line client decodes exactly what the server encodes.
+
+// Run is a run as the API shows it.
+type Run struct {
 	ID              int64           `json:"id"`
 	Job             string          `json:"job"`
 	Trigger         string          `json:"trigger"`
@@ -30,7 +32,7 @@ type runView struct {
 	RecoversRunID   *int64          `json:"recovers_run_id"`
 }
 
-func newRunView(r *store.Run) *runView {
+func newRunView(r *store.Run) *Run {
 	if r == nil {
 		return nil
 	}
@@ -41,7 +43,7 @@ func newRunView(r *store.Run) *runView {
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
-	return &runView{
+	return &Run{
 		ID: r.ID, Job: r.Job, Trigger: r.Trigger, Status: r.Status, ScheduledAt: utcPtr(r.ScheduledAt),
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), DurationMS: r.DurationMS(),
 		InstanceID: r.InstanceID, Epoch: r.Epoch, Stats: stats, Error: r.Error, Reason: r.Reason,
@@ -59,8 +61,8 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// jobView is a job's configuration and state.
-type jobView struct {
+// Job is a job's configuration and state.
+type Job struct {
 	Name     string `json:"name"`
 	Schedule string `json:"schedule"`
 	Enabled  bool   `json:"enabled"`
@@ -77,14 +79,14 @@ type jobView struct {
 	NextRunAt *time.Time `json:"next_run_at"`
 	// NextRuns are the next nextRunsShown slots; empty while disabled or paused.
 	NextRuns []time.Time `json:"next_runs"`
-	LastRun  *runView    `json:"last_run"`
+	LastRun  *Run        `json:"last_run"`
 }
 
 // nextRunsShown is how many coming slots a job view lists.
 const nextRunsShown = 5
 
-func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) jobView {
-	v := jobView{
+func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) Job {
+	v := Job{
 		Name: j.Name, Enabled: j.Enabled, Paused: paused, Timeout: j.Timeout.String(),
 		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last),
 	}

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
 )
 
@@ -158,7 +159,7 @@ func (x *cli) fail(ctx context.Context, err error) int {
 	case e.Status == 0 || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return exitRefused
 	case e.Status == http.StatusNotFound && e.slug() == "job-not-found":
-		var list struct{ Jobs []jobJSON }
+		var list struct{ Jobs []api.Job }
 		if _, err := x.c.do(ctx, "GET", "/v1/jobs", nil, nil, nil, &list); err == nil {
 			names := make([]string, len(list.Jobs))
 			for i, j := range list.Jobs {
@@ -199,7 +200,7 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var list struct{ Jobs []jobJSON }
+		var list struct{ Jobs []api.Job }
 		_ = json.Unmarshal(raw, &list)
 		tw := x.table()
 		fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
@@ -215,7 +216,7 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	}
 }
 
-func (x *cli) nextRun(j *jobJSON) string {
+func (x *cli) nextRun(j *api.Job) string {
 	switch {
 	case !j.Enabled:
 		return "disabled"
@@ -246,8 +247,8 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			b, _ := json.Marshal(map[string]json.RawMessage{"job": rawJob, "runs": runs.Runs})
 			return x.printJSON(b)
 		}
-		var j jobJSON
-		var runs struct{ Runs []runJSON }
+		var j api.Job
+		var runs struct{ Runs []api.Run }
 		_ = json.Unmarshal(rawJob, &j)
 		_ = json.Unmarshal(rawRuns, &runs)
 		state := "active"
@@ -299,14 +300,14 @@ func runsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var page struct{ Runs []runJSON }
+		var page struct{ Runs []api.Run }
 		_ = json.Unmarshal(raw, &page)
 		x.runTable(page.Runs)
 		return exitOK
 	}
 }
 
-func (x *cli) runTable(runs []runJSON) {
+func (x *cli) runTable(runs []api.Run) {
 	if len(runs) == 0 {
 		fmt.Fprintln(x.stdout, "  no runs")
 		return
@@ -342,7 +343,7 @@ func runFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var r runJSON
+		var r api.Run
 		_ = json.Unmarshal(raw, &r)
 		x.printRun(&r)
 		return exitOK
@@ -357,7 +358,7 @@ func (x *cli) runID(arg string) (string, bool) {
 	return arg, true
 }
 
-func (x *cli) printRun(r *runJSON) {
+func (x *cli) printRun(r *api.Run) {
 	tw := x.table()
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Run", strconv.FormatInt(r.ID, 10))
@@ -414,11 +415,11 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if err != nil {
 			return x.fail(ctx, err)
 		}
-		var r runJSON
+		var r api.Run
 		_ = json.Unmarshal(raw, &r)
-		if *wait > 0 && !r.finished() {
+		if *wait > 0 && !finished(&r) {
 			deadline := time.Now().Add(*wait - serverMaxWait)
-			for !r.finished() && time.Now().Before(deadline) {
+			for !finished(&r) && time.Now().Before(deadline) {
 				select {
 				case <-ctx.Done():
 					return exitFailure
@@ -434,7 +435,7 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			x.printJSON(raw)
 		} else {
 			switch {
-			case *wait > 0 && r.finished():
+			case *wait > 0 && finished(&r):
 				fmt.Fprintf(x.stdout, "run %d of %s %s after %s\n", r.ID, r.Job, r.Status, durationText(r.DurationMS))
 				if r.Error != nil {
 					fmt.Fprintf(x.stdout, "error: %s\n", oneLine(*r.Error, 200))
@@ -518,7 +519,7 @@ func stepDownFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var l leaderJSON
+		var l api.Leader
 		_ = json.Unmarshal(raw, &l)
 		fmt.Fprintf(x.stdout, "asked %s (epoch %d) to step down; a waiting replica takes over (a lone replica is elected again) and it stays up as a follower\n", l.InstanceID, l.Epoch)
 		return exitOK
@@ -552,11 +553,11 @@ func statusFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if errLeader != nil {
 			fmt.Fprintln(x.stdout, "Leader: none elected yet (no job runs until one is)")
 		} else {
-			var l leaderJSON
+			var l api.Leader
 			_ = json.Unmarshal(rawLeader, &l)
 			fmt.Fprintf(x.stdout, "Leader: %s, epoch %d, since %s\n", l.InstanceID, l.Epoch, x.when(&l.Since))
 		}
-		var list struct{ Instances []instanceJSON }
+		var list struct{ Instances []api.Instance }
 		_ = json.Unmarshal(rawInstances, &list)
 		fmt.Fprintln(x.stdout)
 		tw := x.table()

@@ -10,7 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
+
+	"github.com/schedulerhq/scheduler/api"
 )
 
 // client is the command line's small hand-written client of the /v1 API. It is written by
@@ -114,58 +115,5 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// The API's shapes, as much of them as the commands show (-o json prints the answers whole).
-
-type jobJSON struct {
-	Name         string      `json:"name"`
-	Schedule     string      `json:"schedule"`
-	ScheduleText string      `json:"schedule_text"`
-	TimeZone     string      `json:"time_zone"`
-	Enabled      bool        `json:"enabled"`
-	Paused       bool        `json:"paused"`
-	Timeout      string      `json:"timeout"`
-	Catchup      string      `json:"catchup"`
-	MinGap       string      `json:"min_gap"`
-	NextRunAt    *time.Time  `json:"next_run_at"`
-	NextRuns     []time.Time `json:"next_runs"`
-	LastRun      *runJSON    `json:"last_run"`
-}
-
-type runJSON struct {
-	ID              int64           `json:"id"`
-	Job             string          `json:"job"`
-	Trigger         string          `json:"trigger"`
-	Status          string          `json:"status"`
-	ScheduledAt     *time.Time      `json:"scheduled_at"`
-	StartedAt       *time.Time      `json:"started_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	DurationMS      *int64          `json:"duration_ms"`
-	InstanceID      *string         `json:"instance_id"`
-	Epoch           *int64          `json:"epoch"`
-	Stats           json.RawMessage `json:"stats"`
-	Error           *string         `json:"error"`
-	Reason          *string         `json:"reason"`
-	Params          json.RawMessage `json:"params"`
-	CreatedAt       time.Time       `json:"created_at"`
-	CancelRequested bool            `json:"cancel_requested"`
-	RecoversRunID   *int64          `json:"recovers_run_id"`
-}
-
-// finished mirrors store.Run.Finished: every status but queued and running is final.
-func (r *runJSON) finished() bool { return r.Status != "queued" && r.Status != "running" }
-
-type leaderJSON struct {
-	InstanceID string    `json:"instance_id"`
-	Epoch      int64     `json:"epoch"`
-	Since      time.Time `json:"since"`
-}
-
-type instanceJSON struct {
-	InstanceID string    `json:"instance_id"`
-	Host       string    `json:"host"`
-	Version    string    `json:"version"`
-	HTTPAddr   string    `json:"http_addr"`
-	StartedAt  time.Time `json:"started_at"`
-	LastSeenAt time.Time `json:"last_seen_at"`
-	IsLeader   bool      `json:"is_leader"`
-}
+// finished tells whether a run has ended: every status but queued and running is final.
+func finished(r *api.Run) bool { return r.Status != "queued" && r.Status != "running" }

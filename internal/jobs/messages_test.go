@@ -219,3 +219,42 @@ func TestThreeRacingPipelinesSendEachMessageOnce(t *testing.T) {
 	assert.Zero(t, rcv.badKeys)
 	assert.Equal(t, map[string]int{"SENT": len(ids)}, deliveries(t, db.Pool))
 }
+
+func TestPipelineLeavesASendCutOffByTheCancellationPending(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	env := newEnv(t, db, "pipeline-test")
+	// A receiver that never answers: the send is still in flight when the run is cancelled,
+	// and is cut off once the grace for sends in flight has run out.
+	arrived := make(chan struct{}, 1)
+	done := make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // read, so that the server notices the client hanging up
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer stuck.Close()
+	defer close(done)
+	pipe := jobs.NewPipeline(webhook(stuck.URL), jobs.SendSettings{Concurrency: 1})
+	msgs := claim(t, env, pipe, testDrafts(0, 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	out := pipe.Open(ctx, env, jobs.Hooks{})
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	out.Send(msgs...)
+	st, err := out.Close()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Detail["unknown"], "the message in flight may or may not have gone out")
+	assert.EqualValues(t, 2, st.Detail["released"])
+	assert.Zero(t, st.Detail["failed"], "a send cut off is not recorded as refused")
+	assert.Equal(t, map[string]int{"PENDING": 1}, deliveries(t, db.Pool),
+		"left PENDING for Reclaim, which resends it only through an idempotent provider")
+}

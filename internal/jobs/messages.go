@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/time/rate"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
 )
@@ -370,15 +372,19 @@ func (o *Outbox) recordBatch(batch []outcome) {
 }
 
 // tx runs fn in a fenced transaction: in the run's context while it lasts, then in a fresh
-// bounded one, so that what is known is written even during a cancellation. The fence
-// still refuses the writes of a deposed leader.
+// bounded one, so that what is known is written even during a cancellation — also when the
+// cancellation lands in the middle of the transaction, which then rolled back and is written
+// again (fn's statements are guarded by the rows' state, so a second write changes nothing
+// twice). The fence still refuses the writes of a deposed leader.
 func (o *Outbox) tx(fn func(ctx context.Context, tx pgx.Tx) error) error {
-	ctx := o.ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
+	if o.ctx.Err() == nil {
+		err := o.env.Tx(o.ctx, func(tx pgx.Tx) error { return fn(o.ctx, tx) })
+		if err == nil || o.ctx.Err() == nil || errors.Is(err, store.ErrNotLeader) {
+			return err
+		}
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), recordTimeout)
+	defer cancel()
 	return o.env.Tx(ctx, func(tx pgx.Tx) error { return fn(ctx, tx) })
 }
 

@@ -258,3 +258,27 @@ func TestPipelineLeavesASendCutOffByTheCancellationPending(t *testing.T) {
 	assert.Equal(t, map[string]int{"PENDING": 1}, deliveries(t, db.Pool),
 		"left PENDING for Reclaim, which resends it only through an idempotent provider")
 }
+
+// A cancellation that lands while outcomes are being recorded must not lose them: the
+// record is written again in a fresh bounded transaction, still fenced.
+func TestPipelineRecordsOutcomesWhenCancelledDuringTheRecord(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	env := newEnv(t, db, "pipeline-test")
+	rcv := newReceiver(t, 0, nil)
+	pipe := jobs.NewPipeline(webhook(rcv.URL), jobs.SendSettings{Concurrency: 1})
+	msgs := claim(t, env, pipe, testDrafts(0, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The hook runs inside the record transaction: the run is cancelled before it commits.
+	out := pipe.Open(ctx, env, jobs.Hooks{OnSent: func(context.Context, pgx.Tx, []jobs.Message) error {
+		cancel()
+		return nil
+	}})
+	out.Send(msgs...)
+	st, err := out.Close()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Detail["sent"])
+	assert.Zero(t, st.Detail["unrecorded"])
+	assert.Equal(t, map[string]int{"SENT": 1}, deliveries(t, db.Pool), "the known outcome is recorded")
+}

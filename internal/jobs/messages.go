@@ -13,10 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/time/rate"
 
-	"github.com/schedulerhq/scheduler/internal/store"
-
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // The message pipeline: the one way every job sends (docs/design.md, "Appointment jobs").

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,11 @@ const (
 	// as they arrive: one transaction takes all those waiting, so the transactions grow with
 	// the send rate instead of limiting it.
 	recordBatchMax = 1000
+	// recordWaitMax bounds how long the recorder waits for the sends still in flight before
+	// it records the outcomes it holds: one transaction per wave of sends instead of one per
+	// handful of outcomes (each transaction is a durable commit), yet a slow provider's
+	// outcomes are still recorded within this delay.
+	recordWaitMax = 200 * time.Millisecond
 )
 
 // Pipeline is the replica's message pipeline for one sender: shared by every job that
@@ -188,6 +194,9 @@ type Outbox struct {
 
 	outcomes chan outcome
 	recorded chan struct{} // closed when the recorder has written its last outcome
+	// inFlight counts the messages handed to Send whose outcome is not in outcomes yet (or
+	// that were given back): the recorder waits for them before it records.
+	inFlight atomic.Int64
 
 	mu     sync.Mutex
 	unsent []Message // claims given back at Close
@@ -230,9 +239,11 @@ func (p *Pipeline) Open(ctx context.Context, env *Env, hooks Hooks) *Outbox {
 func (o *Outbox) Send(msgs ...Message) {
 	var wave sync.WaitGroup
 	defer wave.Wait()
+	o.inFlight.Add(int64(len(msgs)))
 	for i, m := range msgs {
 		if err := o.acquire(); err != nil {
 			o.giveBack(msgs[i:]...)
+			o.inFlight.Add(-int64(len(msgs) - i))
 			return
 		}
 		wave.Add(1)
@@ -241,6 +252,9 @@ func (o *Outbox) Send(msgs ...Message) {
 			id, err := o.p.sender.Send(o.sendCtx, m)
 			<-o.p.slots
 			o.outcomes <- outcome{m: m, providerID: id, err: err, cut: err != nil && o.sendCtx.Err() != nil}
+			// After the outcome is queued: the recorder that sees no send in flight has
+			// every outcome of the wave.
+			o.inFlight.Add(-1)
 		}()
 	}
 }
@@ -275,12 +289,16 @@ func (o *Outbox) acquire() error {
 	return nil
 }
 
-// record writes outcomes as they arrive: each transaction takes every outcome waiting (up
-// to recordBatchMax), so under load one transaction records many sends.
+// record writes outcomes as they arrive: each transaction takes every outcome waiting and,
+// while sends are still in flight, those that arrive within recordWaitMax (up to
+// recordBatchMax), so that a wave of sends is usually recorded in one transaction.
 func (o *Outbox) record() {
 	batch := make([]outcome, 0, recordBatchMax)
+	wait := time.NewTimer(recordWaitMax)
+	defer wait.Stop()
 	for first := range o.outcomes {
 		batch = append(batch[:0], first)
+		wait.Reset(recordWaitMax)
 	more:
 		for len(batch) < recordBatchMax {
 			select {
@@ -289,7 +307,19 @@ func (o *Outbox) record() {
 					break more
 				}
 				batch = append(batch, oc)
+				continue
 			default:
+			}
+			if o.inFlight.Load() == 0 {
+				break more // nothing more is coming soon
+			}
+			select {
+			case oc, ok := <-o.outcomes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, oc)
+			case <-wait.C:
 				break more
 			}
 		}

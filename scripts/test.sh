@@ -18,10 +18,15 @@ if [ -z "${TEST_DATABASE_URL:-}" ]; then
   TEST_DATABASE_URL=$(scripts/pg.sh url "$port")
 fi
 
-# The dashboard's tests drive Debian's Chromium headless; they skip (saying so) without it.
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "test.sh: installing chromium for the dashboard's browser tests" >&2
-  apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "test.sh: chromium could not be installed; the browser tests will skip" >&2
+# The dashboard's tests drive Debian's Chromium headless; the partition test puts a replica in
+# a network namespace (iproute2's ip). Both skip, saying so, where they cannot run.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test.sh: installing ${missing[*]} for the browser and network-partition tests" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    echo "test.sh: ${missing[*]} could not be installed; the tests that need them will skip" >&2
 fi
 
 # -race everywhere; packages run two at a time on the 2-core machines we have.

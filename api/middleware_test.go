@@ -13,15 +13,13 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -184,7 +182,7 @@ func TestObserveCountsByRoutePattern(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	families := scrape(t, m)
+	families := testmetrics.Scrape(t, m)
 	for _, c := range []struct {
 		route, method, code string
 		want                float64
@@ -195,7 +193,7 @@ func TestObserveCountsByRoutePattern(t *testing.T) {
 		{"unmatched", "GET", "404", 1},
 		{"/v1/panic", "GET", "500", 1},
 	} {
-		s := series(families, "scheduler_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.code})
+		s := testmetrics.Series(families, "scheduler_http_requests_total", map[string]string{"route": c.route, "method": c.method, "code": c.code})
 		if assert.NotNil(t, s, "%+v", c) {
 			assert.Equal(t, c.want, s.GetCounter().GetValue(), "%+v", c)
 		}
@@ -210,7 +208,7 @@ func TestObserveCountsByRoutePattern(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"/v1/runs/{id}", "/v1/runs/{id}/cancel", "/healthz", "unmatched", "/v1/panic"}, routes,
 		"route labels are patterns, never raw paths (one series per id would grow without bound)")
-	latency := series(families, "scheduler_http_request_duration_seconds", map[string]string{"route": "/v1/runs/{id}", "method": "GET"})
+	latency := testmetrics.Series(families, "scheduler_http_request_duration_seconds", map[string]string{"route": "/v1/runs/{id}", "method": "GET"})
 	require.NotNil(t, latency)
 	assert.Equal(t, uint64(2), latency.GetHistogram().GetSampleCount())
 }
@@ -226,37 +224,4 @@ func recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	require.NoError(t, err)
-	return families
-}
-
-// series finds the one series of family name whose labels include want; nil when none.
-func series(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	f := families[name]
-	if f == nil {
-		return nil
-	}
-next:
-	for _, m := range f.GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
-		return m
-	}
-	return nil
 }

@@ -26,10 +26,10 @@ echo "staticcheck" >&2
 "$tools/staticcheck" ./...
 
 # deadcode lists functions no main package reaches. Code that exists only for tests is
-# reached from tests alone by design: the test harness packages (testdb, testserver,
+# reached from tests alone by design: the test harness packages (testdb, testmetrics, testserver,
 # testsignal) and the test-signal hooks.
 echo "deadcode" >&2
-dead=$("$tools/deadcode" ./... | grep -Ev '^internal/(testdb|testserver|testsignal)/|unreachable func: testSignals\.init$' || true)
+dead=$("$tools/deadcode" ./... | grep -Ev '^internal/(testdb|testmetrics|testserver|testsignal)/|unreachable func: testSignals\.init$' || true)
 if [ -n "$dead" ]; then
   echo "$dead"
   echo "lint.sh: unreachable code above: delete it, or use it" >&2

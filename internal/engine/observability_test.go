@@ -6,15 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +18,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
 // chattyJob logs three lines through env.Log and reports fixed entity counts.
@@ -146,7 +143,7 @@ func TestMetricsMoveAfterARun(t *testing.T) {
 	o := startObservedNode(t)
 
 	// A new leader reports the cluster's history, not only what it ran itself.
-	families := scrape(t, o.metrics)
+	families := testmetrics.Scrape(t, o.metrics)
 	assert.Equal(t, float64(chattyLastSuccess.Unix()),
 		gaugeOrCounter(t, families, "scheduler_job_last_success_timestamp_seconds", map[string]string{"job_name": "chatty"}))
 	assert.Equal(t, 0.0, gaugeOrCounter(t, families, "scheduler_job_paused", map[string]string{"job_name": "chatty"}))
@@ -157,10 +154,10 @@ func TestMetricsMoveAfterARun(t *testing.T) {
 
 	before := time.Now()
 	o.runChatty(t)
-	families = scrape(t, o.metrics)
+	families = testmetrics.Scrape(t, o.metrics)
 	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_runs_total",
 		map[string]string{"job_name": "chatty", "status": "succeeded", "trigger": "manual"}))
-	duration := findSeries(families, "scheduler_run_duration_seconds", map[string]string{"job_name": "chatty"})
+	duration := testmetrics.Series(families, "scheduler_run_duration_seconds", map[string]string{"job_name": "chatty"})
 	require.NotNil(t, duration)
 	assert.Equal(t, uint64(1), duration.GetHistogram().GetSampleCount())
 	for outcome, want := range map[string]int64{
@@ -175,44 +172,14 @@ func TestMetricsMoveAfterARun(t *testing.T) {
 		map[string]string{"job_name": "chatty"}), float64(before.Unix()), "the run's success replaces the history's")
 	assert.Equal(t, 1.0, gaugeOrCounter(t, families, "scheduler_is_leader", nil))
 	assert.GreaterOrEqual(t, gaugeOrCounter(t, families, "scheduler_elections_total", nil), 1.0)
-	wait := findSeries(families, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
+	wait := testmetrics.Series(families, "scheduler_lock_wait_seconds", map[string]string{"lock": "leader_row"})
 	require.NotNil(t, wait, "the election timed its epoch bump")
 	assert.Equal(t, uint64(1), wait.GetHistogram().GetSampleCount())
 }
 
-// scrape reads the node's /metrics as Prometheus does.
-func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	require.Equal(t, http.StatusOK, rec.Code)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	require.NoError(t, err)
-	return families
-}
-
-// findSeries is the series of family name whose labels include want; nil when none.
-func findSeries(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-next:
-	for _, s := range families[name].GetMetric() {
-		got := map[string]string{}
-		for _, l := range s.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
-		return s
-	}
-	return nil
-}
-
 func gaugeOrCounter(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	t.Helper()
-	s := findSeries(families, name, labels)
+	s := testmetrics.Series(families, name, labels)
 	require.NotNil(t, s, "no series %s%v", name, labels)
 	if s.Counter != nil {
 		return s.Counter.GetValue()

@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
@@ -210,24 +207,8 @@ func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
 // given label (no label: the family's only series); zero when it has no series yet.
 func histogramCount(t *testing.T, m *metrics.Metrics, name string, labels map[string]string) (uint64, float64) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	require.Equal(t, http.StatusOK, rec.Code)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	require.NoError(t, err)
-	if f := families[name]; f != nil {
-	next:
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue next
-				}
-			}
-			return s.GetHistogram().GetSampleCount(), s.GetHistogram().GetSampleSum()
-		}
-	}
-	return 0, 0
+	s := testmetrics.Series(testmetrics.Scrape(t, m), name, labels)
+	return s.GetHistogram().GetSampleCount(), s.GetHistogram().GetSampleSum()
 }
 
 // The first leader of a cluster has no predecessor, so its hand-over is unknown; a follower

@@ -7,51 +7,16 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
-
-// scrape reads Handler() the way Prometheus does and parses the answer.
-func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(rec.Body)
-	require.NoError(t, err)
-	return families
-}
-
-// series finds the one series of family name whose labels include want; nil when none.
-func series(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
-	f := families[name]
-	if f == nil {
-		return nil
-	}
-next:
-	for _, m := range f.GetMetric() {
-		got := map[string]string{}
-		for _, l := range m.GetLabel() {
-			got[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
-		return m
-	}
-	return nil
-}
 
 func value(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	t.Helper()
-	m := series(families, name, labels)
+	m := testmetrics.Series(families, name, labels)
 	require.NotNil(t, m, "no series %s%v", name, labels)
 	switch {
 	case m.Counter != nil:
@@ -65,7 +30,7 @@ func value(t *testing.T, families map[string]*dto.MetricFamily, name string, lab
 
 func histogram(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Histogram {
 	t.Helper()
-	m := series(families, name, labels)
+	m := testmetrics.Series(families, name, labels)
 	require.NotNil(t, m, "no series %s%v", name, labels)
 	require.NotNil(t, m.Histogram, "%s is not a histogram", name)
 	return m.Histogram
@@ -87,7 +52,7 @@ func TestRunLifecycleMovesCountersHistogramsAndGauges(t *testing.T) {
 	job := map[string]string{"job_name": "plan-change"}
 
 	m.RunStarted("plan-change", "schedule", 1500*time.Millisecond)
-	families := scrape(t, m)
+	families := testmetrics.Scrape(t, m)
 	assert.Equal(t, 1.0, value(t, families, "scheduler_jobs_running", job), "a started run is running")
 
 	before := time.Now()
@@ -98,7 +63,7 @@ func TestRunLifecycleMovesCountersHistogramsAndGauges(t *testing.T) {
 	m.RunFinished("plan-change", "failed", "manual", 30*time.Second)
 	m.RunRecorded("plan-change", "skipped", "schedule")
 
-	families = scrape(t, m)
+	families = testmetrics.Scrape(t, m)
 	assert.Equal(t, 0.0, value(t, families, "scheduler_jobs_running", job), "every finished run left the gauge")
 	assert.Equal(t, 1.0, value(t, families, "scheduler_runs_total",
 		map[string]string{"job_name": "plan-change", "status": "succeeded", "trigger": "schedule"}))
@@ -134,12 +99,12 @@ func TestJobStateGauges(t *testing.T) {
 	m.SetJobPeriod("rounds-open", 0) // disabled afterwards
 	m.SetJobPaused("status-sync", true)
 
-	families := scrape(t, m)
+	families := testmetrics.Scrape(t, m)
 	assert.Equal(t, float64(succeeded.Unix()), value(t, families, "scheduler_job_last_success_timestamp_seconds",
 		map[string]string{"job_name": "status-sync"}))
-	assert.Nil(t, series(families, "scheduler_job_last_success_timestamp_seconds", map[string]string{"job_name": "rounds-open"}))
+	assert.Nil(t, testmetrics.Series(families, "scheduler_job_last_success_timestamp_seconds", map[string]string{"job_name": "rounds-open"}))
 	assert.Equal(t, 86400.0, value(t, families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "status-sync"}))
-	assert.Nil(t, series(families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "rounds-open"}),
+	assert.Nil(t, testmetrics.Series(families, "scheduler_job_expected_period_seconds", map[string]string{"job_name": "rounds-open"}),
 		"a disabled job has no expected period, so it cannot alert as stuck")
 	assert.Equal(t, 1.0, value(t, families, "scheduler_job_paused", map[string]string{"job_name": "status-sync"}))
 	for _, status := range []string{"succeeded", "failed", "timed_out", "abandoned"} {
@@ -154,7 +119,7 @@ func TestLeadershipMetrics(t *testing.T) {
 	m := metrics.New()
 	m.SetInstanceID("scheduler-2")
 	m.SetLeader(false, 6)
-	families := scrape(t, m)
+	families := testmetrics.Scrape(t, m)
 	assert.Equal(t, 0.0, value(t, families, "scheduler_is_leader", nil))
 	assert.Equal(t, 6.0, value(t, families, "scheduler_leader_epoch", nil), "a follower reports the epoch it saw")
 	assert.Equal(t, 1.0, value(t, families, "scheduler_instance_info", map[string]string{"instance_id": "scheduler-2"}))
@@ -162,7 +127,7 @@ func TestLeadershipMetrics(t *testing.T) {
 	m.SetLeader(true, 7)
 	m.Elected(0.2)
 	m.SetJobPaused("rounds-close", true)
-	families = scrape(t, m)
+	families = testmetrics.Scrape(t, m)
 	assert.Equal(t, 1.0, value(t, families, "scheduler_is_leader", nil))
 	assert.Equal(t, 7.0, value(t, families, "scheduler_leader_epoch", nil))
 	assert.Equal(t, 1.0, value(t, families, "scheduler_elections_total", nil))
@@ -172,10 +137,10 @@ func TestLeadershipMetrics(t *testing.T) {
 
 	m.SteppedDown("shutdown")
 	m.Elected(-1) // a cold start: counted, no duration
-	families = scrape(t, m)
+	families = testmetrics.Scrape(t, m)
 	assert.Equal(t, 0.0, value(t, families, "scheduler_is_leader", nil), "stepping down clears is_leader")
 	assert.Equal(t, 1.0, value(t, families, "scheduler_step_downs_total", map[string]string{"reason": "shutdown"}))
-	assert.Nil(t, series(families, "scheduler_job_paused", map[string]string{"job_name": "rounds-close"}),
+	assert.Nil(t, testmetrics.Series(families, "scheduler_job_paused", map[string]string{"job_name": "rounds-close"}),
 		"a former leader must not keep reporting pause state")
 	assert.Equal(t, 2.0, value(t, families, "scheduler_elections_total", nil))
 	assert.Equal(t, uint64(1), histogram(t, families, "scheduler_handover_duration_seconds", nil).GetSampleCount())
@@ -191,7 +156,7 @@ func TestEntityLockAndIdempotencyCounters(t *testing.T) {
 	m.IdempotencyReplay()
 	m.IdempotencyConflict()
 
-	families := scrape(t, m)
+	families := testmetrics.Scrape(t, m)
 	for outcome, want := range map[string]float64{"processed": 15, "changed": 9, "skipped_locked": 3, "error": 1} {
 		assert.Equal(t, want, value(t, families, "scheduler_entities_total",
 			map[string]string{"job_name": "status-sync", "outcome": outcome}), outcome)
@@ -235,8 +200,8 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	// Several schedulers in one test process each get their own numbers (no global registry).
 	a, b := metrics.New(), metrics.New()
 	a.IdempotencyReplay()
-	assert.Equal(t, 1.0, value(t, scrape(t, a), "scheduler_idempotency_replays_total", nil))
-	assert.Equal(t, 0.0, value(t, scrape(t, b), "scheduler_idempotency_replays_total", nil))
-	assert.NotNil(t, scrape(t, a)["go_goroutines"], "the Go runtime collector is registered")
-	assert.NotNil(t, scrape(t, a)["process_cpu_seconds_total"], "the process collector is registered")
+	assert.Equal(t, 1.0, value(t, testmetrics.Scrape(t, a), "scheduler_idempotency_replays_total", nil))
+	assert.Equal(t, 0.0, value(t, testmetrics.Scrape(t, b), "scheduler_idempotency_replays_total", nil))
+	assert.NotNil(t, testmetrics.Scrape(t, a)["go_goroutines"], "the Go runtime collector is registered")
+	assert.NotNil(t, testmetrics.Scrape(t, a)["process_cpu_seconds_total"], "the process collector is registered")
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -318,38 +320,38 @@ SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wai
 	}
 }
 
-func TestAppointmentReminderNotClaimedForAnAppointmentCancelledDuringTheClaim(t *testing.T) {
+func TestAppointmentReminderNotClaimedForAnAppointmentCancelledAfterItsBatchWasRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, pool, orgs := openAppointments(t)
 	ids := appts{n: 3, start: apptNow.Add(3 * time.Hour), step: time.Minute}.add(t, pool, orgs)
 
-	// The application cancels ids[1] in a transaction still open when the run claims.
-	cancelTx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer cancelTx.Rollback(ctx)
-	_, err = cancelTx.Exec(ctx, `UPDATE appointments SET status = 'CANCELLED' WHERE id = $1`, ids[1])
-	require.NoError(t, err)
-
-	sender := &appointmentSender{}
-	done := make(chan error, 1)
-	var st jobs.Stats
-	go func() {
-		var err error
-		st, err = jobs.NewAppointmentRemindersDay(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{})).
-			Run(ctx, apptEnv(t, db, "appointment-reminders-day", apptNow))
-		done <- err
-	}()
-	waitForLockWait(t, pool) // the claim waits for the cancellation to commit or roll back
-	require.NoError(t, cancelTx.Commit(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not finish within 10 s of the cancellation's commit")
+	// The application cancels ids[1] between the read of its batch (ahead, through the
+	// read-only pool) and the batch's transaction, which locks and claims.
+	env := apptEnv(t, db, "appointment-reminders-day", apptNow)
+	var read, cancelled atomic.Bool
+	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(sql string) {
+		if strings.Contains(sql, "FROM appointments a") {
+			read.Store(true)
+		}
+	}}
+	tx := env.Tx
+	env.Tx = func(ctx context.Context, fn func(pgx.Tx) error) error {
+		if read.Load() && !cancelled.Swap(true) {
+			if _, err := pool.Exec(ctx, `UPDATE appointments SET status = 'CANCELLED' WHERE id = $1`, ids[1]); err != nil {
+				return err
+			}
+		}
+		return tx(ctx, fn)
 	}
+	sender := &appointmentSender{}
+	st, err := jobs.NewAppointmentRemindersDay(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{})).
+		Run(ctx, env)
+	require.NoError(t, err)
+	require.True(t, cancelled.Load(), "the cancellation landed after the batch was read")
+	assert.EqualValues(t, 3, st.Processed, "the batch read holds the appointment cancelled since")
 	assert.Equal(t, map[int64]int{ids[0]: 1, ids[2]: 1}, sender.perAppointment(t),
-		"the appointment cancelled while the batch was read gets no reminder")
+		"the appointment cancelled after its batch was read gets no reminder")
 	assert.EqualValues(t, 1, st.Detail["stale"])
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,7 +117,11 @@ const MessageColumns = `id, attempts, provider, channel, "to", template, payload
 // ScanMessage reads one row of MessageColumns.
 func ScanMessage(row pgx.CollectableRow) (Message, error) {
 	var m Message
-	err := row.Scan(&m.DeliveryID, &m.Attempt, &m.Provider, &m.Channel, &m.To, &m.Template, &m.Payload)
+	// Into []byte: the database's jsonb is valid JSON, and scanning into json.RawMessage
+	// would run encoding/json over every payload again.
+	var payload []byte
+	err := row.Scan(&m.DeliveryID, &m.Attempt, &m.Provider, &m.Channel, &m.To, &m.Template, &payload)
+	m.Payload = payload
 	return m, err
 }
 
@@ -329,15 +334,21 @@ func (o *Outbox) record() {
 
 // recordOutcomesSQL stores send outcomes: SENT with the provider's id or FAILED with the
 // error, only for rows still PENDING under the same claim (attempt).
+//
+// The rows are looked up by primary key. The status guard compares with a column of the
+// outcomes (@pending, 'PENDING') rather than a constant: a constant would let the planner,
+// told by the statistics that few rows are PENDING, scan message_deliveries_pending_idx
+// instead, whose entries include every row recorded since the last vacuum, so that each
+// record of a large wave would visit all the rows recorded before it.
 const recordOutcomesSQL = `
 UPDATE message_deliveries d
 SET status              = CASE WHEN o.error IS NULL THEN 'SENT' ELSE 'FAILED' END,
     provider_message_id = o.provider_message_id,
     error               = o.error,
     sent_at             = CASE WHEN o.error IS NULL THEN now() END
-FROM unnest(@ids::bigint[], @attempts::int[], @provider_ids::text[], @errors::text[])
-    AS o (id, attempt, provider_message_id, error)
-WHERE d.id = o.id AND d.status = 'PENDING' AND d.attempts = o.attempt`
+FROM unnest(@ids::bigint[], @attempts::int[], @provider_ids::text[], @errors::text[], @pending::text[])
+    AS o (id, attempt, provider_message_id, error, pending)
+WHERE d.id = o.id AND d.attempts = o.attempt AND d.status = o.pending`
 
 func (o *Outbox) recordBatch(batch []outcome) {
 	var ids []int64
@@ -382,6 +393,7 @@ func (o *Outbox) recordBatch(batch []outcome) {
 			// outcome, quadratic in the batch once the recorder takes hundreds at a time.
 			_, err := tx.Exec(ctx, recordOutcomesSQL, pgx.QueryExecModeExec, pgx.NamedArgs{
 				"ids": ids, "attempts": attempts, "provider_ids": providerIDs, "errors": errs,
+				"pending": slices.Repeat([]string{"PENDING"}, len(ids)),
 			})
 			if err == nil && o.hooks.OnSent != nil && len(sent) > 0 {
 				err = o.hooks.OnSent(ctx, tx, sent)

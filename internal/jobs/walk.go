@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +13,11 @@ import (
 // Walk is the one way a job goes through its entities (docs/design.md, "The jobs"): batch
 // after batch, each in its own transaction fenced by the run's epoch (Env.Tx),
 //
-//  1. Read: a keyset read of at most BatchSize rows after the last batch's position;
+//  1. Read: a keyset read of at most BatchSize rows after the last batch's position. With
+//     entity locks (Lock set) it runs outside the transaction, through the read-only pool,
+//     one batch ahead: the next batch is read while this one is locked and applied (Apply
+//     re-checks every row anyway). Without, it runs in the batch's transaction, where its
+//     FOR UPDATE SKIP LOCKED keeps copies apart;
 //  2. Filter (optional): rows the job leaves out for a reason it counts (bad time zone, ...);
 //  3. Lock: per entity, pg_try_advisory_xact_lock(hashtextextended('<Job>:<id>', 0)); the
 //     rows of an entity another transaction holds are skipped and counted as skipped_locked,
@@ -25,8 +30,9 @@ import (
 //     counts are what a real run would change), then hand the batch's claimed messages to
 //     the run's Outbox.
 //
-// The walk stops after a batch shorter than BatchSize, or when ctx ends. Only one batch is in
-// memory at a time. A new job is its Read and Apply SQL plus the few fields below:
+// The walk stops after a batch shorter than BatchSize, or when ctx ends. At most two batches
+// are in memory at a time (the one applied and the one read ahead). A new job is its Read
+// and Apply SQL plus the few fields below:
 //
 //	st, err := (&Walk[dueRow]{
 //	    Job: j.Name(), BatchSize: 1000,
@@ -65,7 +71,7 @@ type Walk[R any] struct {
 	Filter func(r R, st *Stats) bool
 	// Lock returns the entity a row belongs to (several rows may share one, e.g. the rounds
 	// of a group). nil takes no advisory lock: Read itself must keep copies apart (FOR UPDATE
-	// SKIP LOCKED).
+	// SKIP LOCKED), and runs in the batch's transaction.
 	Lock func(r R) int64
 	// Apply is the guarded statement over the batch's locked rows (never called with none).
 	// It adds what it changed to b.Stats (Changed, Errors, Detail) and, for a sending job,
@@ -119,10 +125,6 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 	if w.BatchSize <= 0 || w.Apply == nil || w.Keyset == nil {
 		return st, fmt.Errorf("walk %s: BatchSize, Keyset and Apply are required", w.Job)
 	}
-	scan := w.Scan
-	if scan == nil {
-		scan = pgx.RowToStructByPos[R]
-	}
 	args := pgx.NamedArgs{"limit": w.BatchSize}
 	for k, v := range w.Args {
 		args[k] = v
@@ -130,35 +132,51 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 	for k, v := range w.Start {
 		args[k] = v
 	}
+	// With entity locks, Read takes no lock of its own and Apply re-checks every row under
+	// the lock, so Read needs no transaction: it runs one batch ahead through the read-only
+	// pool, and the next batch is read while this one is locked and applied. Without (Read
+	// keeps copies apart with FOR UPDATE SKIP LOCKED), each batch is read in its own
+	// transaction.
+	var ahead <-chan readResult[R]
+	if w.Lock != nil {
+		readCtx, stopReading := context.WithCancel(ctx)
+		defer stopReading()
+		ahead = w.readAhead(readCtx, env.ReadOnly, args)
+	}
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
+		var all []R
+		if ahead != nil {
+			r, ok := <-ahead
+			if !ok { // the reader stops early only when ctx ends
+				return st, ctx.Err()
+			}
+			if r.err != nil {
+				return st, fmt.Errorf("%s batch %d: %w", w.Job, n, r.err)
+			}
+			if all = r.rows; len(all) == 0 {
+				return st, nil
+			}
+		}
 		b := &Batch[R]{Stats: &Stats{}, N: n}
-		var read int
-		var last R
 		err := env.Tx(ctx, func(tx pgx.Tx) error {
 			*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
-			rows, err := tx.Query(ctx, w.Read, args)
-			if err != nil {
-				return fmt.Errorf("read: %w", err)
+			if ahead == nil {
+				var err error
+				if all, err = w.read(ctx, tx, args); err != nil || len(all) == 0 {
+					return err
+				}
 			}
-			all, err := pgx.CollectRows(rows, scan)
-			if err != nil {
-				return fmt.Errorf("read: %w", err)
-			}
-			read = len(all)
-			if read == 0 {
-				return nil
-			}
-			last = all[read-1]
-			b.Stats.Processed = int64(read)
-			kept := all[:0]
+			b.Stats.Processed = int64(len(all))
+			kept := make([]R, 0, len(all))
 			for _, r := range all {
 				if w.Filter == nil || w.Filter(r, b.Stats) {
 					kept = append(kept, r)
 				}
 			}
+			var err error
 			if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
 				return err
 			}
@@ -177,7 +195,7 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 			return st, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
 		}
 		st.Add(*b.Stats)
-		env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", read, "changed", b.Stats.Changed,
+		env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", len(all), "changed", b.Stats.Changed,
 			"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
 		if len(b.sends) > 0 {
 			switch {
@@ -189,16 +207,70 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 				w.Outbox.Send(b.sends...)
 			}
 		}
-		if read < w.BatchSize {
+		if len(all) < w.BatchSize {
 			return st, nil
 		}
-		for k, v := range w.Keyset(last) {
-			args[k] = v
+		if ahead == nil {
+			for k, v := range w.Keyset(all[len(all)-1]) {
+				args[k] = v
+			}
 		}
 		if err := sleep(ctx, w.Pause); err != nil {
 			return st, err
 		}
 	}
+}
+
+// readResult is one batch read ahead.
+type readResult[R any] struct {
+	rows []R
+	err  error
+}
+
+// readAhead reads the walk's batches through q, each one once the walk has taken the one
+// before (so at most two batches are in memory), until a short batch, an error or the end of
+// ctx. It owns a copy of args.
+func (w *Walk[R]) readAhead(ctx context.Context, q Querier, args pgx.NamedArgs) <-chan readResult[R] {
+	out := make(chan readResult[R])
+	args = maps.Clone(args)
+	go func() {
+		defer close(out)
+		for {
+			rows, err := w.read(ctx, q, args)
+			last := err != nil || len(rows) < w.BatchSize
+			if !last {
+				for k, v := range w.Keyset(rows[len(rows)-1]) {
+					args[k] = v
+				}
+			}
+			select {
+			case out <- readResult[R]{rows, err}:
+			case <-ctx.Done():
+				return
+			}
+			if last {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// read runs Read at the keyset position in args.
+func (w *Walk[R]) read(ctx context.Context, q Querier, args pgx.NamedArgs) ([]R, error) {
+	scan := w.Scan
+	if scan == nil {
+		scan = pgx.RowToStructByPos[R]
+	}
+	rows, err := q.Query(ctx, w.Read, args)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	return all, nil
 }
 
 // lock takes the batch's entity locks, in one round trip, and returns the rows whose entity

@@ -2,8 +2,10 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -204,14 +206,57 @@ func TestWalkStopsWhenCancelled(t *testing.T) {
 	db, url := testdb.Open(t, store.Options{})
 	pool := openPool(t, url)
 	seedItems(t, pool, 30)
-	w := itemWalk(10, new(atomic.Int64))
-	keyset := w.Keyset
-	w.Keyset = func(last item) pgx.NamedArgs {
+	env := newEnv(t, db, "walk-test")
+	tx := env.Tx
+	env.Tx = func(ctx context.Context, fn func(pgx.Tx) error) error {
+		err := tx(ctx, fn)
 		cancel() // once the first batch has committed: no other batch starts
-		return keyset(last)
+		return err
 	}
-	st, err := w.Run(ctx, newEnv(t, db, "walk-test"))
+	st, err := itemWalk(10, new(atomic.Int64)).Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 10, st.Processed)
 	assert.Equal(t, map[string]int{"done": 10, "due": 20}, itemStates(t, pool))
+}
+
+// readHook is a walk's read-only Querier that calls after with each read's SQL, once the
+// read has started.
+type readHook struct {
+	jobs.Querier
+	after func(sql string)
+}
+
+func (q readHook) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := q.Querier.Query(ctx, sql, args...)
+	q.after(sql)
+	return rows, err
+}
+
+func TestWalkReadsTheNextBatchWhileApplyingThisOne(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 25)
+	env := newEnv(t, db, "walk-test")
+	reads := make(chan struct{}, 10)
+	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(string) { reads <- struct{}{} }}
+	w := itemWalk(10, new(atomic.Int64))
+	apply := w.Apply
+	w.Apply = func(ctx context.Context, b *jobs.Batch[item]) error {
+		if b.N == 1 {
+			// This batch's read, then the next one's, before this batch's statement ends.
+			for range 2 {
+				select {
+				case <-reads:
+				case <-time.After(10 * time.Second):
+					return errors.New("the next batch was not read through the read-only pool while this one was applied")
+				}
+			}
+		}
+		return apply(ctx, b)
+	}
+	st, err := w.Run(context.Background(), env)
+	require.NoError(t, err)
+	assert.EqualValues(t, 25, st.Changed)
+	assert.Equal(t, map[string]int{"done": 25}, itemStates(t, pool))
 }

@@ -55,8 +55,9 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 			Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 				return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
 			},
-			Log: slog.New(slog.DiscardHandler),
-			Now: now,
+			ReadOnly: db.ReadOnly(),
+			Log:      slog.New(slog.DiscardHandler),
+			Now:      now,
 		}
 		st, err := job.Run(ctx, env)
 		require.NoError(t, err, job.Name())

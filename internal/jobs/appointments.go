@@ -43,9 +43,14 @@ import (
 // crash is settled by the pipeline's Reclaim after the claim timeout, but only while its
 // window is open: one whose window has closed meanwhile is marked FAILED as too late first.
 
-// appointmentBatchSizeDefault bounds the appointments one batch reads, locks and claims,
-// and so the messages one claim transaction hands to the pipeline.
-const appointmentBatchSizeDefault = 1000
+// The walks over appointments apply appointmentParallel batches at once, each of up to
+// BatchSize appointments (appointmentBatchSizeDefault): one batch is claimed while the
+// other commits and sends, so a job holds up to 2 000 entity locks (docs/operations.md,
+// "Lock table"). Each appointment is one row and its own entity, as Walk.Parallel requires.
+const (
+	appointmentBatchSizeDefault = 1000
+	appointmentParallel         = 2
+)
 
 // AppointmentSettings configure the appointment jobs.
 type AppointmentSettings struct {
@@ -56,7 +61,7 @@ type AppointmentSettings struct {
 	// orphaned by a crash (as AbandonSettings.ClaimTimeout; the service uses the same value).
 	ClaimTimeout time.Duration
 	// BatchSize bounds the appointments (or organizations) read, locked and claimed per
-	// transaction.
+	// transaction; two batches of appointments are applied at once.
 	BatchSize int
 }
 
@@ -258,6 +263,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 		Start:     pgx.NamedArgs{"after_at": time.Time{}, "after_id": int64(0)},
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
+		Parallel:  appointmentParallel,
 		Outbox:    out,
 		Apply: func(ctx context.Context, b *Batch[appointmentRow]) error {
 			// Planned for this batch's ids each time (an unnamed statement): the generic plan

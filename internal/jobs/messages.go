@@ -238,9 +238,9 @@ func (p *Pipeline) Open(ctx context.Context, env *Env, hooks Hooks) *Outbox {
 
 // Send sends msgs, claims of a committed transaction, concurrently (each within a pipeline
 // slot and the provider's rate), and returns when every one has gone out or been given
-// back: a walk claims its next batch only then, so a crash leaves at most one batch of
-// claims behind. Once the run's context is done no send starts: the rest is given back at
-// Close.
+// back: a walk's applier claims its next batch only then, so a crash leaves at most
+// Walk.Parallel batches of claims behind. Safe for concurrent use. Once the run's context is
+// done no send starts: the rest is given back at Close.
 func (o *Outbox) Send(msgs ...Message) {
 	var wave sync.WaitGroup
 	defer wave.Wait()

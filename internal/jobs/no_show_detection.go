@@ -69,6 +69,7 @@ func (j *NoShowDetection) Run(ctx context.Context, env *Env) (Stats, error) {
 		Start:     pgx.NamedArgs{"after_at": time.Time{}, "after_id": int64(0)},
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
+		Parallel:  appointmentParallel,
 		Apply: func(ctx context.Context, b *Batch[appointmentRow]) error {
 			tag, err := b.Tx.Exec(ctx, markNoShowSQL, pgx.NamedArgs{
 				"ids": Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),

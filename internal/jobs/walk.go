@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +17,8 @@ import (
 //  1. Read: a keyset read of at most BatchSize rows after the last batch's position. With
 //     entity locks (Lock set) it runs outside the transaction, through the read-only pool,
 //     one batch ahead: the next batch is read while this one is locked and applied (Apply
-//     re-checks every row anyway). Without, it runs in the batch's transaction, where its
-//     FOR UPDATE SKIP LOCKED keeps copies apart;
+//     re-checks every row anyway), and Parallel batches may be applied at once. Without, it
+//     runs in the batch's transaction, where its FOR UPDATE SKIP LOCKED keeps copies apart;
 //  2. Filter (optional): rows the job leaves out for a reason it counts (bad time zone, ...);
 //  3. Lock: per entity, pg_try_advisory_xact_lock(hashtextextended('<Job>:<id>', 0)); the
 //     rows of an entity another transaction holds are skipped and counted as skipped_locked,
@@ -30,9 +31,9 @@ import (
 //     counts are what a real run would change), then hand the batch's claimed messages to
 //     the run's Outbox.
 //
-// The walk stops after a batch shorter than BatchSize, or when ctx ends. At most two batches
-// are in memory at a time (the one applied and the one read ahead). A new job is its Read
-// and Apply SQL plus the few fields below:
+// The walk stops after a batch shorter than BatchSize, or when ctx ends. At most Parallel + 1
+// batches are in memory at a time (those applied and the one read ahead). A new job is its
+// Read and Apply SQL plus the few fields below:
 //
 //	st, err := (&Walk[dueRow]{
 //	    Job: j.Name(), BatchSize: 1000,
@@ -83,6 +84,12 @@ type Walk[R any] struct {
 	// Pause, if set, separates two batches: room for the application's writers and for
 	// autovacuum (data-retention).
 	Pause time.Duration
+	// Parallel is how many batches are applied at once, each in its own transaction (0 or
+	// 1: one after the other). Only with Lock, and only when each entity is one row: an
+	// entity whose rows straddle two batches applied at once is locked by one of them and
+	// skipped by the other. Each batch holds its locks, so Parallel × BatchSize bounds the
+	// lock-table slots the walk takes.
+	Parallel int
 }
 
 // Batch is one batch's transaction and rows, as Apply sees them.
@@ -121,9 +128,11 @@ var errDryRun = errors.New("dry run: roll back")
 // Run walks the entities and returns the counts of the batches that committed (or, for a
 // dry run, would have). On error it returns the counts so far with the error.
 func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
-	var st Stats
 	if w.BatchSize <= 0 || w.Apply == nil || w.Keyset == nil {
-		return st, fmt.Errorf("walk %s: BatchSize, Keyset and Apply are required", w.Job)
+		return Stats{}, fmt.Errorf("walk %s: BatchSize, Keyset and Apply are required", w.Job)
+	}
+	if w.Parallel > 1 && w.Lock == nil {
+		return Stats{}, fmt.Errorf("walk %s: Parallel needs Lock", w.Job)
 	}
 	args := pgx.NamedArgs{"limit": w.BatchSize}
 	for k, v := range w.Args {
@@ -132,88 +141,38 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 	for k, v := range w.Start {
 		args[k] = v
 	}
-	// With entity locks, Read takes no lock of its own and Apply re-checks every row under
-	// the lock, so Read needs no transaction: it runs one batch ahead through the read-only
-	// pool, and the next batch is read while this one is locked and applied. Without (Read
-	// keeps copies apart with FOR UPDATE SKIP LOCKED), each batch is read in its own
-	// transaction.
-	var ahead <-chan readResult[R]
-	if w.Lock != nil {
-		readCtx, stopReading := context.WithCancel(ctx)
-		defer stopReading()
-		ahead = w.readAhead(readCtx, env.ReadOnly, args)
+	if w.Lock == nil {
+		return w.runReadingInTransactions(ctx, env, args)
 	}
+	return w.runReadingAhead(ctx, env, args)
+}
+
+// runReadingInTransactions reads each batch in its own transaction, where Read's FOR UPDATE
+// SKIP LOCKED keeps copies apart, one batch after the other.
+func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args pgx.NamedArgs) (Stats, error) {
+	var st Stats
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
 		var all []R
-		if ahead != nil {
-			r, ok := <-ahead
-			if !ok { // the reader stops early only when ctx ends
-				return st, ctx.Err()
-			}
-			if r.err != nil {
-				return st, fmt.Errorf("%s batch %d: %w", w.Job, n, r.err)
-			}
-			if all = r.rows; len(all) == 0 {
-				return st, nil
-			}
-		}
-		b := &Batch[R]{Stats: &Stats{}, N: n}
-		err := env.Tx(ctx, func(tx pgx.Tx) error {
-			*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
-			if ahead == nil {
-				var err error
-				if all, err = w.read(ctx, tx, args); err != nil || len(all) == 0 {
-					return err
-				}
-			}
-			b.Stats.Processed = int64(len(all))
-			kept := make([]R, 0, len(all))
-			for _, r := range all {
-				if w.Filter == nil || w.Filter(r, b.Stats) {
-					kept = append(kept, r)
-				}
-			}
+		b, err := w.batch(ctx, env, n, func(tx pgx.Tx) ([]R, error) {
 			var err error
-			if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
-				return err
-			}
-			b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
-			if len(b.Rows) > 0 {
-				if err := w.Apply(ctx, b); err != nil {
-					return err
-				}
-			}
-			if env.Params.DryRun {
-				return errDryRun
-			}
-			return nil
+			all, err = w.read(ctx, tx, args)
+			return all, err
 		})
-		if err != nil && !errors.Is(err, errDryRun) {
-			return st, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
+		if err != nil {
+			return st, err
 		}
 		st.Add(*b.Stats)
-		env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", len(all), "changed", b.Stats.Changed,
-			"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
-		if len(b.sends) > 0 {
-			switch {
-			case env.Params.DryRun:
-				st.Changed += int64(len(b.sends))
-			case w.Outbox == nil:
-				return st, fmt.Errorf("%s batch %d: Apply sent messages but the walk has no Outbox", w.Job, n)
-			default:
-				w.Outbox.Send(b.sends...)
-			}
+		if err := w.send(env, b); err != nil {
+			return st, err
 		}
 		if len(all) < w.BatchSize {
 			return st, nil
 		}
-		if ahead == nil {
-			for k, v := range w.Keyset(all[len(all)-1]) {
-				args[k] = v
-			}
+		for k, v := range w.Keyset(all[len(all)-1]) {
+			args[k] = v
 		}
 		if err := sleep(ctx, w.Pause); err != nil {
 			return st, err
@@ -221,21 +180,116 @@ func (w *Walk[R]) Run(ctx context.Context, env *Env) (Stats, error) {
 	}
 }
 
-// readResult is one batch read ahead.
+// runReadingAhead reads the batches ahead through the read-only pool (Read takes no lock of
+// its own, and Apply re-checks every row under the entity locks) and applies up to Parallel
+// of them at once: the next batch is read while this one is locked and applied.
+func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedArgs) (Stats, error) {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	batches := w.readAhead(ctx, env.ReadOnly, args)
+	var mu sync.Mutex
+	var st Stats
+	var appliers sync.WaitGroup
+	for range max(1, w.Parallel) {
+		appliers.Go(func() {
+			for r := range batches {
+				var err error
+				if r.err != nil {
+					err = fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
+				} else {
+					var b *Batch[R]
+					if b, err = w.batch(ctx, env, r.n, func(pgx.Tx) ([]R, error) { return r.rows, nil }); err == nil {
+						mu.Lock()
+						st.Add(*b.Stats)
+						mu.Unlock()
+						err = w.send(env, b)
+					}
+				}
+				if err == nil {
+					err = sleep(ctx, w.Pause)
+				}
+				if err != nil {
+					stop(err)
+					return
+				}
+			}
+		})
+	}
+	appliers.Wait()
+	return st, context.Cause(ctx)
+}
+
+// batch runs batch n's transaction: the rows read gives, Filter, Lock, Apply, then commit
+// (or, for a dry run, roll back, counting the messages it would send as Changed).
+func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.Tx) ([]R, error)) (*Batch[R], error) {
+	b := &Batch[R]{Stats: &Stats{}, N: n}
+	var processed int
+	err := env.Tx(ctx, func(tx pgx.Tx) error {
+		*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
+		all, err := read(tx)
+		if err != nil || len(all) == 0 {
+			return err
+		}
+		processed = len(all)
+		b.Stats.Processed = int64(len(all))
+		kept := make([]R, 0, len(all))
+		for _, r := range all {
+			if w.Filter == nil || w.Filter(r, b.Stats) {
+				kept = append(kept, r)
+			}
+		}
+		if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
+			return err
+		}
+		b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
+		if len(b.Rows) > 0 {
+			if err := w.Apply(ctx, b); err != nil {
+				return err
+			}
+		}
+		if env.Params.DryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDryRun) {
+		return nil, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
+	}
+	if env.Params.DryRun {
+		b.Stats.Changed += int64(len(b.sends)) // what a real run would send
+	}
+	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", processed, "changed", b.Stats.Changed,
+		"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
+	return b, nil
+}
+
+// send hands the messages of a committed batch to the walk's Outbox; a dry run sends none.
+func (w *Walk[R]) send(env *Env, b *Batch[R]) error {
+	if len(b.sends) == 0 || env.Params.DryRun {
+		return nil
+	}
+	if w.Outbox == nil {
+		return fmt.Errorf("%s batch %d: Apply sent messages but the walk has no Outbox", w.Job, b.N)
+	}
+	w.Outbox.Send(b.sends...)
+	return nil
+}
+
+// readResult is batch n, read ahead.
 type readResult[R any] struct {
+	n    int
 	rows []R
 	err  error
 }
 
-// readAhead reads the walk's batches through q, each one once the walk has taken the one
-// before (so at most two batches are in memory), until a short batch, an error or the end of
-// ctx. It owns a copy of args.
+// readAhead reads the walk's batches through q, each one once an applier has taken the one
+// before, until a short batch, an error or the end of ctx. It owns a copy of args.
 func (w *Walk[R]) readAhead(ctx context.Context, q Querier, args pgx.NamedArgs) <-chan readResult[R] {
 	out := make(chan readResult[R])
 	args = maps.Clone(args)
 	go func() {
 		defer close(out)
-		for {
+		for n := 1; ; n++ {
 			rows, err := w.read(ctx, q, args)
 			last := err != nil || len(rows) < w.BatchSize
 			if !last {
@@ -243,10 +297,12 @@ func (w *Walk[R]) readAhead(ctx context.Context, q Querier, args pgx.NamedArgs) 
 					args[k] = v
 				}
 			}
-			select {
-			case out <- readResult[R]{rows, err}:
-			case <-ctx.Done():
-				return
+			if len(rows) > 0 || err != nil {
+				select {
+				case out <- readResult[R]{n: n, rows: rows, err: err}:
+				case <-ctx.Done():
+					return
+				}
 			}
 			if last {
 				return

@@ -260,3 +260,63 @@ func TestWalkReadsTheNextBatchWhileApplyingThisOne(t *testing.T) {
 	assert.EqualValues(t, 25, st.Changed)
 	assert.Equal(t, map[string]int{"done": 25}, itemStates(t, pool))
 }
+
+func TestWalkAppliesParallelBatchesAtOnce(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 45)
+	w := itemWalk(10, new(atomic.Int64))
+	w.Lock = func(it item) int64 { return it.ID } // one row per entity, as Parallel requires
+	w.Parallel = 2
+	// Batch 1's statement waits until batch 2's has started: applied one after the other,
+	// they never would.
+	second := make(chan struct{})
+	apply := w.Apply
+	w.Apply = func(ctx context.Context, b *jobs.Batch[item]) error {
+		switch b.N {
+		case 1:
+			select {
+			case <-second:
+			case <-time.After(10 * time.Second):
+				return errors.New("batch 2 was not applied while batch 1 was")
+			}
+		case 2:
+			close(second)
+		}
+		return apply(ctx, b)
+	}
+	st, err := w.Run(context.Background(), newEnv(t, db, "walk-test"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 45, st.Processed)
+	assert.EqualValues(t, 45, st.Changed)
+	assert.Equal(t, map[string]int{"done": 45}, itemStates(t, pool))
+	var perBatch []int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT array_agg(n ORDER BY batch) FROM (SELECT batch, count(*) AS n FROM walk_items GROUP BY batch) b`).Scan(&perBatch))
+	assert.Equal(t, []int{10, 10, 10, 10, 5}, perBatch, "each batch numbered in keyset order, read once")
+}
+
+func TestWalkStopsEveryApplierAtTheFirstError(t *testing.T) {
+	t.Parallel()
+	db, url := testdb.Open(t, store.Options{})
+	pool := openPool(t, url)
+	seedItems(t, pool, 100)
+	w := itemWalk(10, new(atomic.Int64))
+	w.Lock = func(it item) int64 { return it.ID }
+	w.Parallel = 2
+	boom := errors.New("boom")
+	apply := w.Apply
+	w.Apply = func(ctx context.Context, b *jobs.Batch[item]) error {
+		if b.N == 3 {
+			return boom
+		}
+		return apply(ctx, b)
+	}
+	st, err := w.Run(context.Background(), newEnv(t, db, "walk-test"))
+	require.ErrorIs(t, err, boom)
+	states := itemStates(t, pool)
+	assert.EqualValues(t, states["done"], st.Changed, "the counts are those of the batches that committed")
+	assert.LessOrEqual(t, states["done"], 40, "no batch starts after the error but the one already applied beside it")
+	assert.Positive(t, states["due"])
+}

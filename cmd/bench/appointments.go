@@ -274,8 +274,9 @@ func benchAppointmentJob(ctx context.Context, b *bench, tmpl, job, rawSQL string
 	b.report.add(row{name: name, data: data,
 		value: dur(jm), ref: dur(rm), ratio: fmt.Sprintf("%.2f", ratio(jm, rm)), target: "≤ 1.5",
 		pass: verdict(ratio(jm, rm) <= 1.5),
-		note: fmt.Sprintf("job body in a child process with a fenced Env and the log sender (batches of 1000: keyset read, "+
-			"try-locks, guarded claim or change, pipeline send and record; %s); %s; runs: job %s, raw %s; peak RSS %.1f MB",
+		note: fmt.Sprintf("job body in a child process with a fenced Env and the log sender (batches of 1000: keyset read "+
+			"one batch ahead, try-locks, guarded claim or change, pipeline send and record; the per-appointment jobs apply "+
+			"two batches at once; %s); %s; runs: job %s, raw %s; peak RSS %.1f MB",
 			stats, what, durs(jobTimes), durs(rawTimes), float64(maxRSS)/1024)})
 	return nil
 }

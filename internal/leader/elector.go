@@ -326,6 +326,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		}
 		// The server answered after start, so the lock was still held at start.
 		lastOK = start
+		e.testSignals.heartbeat.Send(term.Epoch)
 	}
 }
 

@@ -8,10 +8,12 @@ type testSignals struct {
 	lockAcquired     testsignal.Signal[struct{}]
 	gainedLeadership testsignal.Signal[int64]
 	lostLeadership   testsignal.Signal[int64]
+	heartbeat        testsignal.Signal[int64] // a leader's heartbeat succeeded, after a wait for step-down requests
 }
 
 func (s *testSignals) init() {
 	s.lockAcquired.Init()
 	s.gainedLeadership.Init()
 	s.lostLeadership.Init()
+	s.heartbeat.Init()
 }

@@ -66,10 +66,17 @@ func TestStepDownWithoutLeaderAndStaleRequest(t *testing.T) {
 	b := startReplica(t, url, "b", 2*time.Second)
 	termB := awaitTerm(t, b, "b leading")
 	require.Greater(t, termB.Epoch, termA.Epoch)
+	for len(b.e.testSignals.heartbeat.C()) > 0 {
+		<-b.e.testSignals.heartbeat.C() // heartbeats before the request
+	}
 	_, err = b.db.Pool.Exec(ctx, `SELECT pg_notify('scheduler_leader_step_down', $1)`, "1")
 	require.NoError(t, err)
-	// A heartbeat later b still leads under the same term.
-	time.Sleep(3 * b.e.conf.HeartbeatInterval) // no event marks "a notification was ignored"
+	// Three heartbeats later, each after a wait for step-down requests, b has read the
+	// notification (a heartbeat already counted when it was sent is at most the first) and
+	// still leads under the same term.
+	for range 3 {
+		require.Equal(t, termB.Epoch, b.e.testSignals.heartbeat.Await(t, 10*time.Second, "a heartbeat of b's term"))
+	}
 	require.NoError(t, termB.Ctx.Err())
 	isLeader, epoch := b.e.IsLeader()
 	assert.True(t, isLeader)

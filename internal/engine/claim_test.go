@@ -14,7 +14,8 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-// its last, every slot has exactly one row.
+// requireOneRowPerSlot asserts that job's history is one row per one-second slot: from its
+// first slot to its last, every slot has exactly one row.
 func requireOneRowPerSlot(t *testing.T, db *testdb.DB, job string) []*store.Run {
 	t.Helper()
 	var runs []*store.Run
@@ -33,9 +34,10 @@ func requireOneRowPerSlot(t *testing.T, db *testdb.DB, job string) []*store.Run 
 	return runs
 }
 
-// so the slot still runs and no slot is lost.
-func TestFailedClaimIsRetried(t *testing.T) {
-	t.Parallel()
+// startTicking starts a leading node whose job "tick" runs every second, with a fault tracer,
+// and waits until two runs have succeeded.
+func startTicking(t *testing.T) (*faultTracer, *testdb.DB, *node) {
+	t.Helper()
 	faults := newFaultTracer()
 	db, url := newDB(t)
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}, tracer: faults})
@@ -43,6 +45,14 @@ func TestFailedClaimIsRetried(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'succeeded'`) >= 2
 	}, waitTimeout, 20*time.Millisecond)
+	return faults, db, n
+}
+
+// Guarantee 10, at the claim: a claim that fails once is retried within its slot's period,
+// so the slot still runs and no slot is lost.
+func TestFailedClaimIsRetried(t *testing.T) {
+	t.Parallel()
+	faults, db, n := startTicking(t)
 
 	faults.fail(faultClaim, 1)
 	awaitFault(t, faults, "a claim to fail")
@@ -58,16 +68,11 @@ func TestFailedClaimIsRetried(t *testing.T) {
 	}
 }
 
-// soon as the database answers again, never silently dropped.
+// Guarantee 10, at the claim: a slot whose claim keeps failing past its period is recorded
+// missed as soon as the database answers again, never silently dropped.
 func TestUnclaimableSlotIsRecordedMissed(t *testing.T) {
 	t.Parallel()
-	faults := newFaultTracer()
-	db, url := newDB(t)
-	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}, tracer: faults})
-	awaitSignal(t, &n.en.testSignals.leading, "leading")
-	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'succeeded'`) >= 2
-	}, waitTimeout, 20*time.Millisecond)
+	faults, db, n := startTicking(t)
 
 	faults.fail(faultClaim, 1_000_000)
 	awaitFault(t, faults, "a claim to fail")
@@ -88,6 +93,7 @@ func TestUnclaimableSlotIsRecordedMissed(t *testing.T) {
 	assert.GreaterOrEqual(t, missed, 2, "the slots of the outage are recorded missed")
 }
 
+// Guarantee 3: catch-up records the unclaimed slots inside its window wherever they are, not
 // only the tail after the latest recorded slot.
 func TestCatchUpRecordsGapsNotOnlyTheTail(t *testing.T) {
 	t.Parallel()
@@ -118,7 +124,8 @@ func TestCatchUpRecordsGapsNotOnlyTheTail(t *testing.T) {
 	assert.Equal(t, 6, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick'`))
 }
 
-// last seen years ago must not hold up the election by stepping through every second since).
+// Guarantee 3: catch-up walks back at most the cap of missed rows per job (a job whose slot
+// was last seen years ago must not hold up the election by stepping through every second since).
 func TestCatchUpAfterALongOutageIsBoundedByTheCap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -180,9 +180,7 @@ func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandone
 		return err
 	}
 	// Locked but refused by the guard: submitted or claimed by another run meanwhile.
-	if stale := len(b.Rows) - len(marked); stale > 0 {
-		b.Stats.Count("stale", int64(stale))
-	}
+	b.CountStale(int64(len(marked)))
 	isMarked := make(map[int64]bool, len(marked))
 	for _, id := range marked {
 		isMarked[id] = true

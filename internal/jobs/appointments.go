@@ -283,9 +283,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 			b.Stats.Count("claimed", int64(len(msgs)))
 			// Locked but not claimed: cancelled, moved or started since the batch was read
 			// (the guard), or claimed by another run meanwhile (a unique key).
-			if stale := len(b.Rows) - len(msgs); stale > 0 {
-				b.Stats.Count("stale", int64(stale))
-			}
+			b.CountStale(int64(len(msgs)))
 			b.Send(msgs...)
 			return nil
 		},

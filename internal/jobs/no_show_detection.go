@@ -81,9 +81,7 @@ func (j *NoShowDetection) Run(ctx context.Context, env *Env) (Stats, error) {
 			b.Stats.Changed += tag.RowsAffected()
 			// Locked but refused by the guard: checked in, cancelled or marked by another
 			// run since the batch was read.
-			if stale := int64(len(b.Rows)) - tag.RowsAffected(); stale > 0 {
-				b.Stats.Count("stale", stale)
-			}
+			b.CountStale(tag.RowsAffected())
 			return nil
 		},
 	}).Run(ctx, env)

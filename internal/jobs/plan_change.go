@@ -137,9 +137,7 @@ func (j *PlanChange) Run(ctx context.Context, env *Env) (Stats, error) {
 			b.Stats.Changed += changed
 			// Locked but unchanged: another run changed the member between the batch's
 			// read and its lock, so the guard refused a second change.
-			if stale := int64(len(b.Rows)) - changed; stale > 0 {
-				b.Stats.Count("stale", stale)
-			}
+			b.CountStale(changed)
 			// The unique index refused a history row the guard let through: a member
 			// changed without its history row. Should never happen; counted as an error.
 			if lost := changed - written; lost > 0 {

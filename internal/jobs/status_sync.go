@@ -82,8 +82,8 @@ func (j *StatusSync) Run(ctx context.Context, env *Env) (Stats, error) {
 			})
 			// Locked but unchanged: renewed, or deactivated by another run, between the
 			// batch's read and its lock.
-			if stale := int64(len(b.Rows)) - b.Stats.Changed; err == nil && stale > 0 {
-				b.Stats.Count("stale", stale)
+			if err == nil {
+				b.CountStale(b.Stats.Changed)
 			}
 			return err
 		},

@@ -112,6 +112,14 @@ type Batch[R any] struct {
 // Changed, what a real run would send, and sends nothing.
 func (b *Batch[R]) Send(msgs ...Message) { b.sends = append(b.sends, msgs...) }
 
+// CountStale counts, as Detail "stale", the locked rows that Apply's guard left alone, done
+// of them having gone through: rows changed by another writer or run since the batch was read.
+func (b *Batch[R]) CountStale(done int64) {
+	if stale := int64(len(b.Rows)) - done; stale > 0 {
+		b.Stats.Count("stale", stale)
+	}
+}
+
 // Column maps rows to one column, for an array argument of Apply's statement
 // (unnest(@ids::bigint[], ...)).
 func Column[R, T any](rows []R, f func(R) T) []T {
@@ -223,14 +231,12 @@ func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedA
 // (or, for a dry run, roll back, counting the messages it would send as Changed).
 func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.Tx) ([]R, error)) (*Batch[R], error) {
 	b := &Batch[R]{Stats: &Stats{}, N: n}
-	var processed int
 	err := env.Tx(ctx, func(tx pgx.Tx) error {
 		*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
 		all, err := read(tx)
 		if err != nil || len(all) == 0 {
 			return err
 		}
-		processed = len(all)
 		b.Stats.Processed = int64(len(all))
 		kept := make([]R, 0, len(all))
 		for _, r := range all {
@@ -258,7 +264,7 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 	if env.Params.DryRun {
 		b.Stats.Changed += int64(len(b.sends)) // what a real run would send
 	}
-	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", processed, "changed", b.Stats.Changed,
+	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", b.Stats.Processed, "changed", b.Stats.Changed,
 		"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
 	return b, nil
 }

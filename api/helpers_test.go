@@ -71,7 +71,11 @@ var loadOpenAPI = sync.OnceValues(func() (routers.Router, error) {
 
 func newTestAPI(t testing.TB) *testAPI {
 	t.Helper()
-	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance})
+	// The lease bounds how long a new connection may take to open (it also bounds partition
+	// detection, which these tests do not exercise). A burst of 50 requests opens the pool's
+	// connections at once; on a test machine busy with every other package, one took longer
+	// than the default 5 s and its request answered 503.
+	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance, LeaseTimeout: time.Minute})
 	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
 	// Waits learn of a finish from its notification alone; TestWaitRechecksWithoutNotification
 	// shortens this to test the fallback.

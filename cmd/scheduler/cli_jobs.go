@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/schedulerhq/scheduler/api"
+)
+
+// The job commands: jobs, job.
+
+func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(ctx context.Context, x *cli, _ []string) int {
+		var raw json.RawMessage
+		if _, err := x.c.do(ctx, "GET", "/v1/jobs", nil, nil, nil, &raw); err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			return x.printJSON(raw)
+		}
+		var list struct{ Jobs []api.Job }
+		_ = json.Unmarshal(raw, &list)
+		tw := x.table()
+		fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
+		for _, j := range list.Jobs {
+			last := "-"
+			if j.LastRun != nil {
+				last = j.LastRun.Status
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.Name, j.ScheduleText, yesNo(j.Paused), last, x.nextRun(&j))
+		}
+		tw.Flush()
+		return exitOK
+	}
+}
+
+func (x *cli) nextRun(j *api.Job) string {
+	switch {
+	case !j.Enabled:
+		return "disabled"
+	case j.Paused:
+		return "paused"
+	case j.NextRunAt == nil:
+		return "-"
+	}
+	return x.when(j.NextRunAt)
+}
+
+func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	limit := fs.Int("limit", 10, "how many recent runs to show")
+	return func(ctx context.Context, x *cli, args []string) int {
+		path := "/v1/jobs/" + url.PathEscape(args[0])
+		var rawJob, rawRuns json.RawMessage
+		if _, err := x.c.do(ctx, "GET", path, nil, nil, nil, &rawJob); err != nil {
+			return x.fail(ctx, err)
+		}
+		if _, err := x.c.do(ctx, "GET", path+"/runs", url.Values{"limit": {strconv.Itoa(*limit)}}, nil, nil, &rawRuns); err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			var runs struct {
+				Runs json.RawMessage `json:"runs"`
+			}
+			_ = json.Unmarshal(rawRuns, &runs)
+			b, _ := json.Marshal(map[string]json.RawMessage{"job": rawJob, "runs": runs.Runs})
+			return x.printJSON(b)
+		}
+		var j api.Job
+		var runs struct{ Runs []api.Run }
+		_ = json.Unmarshal(rawJob, &j)
+		_ = json.Unmarshal(rawRuns, &runs)
+		state := "active"
+		if !j.Enabled {
+			state = "disabled"
+		} else if j.Paused {
+			state = "paused"
+		}
+		tw := x.table()
+		fmt.Fprintf(tw, "Job:\t%s\n", j.Name)
+		fmt.Fprintf(tw, "State:\t%s\n", state)
+		fmt.Fprintf(tw, "Schedule:\t%s (%s)\n", j.ScheduleText, j.Schedule)
+		fmt.Fprintf(tw, "Time zone:\t%s\n", j.TimeZone)
+		fmt.Fprintf(tw, "Timeout:\t%s\n", j.Timeout)
+		fmt.Fprintf(tw, "Catch-up:\t%s\n", j.Catchup)
+		fmt.Fprintf(tw, "Min gap:\t%s\n", j.MinGap)
+		tw.Flush()
+		fmt.Fprintln(x.stdout, "\nNext runs:")
+		if len(j.NextRuns) == 0 {
+			fmt.Fprintf(x.stdout, "  none (%s)\n", state)
+		}
+		for _, t := range j.NextRuns {
+			fmt.Fprintf(x.stdout, "  %s\n", x.when(&t))
+		}
+		fmt.Fprintln(x.stdout, "\nRecent runs:")
+		x.runTable(runs.Runs)
+		return exitOK
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/schedulerhq/scheduler/api"
+)
+
+// The run commands: runs, run, trigger.
+
+func runsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	status := fs.String("status", "", "only runs with this status (queued, running, succeeded, failed, skipped, timed_out, abandoned, cancelled, missed)")
+	trigger := fs.String("trigger", "", "only runs with this trigger (schedule, manual, catch-up, recovery)")
+	limit := fs.Int("limit", 20, "how many runs (1-500)")
+	return func(ctx context.Context, x *cli, args []string) int {
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		if *status != "" {
+			q.Set("status", *status)
+		}
+		if *trigger != "" {
+			q.Set("trigger", *trigger)
+		}
+		var raw json.RawMessage
+		if _, err := x.c.do(ctx, "GET", "/v1/jobs/"+url.PathEscape(args[0])+"/runs", q, nil, nil, &raw); err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			return x.printJSON(raw)
+		}
+		var page struct{ Runs []api.Run }
+		_ = json.Unmarshal(raw, &page)
+		x.runTable(page.Runs)
+		return exitOK
+	}
+}
+
+func (x *cli) runTable(runs []api.Run) {
+	if len(runs) == 0 {
+		fmt.Fprintln(x.stdout, "  no runs")
+		return
+	}
+	tw := x.table()
+	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGER\tSLOT/CREATED\tDURATION\tREASON/ERROR")
+	for _, r := range runs {
+		at := r.ScheduledAt
+		if at == nil {
+			at = &r.CreatedAt
+		}
+		note := ""
+		if r.Error != nil {
+			note = *r.Error
+		} else if r.Reason != nil {
+			note = *r.Reason
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Trigger, x.when(at), durationText(r.DurationMS), oneLine(note, 60))
+	}
+	tw.Flush()
+}
+
+func runFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(ctx context.Context, x *cli, args []string) int {
+		id, ok := x.runID(args[0])
+		if !ok {
+			return exitUsage
+		}
+		var raw json.RawMessage
+		if _, err := x.c.do(ctx, "GET", "/v1/runs/"+id, nil, nil, nil, &raw); err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			return x.printJSON(raw)
+		}
+		var r api.Run
+		_ = json.Unmarshal(raw, &r)
+		x.printRun(&r)
+		return exitOK
+	}
+}
+
+func (x *cli) runID(arg string) (string, bool) {
+	if n, err := strconv.ParseInt(arg, 10, 64); err != nil || n <= 0 {
+		fmt.Fprintf(x.stderr, "scheduler: a run id is a positive integer, not %q\n", arg)
+		return "", false
+	}
+	return arg, true
+}
+
+func (x *cli) printRun(r *api.Run) {
+	tw := x.table()
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("Run", strconv.FormatInt(r.ID, 10))
+	row("Job", r.Job)
+	row("Status", r.Status+map[bool]string{true: " (cancel requested)"}[r.CancelRequested])
+	row("Trigger", r.Trigger)
+	row("Slot", x.when(r.ScheduledAt))
+	row("Created", x.when(&r.CreatedAt))
+	row("Started", x.when(r.StartedAt))
+	row("Finished", x.when(r.FinishedAt))
+	row("Duration", durationText(r.DurationMS))
+	row("Replica", deref(r.InstanceID))
+	if r.Epoch != nil {
+		row("Epoch", strconv.FormatInt(*r.Epoch, 10))
+	}
+	row("Reason", deref(r.Reason))
+	if r.RecoversRunID != nil {
+		row("Recovers", "run "+strconv.FormatInt(*r.RecoversRunID, 10))
+	}
+	row("Params", string(r.Params))
+	row("Stats", string(r.Stats))
+	if r.Error != nil {
+		row("Error", oneLine(*r.Error, 200))
+	}
+	tw.Flush()
+}
+
+func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	wait := fs.Duration("wait", 0, "wait up to this long for the run to end, such as 5m; exit 0 only if it succeeded")
+	dryRun := fs.Bool("dry-run", false, "count what the run would change, and change nothing")
+	reason := fs.String("reason", "", "why (kept with the run and in the audit log)")
+	key := fs.String("idempotency-key", "", "a UUID v4; retrying with the same key never queues a second run")
+	return func(ctx context.Context, x *cli, args []string) int {
+		if *wait < 0 {
+			fmt.Fprintln(x.stderr, "scheduler trigger: --wait must not be negative")
+			return exitUsage
+		}
+		body := map[string]any{"params": map[string]any{"dry_run": *dryRun}}
+		if *reason != "" {
+			body["reason"] = *reason
+		}
+		q := url.Values{}
+		if *wait > 0 {
+			q.Set("wait", min(*wait, serverMaxWait).String())
+		}
+		var h map[string]string
+		if *key != "" {
+			h = map[string]string{"Idempotency-Key": *key}
+		}
+		var raw json.RawMessage
+		status, err := x.c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(args[0])+"/runs", q, body, h, &raw)
+		if err != nil {
+			return x.fail(ctx, err)
+		}
+		var r api.Run
+		_ = json.Unmarshal(raw, &r)
+		if *wait > 0 && !finished(&r) {
+			deadline := time.Now().Add(*wait - serverMaxWait)
+			for !finished(&r) && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return exitFailure
+				case <-time.After(pollEvery):
+				}
+				if _, err := x.c.do(ctx, "GET", "/v1/runs/"+strconv.FormatInt(r.ID, 10), nil, nil, nil, &raw); err != nil {
+					return x.fail(ctx, err)
+				}
+				_ = json.Unmarshal(raw, &r)
+			}
+		}
+		if x.json {
+			x.printJSON(raw)
+		} else {
+			switch {
+			case *wait > 0 && finished(&r):
+				fmt.Fprintf(x.stdout, "run %d of %s %s after %s\n", r.ID, r.Job, r.Status, durationText(r.DurationMS))
+				if r.Error != nil {
+					fmt.Fprintf(x.stdout, "error: %s\n", oneLine(*r.Error, 200))
+				}
+			case *wait > 0:
+				fmt.Fprintf(x.stdout, "run %d of %s still %s after %s; follow it with: scheduler run %d\n", r.ID, r.Job, r.Status, *wait, r.ID)
+			case status == http.StatusOK:
+				fmt.Fprintf(x.stdout, "run %d of %s was already %s; no second run queued\n", r.ID, r.Job, r.Status)
+			default:
+				fmt.Fprintf(x.stdout, "run %d of %s queued; follow it with: scheduler run %d\n", r.ID, r.Job, r.ID)
+			}
+		}
+		if *wait > 0 && r.Status != "succeeded" {
+			return exitFailure
+		}
+		return exitOK
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// injectFaults strikes the current leader with a fault of a kind drawn at random every few
+// seconds, measures the hand-over and repairs what the fault broke (restarts a killed
+// replica, heals a blackhole), until ctx ends.
+func (r *runner) injectFaults(ctx context.Context, res *Result) error {
+	for {
+		pause := r.cfg.KillMin + time.Duration(r.rng.Int64N(int64(r.cfg.KillMax-r.cfg.KillMin)+1))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		epoch, id, _, err := r.leader(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.cfg.Log.Warn("reading the leader row failed; retrying", "err", err)
+			continue
+		}
+		rep := r.byID(id)
+		if rep == nil {
+			r.cfg.Log.Info("no live leader to strike yet", "leader", id, "epoch", epoch)
+			continue
+		}
+		fault := r.cfg.Faults[r.rng.IntN(len(r.cfg.Faults))]
+		sent := time.Now()
+		repair, name, err := r.strike(ctx, fault, rep)
+		if err != nil {
+			return err
+		}
+		h := r.measureHandover(ctx, epoch, sent)
+		h.Fault = name
+		if h.Err != "" && ctx.Err() == nil {
+			res.NoHandover++
+		}
+		if ctx.Err() == nil || h.Err == "" {
+			res.Handovers = append(res.Handovers, h)
+		}
+		r.cfg.Log.Info("fault", "fault", name, "instance", id, "epoch", epoch,
+			"elected_after", h.Elected, "first_start_after", h.FirstStart, "beyond_due", h.BeyondDue, "err", h.Err)
+		if err := repair(); err != nil {
+			return err
+		}
+	}
+}
+
+// strike applies one fault to the leader rep and returns how to repair it once the
+// hand-over is measured, and the fault's name in the report.
+func (r *runner) strike(ctx context.Context, fault string, rep *replica) (repair func() error, name string, err error) {
+	none := func() error { return nil }
+	switch fault {
+	case FaultKill, FaultTerm:
+		sig := syscall.SIGKILL
+		if fault == FaultTerm {
+			sig = syscall.SIGTERM
+		}
+		if err := rep.cmd.Process.Signal(sig); err != nil {
+			return nil, "", fmt.Errorf("signal %s: %w", rep.id, err)
+		}
+		return func() error {
+			select {
+			case <-rep.done:
+			case <-time.After(10 * time.Second):
+				_ = rep.cmd.Process.Kill()
+				<-rep.done
+			}
+			return r.start(rep.n)
+		}, fault, nil
+	case FaultTerminate:
+		// Every backend of the leader: its lock session and its running jobs' connections.
+		var n int
+		err := r.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE application_name = 'scheduler:' || $1 AND datname = current_database()`, rep.id).Scan(&n)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("terminating the leader's backends failed", "err", err)
+		}
+		return none, fault, nil
+	case FaultPGRestart:
+		mode := "fast"
+		if r.restarts%2 == 1 {
+			mode = "immediate"
+		}
+		r.restarts++
+		out, err := exec.CommandContext(ctx, "scripts/pg.sh", "restart", r.cfg.PGData, mode).CombinedOutput()
+		if err != nil && ctx.Err() == nil {
+			return nil, "", fmt.Errorf("restart PostgreSQL (-m %s): %v: %s", mode, err, out)
+		}
+		// The pool's connections died with the server; drop them rather than fail a check.
+		r.pool.Reset()
+		return none, fault + " " + mode, nil
+	case FaultBlackhole:
+		rep.proxy.Cut()
+		return func() error { rep.proxy.Heal(); return nil }, fault, nil
+	}
+	return nil, "", fmt.Errorf("unknown fault %q", fault)
+}
+
+// watchEpochs records every epoch and its since, for the commit-order check.
+func (r *runner) watchEpochs(ctx context.Context) {
+	for ctx.Err() == nil {
+		if epoch, _, since, err := r.leader(ctx); err == nil && epoch > 0 {
+			r.epochsMu.Lock()
+			if _, ok := r.epochs[epoch]; !ok {
+				r.epochs[epoch] = since
+			}
+			r.epochsMu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// measureHandover waits for an epoch after old and for the first run of it to start.
+func (r *runner) measureHandover(ctx context.Context, old int64, sent time.Time) Handover {
+	var h Handover
+	deadline := time.Now().Add(15 * time.Second)
+	var epoch int64
+	for {
+		e, _, since, err := r.leader(context.WithoutCancel(ctx))
+		if err == nil && e > old {
+			epoch, h.Elected = e, since.Sub(sent)
+			break
+		}
+		if time.Now().After(deadline) {
+			h.Err = "no new leader within 15 s"
+			return h
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var started time.Time
+		var slot *time.Time
+		err := r.pool.QueryRow(context.WithoutCancel(ctx), `
+SELECT started_at, scheduled_at FROM job_runs
+WHERE epoch = $1 AND started_at IS NOT NULL
+ORDER BY started_at LIMIT 1`, epoch).Scan(&started, &slot)
+		if err == nil {
+			h.FirstStart = started.Sub(sent)
+			// The part of the wait the hand-over caused: a slot that came due after the
+			// fault could not have started before it came due anyway.
+			due := sent
+			if slot != nil && slot.After(sent) {
+				due = *slot
+			}
+			h.BeyondDue = started.Sub(due)
+			return h
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return h
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+)
+
+// jobsEnv runs the jobs under test on their chaos schedules and disables every other job of
+// the registry.
+func jobsEnv(run map[string]string) []string {
+	var env []string
+	for _, j := range jobs.Builtin(jobs.Settings{}, slog.New(slog.DiscardHandler)).All() {
+		name := "SCHEDULER_JOB_" + strings.ToUpper(strings.ReplaceAll(j.Name(), "-", "_"))
+		if schedule, ok := run[j.Name()]; ok {
+			env = append(env, name+"_SCHEDULE="+schedule)
+		} else {
+			env = append(env, name+"_ENABLED=false")
+		}
+	}
+	return env
+}
+
+// replica is one scheduler serve process slot; it is restarted under a new instance id.
+// It reaches PostgreSQL through its own proxy, which the blackhole fault cuts.
+type replica struct {
+	n     int
+	gen   int
+	id    string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	proxy *proxy
+	dbURL string // through the proxy
+}
+
+type runner struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	rng      *rand.Rand
+	mu       sync.Mutex
+	replicas []*replica
+	restarts int // pg-restarts so far, to alternate their modes
+
+	epochsMu sync.Mutex
+	epochs   map[int64]time.Time // every epoch seen, with its since
+}
+
+// start launches replica slot i (again, after a kill) under a new instance id.
+func (r *runner) start(i int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.replicas) <= i {
+		r.replicas = append(r.replicas, &replica{n: len(r.replicas)})
+	}
+	rep := r.replicas[i]
+	rep.gen++
+	rep.id = fmt.Sprintf("chaos-r%d-g%d", i, rep.gen)
+	if rep.proxy == nil {
+		u, err := url.Parse(r.cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		if rep.proxy, err = startProxy(u.Host); err != nil {
+			return err
+		}
+		u.Host = rep.proxy.Addr()
+		rep.dbURL = u.String()
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(r.cfg.WorkDir, fmt.Sprintf("replica-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(r.cfg.Binary, "serve")
+	env := append(os.Environ(),
+		"DATABASE_URL="+rep.dbURL,
+		"SCHEDULER_HTTP_ADDR=127.0.0.1:"+port,
+		"SCHEDULER_INSTANCE_ID="+rep.id,
+		"SCHEDULER_LOG_FORMAT=json",
+	)
+	env = append(env, jobsEnv(r.cfg.Jobs)...)
+	if r.cfg.Lease > 0 {
+		env = append(env, "SCHEDULER_LEASE_TIMEOUT="+r.cfg.Lease.String())
+	}
+	cmd.Env = append(env, r.cfg.Env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start replica %d: %w", i, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	rep.cmd, rep.done = cmd, done
+	return nil
+}
+
+// stopAll signals every live replica and waits for it (SIGKILL after 10 s).
+func (r *runner) stopAll(sig syscall.Signal) {
+	r.mu.Lock()
+	reps := slices.Clone(r.replicas)
+	r.mu.Unlock()
+	for _, rep := range reps {
+		if rep.cmd != nil && rep.cmd.Process != nil {
+			_ = rep.cmd.Process.Signal(sig)
+		}
+	}
+	for _, rep := range reps {
+		if rep.done == nil {
+			continue
+		}
+		select {
+		case <-rep.done:
+		case <-time.After(10 * time.Second):
+			_ = rep.cmd.Process.Kill()
+			<-rep.done
+		}
+	}
+}
+
+// leader reads the leader row.
+func (r *runner) leader(ctx context.Context) (epoch int64, id string, since time.Time, err error) {
+	var idp *string
+	var sincep *time.Time
+	err = r.pool.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).Scan(&epoch, &idp, &sincep)
+	if idp != nil {
+		id = *idp
+	}
+	if sincep != nil {
+		since = *sincep
+	}
+	return
+}
+
+func (r *runner) closeProxies() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.replicas {
+		if rep.proxy != nil {
+			rep.proxy.Close()
+		}
+	}
+}
+
+func (r *runner) byID(id string) *replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.replicas {
+		if rep.id == id {
+			select {
+			case <-rep.done:
+				return nil
+			default:
+				return rep
+			}
+		}
+	}
+	return nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, _ := strings.Cut(l.Addr().String(), ":")
+	return port, nil
+}

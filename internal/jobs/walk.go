@@ -31,9 +31,11 @@ import (
 //     counts are what a real run would change), then hand the batch's claimed messages to
 //     the run's Outbox.
 //
-// The walk stops after a batch shorter than BatchSize, or when ctx ends. At most Parallel + 1
-// batches are in memory at a time (those applied and the one read ahead). A new job is its
-// Read and Apply SQL plus the few fields below:
+// The walk stops after a batch shorter than BatchSize, at the first error, or when ctx ends.
+// An error stops only the batches not started yet: a batch already in its transaction runs
+// to its end, and is counted and sent if it commits. At most Parallel + 1 batches are in
+// memory at a time (those applied and the one read ahead). A new job is its Read and Apply
+// SQL plus the few fields below:
 //
 //	st, err := (&Walk[dueRow]{
 //	    Job: j.Name(), BatchSize: 1000,
@@ -191,30 +193,32 @@ func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args p
 // runReadingAhead reads the batches ahead through the read-only pool (Read takes no lock of
 // its own, and Apply re-checks every row under the entity locks) and applies up to Parallel
 // of them at once: the next batch is read while this one is locked and applied.
+//
+// The first error stops the walk (walkCtx): the read-ahead, the pauses, and any batch not
+// started yet. A batch already in its transaction runs to its end under the run's ctx, and
+// is counted and handed to the Outbox if it commits: cancelled in flight, its COMMIT could
+// reach the server while pgx reports context.Canceled, and the walk would drop the counts
+// and the claimed messages of a batch that did commit.
 func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedArgs) (Stats, error) {
-	ctx, stop := context.WithCancelCause(ctx)
+	walkCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	batches := w.readAhead(ctx, env.ReadOnly, args)
+	batches := w.readAhead(walkCtx, env.ReadOnly, args)
 	var mu sync.Mutex
 	var st Stats
 	var appliers sync.WaitGroup
 	for range max(1, w.Parallel) {
 		appliers.Go(func() {
 			for r := range batches {
-				var err error
-				if r.err != nil {
-					err = fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
-				} else {
-					var b *Batch[R]
-					if b, err = w.batch(ctx, env, r.n, func(pgx.Tx) ([]R, error) { return r.rows, nil }); err == nil {
-						mu.Lock()
-						st.Add(*b.Stats)
-						mu.Unlock()
-						err = w.send(env, b)
-					}
+				if walkCtx.Err() != nil {
+					return // stopped: no batch starts
 				}
+				err := w.applyAhead(ctx, env, r, func(b *Batch[R]) {
+					mu.Lock()
+					st.Add(*b.Stats)
+					mu.Unlock()
+				})
 				if err == nil {
-					err = sleep(ctx, w.Pause)
+					err = sleep(walkCtx, w.Pause)
 				}
 				if err != nil {
 					stop(err)
@@ -224,7 +228,21 @@ func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedA
 		})
 	}
 	appliers.Wait()
-	return st, context.Cause(ctx)
+	return st, context.Cause(walkCtx)
+}
+
+// applyAhead runs the transaction of r, a batch read ahead, under ctx; once it has
+// committed, count adds its counts and its messages go to the Outbox.
+func (w *Walk[R]) applyAhead(ctx context.Context, env *Env, r readResult[R], count func(*Batch[R])) error {
+	if r.err != nil {
+		return fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
+	}
+	b, err := w.batch(ctx, env, r.n, func(pgx.Tx) ([]R, error) { return r.rows, nil })
+	if err != nil {
+		return err
+	}
+	count(b)
+	return w.send(env, b)
 }
 
 // batch runs batch n's transaction: the rows read gives, Filter, Lock, Apply, then commit

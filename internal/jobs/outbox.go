@@ -115,14 +115,33 @@ func (o *Outbox) Send(msgs ...Message) {
 		wave.Add(1)
 		go func() {
 			defer wave.Done()
-			id, err := o.p.sender.Send(o.sendCtx, m)
+			oc := o.send(m)
 			<-o.p.slots
-			o.outcomes <- outcome{m: m, providerID: id, err: err, cut: err != nil && o.sendCtx.Err() != nil}
+			o.outcomes <- oc
 			// After the outcome is queued: the recorder that sees no send in flight has
 			// every outcome of the wave.
 			o.inFlight.Add(-1)
 		}()
 	}
+}
+
+// send sends m and returns its outcome. A panic in the sender is recovered here, on the
+// send's goroutine, where it would end the process: it is m's outcome, as a send error is
+// (m may or may not have gone out), and the run's error.
+func (o *Outbox) send(m Message) outcome {
+	var id string
+	err := CatchPanic(func() error {
+		var err error
+		id, err = o.p.sender.Send(o.sendCtx, m)
+		return err
+	})
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		o.mu.Lock()
+		o.err = errors.Join(o.err, fmt.Errorf("send the message of delivery %d: %w", m.DeliveryID, err))
+		o.mu.Unlock()
+	}
+	return outcome{m: m, providerID: id, err: err, cut: err != nil && o.sendCtx.Err() != nil}
 }
 
 func (o *Outbox) giveBack(msgs ...Message) {
@@ -257,7 +276,9 @@ func (o *Outbox) recordBatch(batch []outcome) {
 				"pending": slices.Repeat([]string{"PENDING"}, len(ids)),
 			})
 			if err == nil && o.hooks.OnSent != nil && len(sent) > 0 {
-				err = o.hooks.OnSent(ctx, tx, sent)
+				// The recorder's goroutine must survive the job's hook: recovered, its panic
+				// rolls this record back and fails the run, and the recorder goes on.
+				err = CatchPanic(func() error { return o.hooks.OnSent(ctx, tx, sent) })
 			}
 			return err
 		})
@@ -332,7 +353,7 @@ func (o *Outbox) Close() (Stats, error) {
 						first = append(first, m)
 					}
 				}
-				if err := o.hooks.OnRelease(ctx, tx, first); err != nil {
+				if err := CatchPanic(func() error { return o.hooks.OnRelease(ctx, tx, first) }); err != nil {
 					return err
 				}
 			}

@@ -251,25 +251,10 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 	b := &Batch[R]{Stats: &Stats{}, N: n}
 	err := env.Tx(ctx, func(tx pgx.Tx) error {
 		*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
-		all, err := read(tx)
-		if err != nil || len(all) == 0 {
+		// A panic in the job's code is recovered here, inside the transaction, which it
+		// rolls back: on an applier's goroutine it would end the process.
+		if err := CatchPanic(func() error { return w.apply(ctx, tx, b, read) }); err != nil {
 			return err
-		}
-		b.Stats.Processed = int64(len(all))
-		kept := make([]R, 0, len(all))
-		for _, r := range all {
-			if w.Filter == nil || w.Filter(r, b.Stats) {
-				kept = append(kept, r)
-			}
-		}
-		if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
-			return err
-		}
-		b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
-		if len(b.Rows) > 0 {
-			if err := w.Apply(ctx, b); err != nil {
-				return err
-			}
 		}
 		if env.Params.DryRun {
 			return errDryRun
@@ -285,6 +270,29 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", b.Stats.Processed, "changed", b.Stats.Changed,
 		"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
 	return b, nil
+}
+
+// apply reads b's rows in tx, filters and locks them, and runs Apply over those locked.
+func (w *Walk[R]) apply(ctx context.Context, tx pgx.Tx, b *Batch[R], read func(tx pgx.Tx) ([]R, error)) error {
+	all, err := read(tx)
+	if err != nil || len(all) == 0 {
+		return err
+	}
+	b.Stats.Processed = int64(len(all))
+	kept := make([]R, 0, len(all))
+	for _, r := range all {
+		if w.Filter == nil || w.Filter(r, b.Stats) {
+			kept = append(kept, r)
+		}
+	}
+	if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
+		return err
+	}
+	b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
+	if len(b.Rows) == 0 {
+		return nil
+	}
+	return w.Apply(ctx, b)
 }
 
 // send hands the messages of a committed batch to the walk's Outbox; a dry run sends none.
@@ -314,13 +322,19 @@ func (w *Walk[R]) readAhead(ctx context.Context, q Querier, args pgx.NamedArgs) 
 	go func() {
 		defer close(out)
 		for n := 1; ; n++ {
-			rows, err := w.read(ctx, q, args)
-			last := err != nil || len(rows) < w.BatchSize
-			if !last {
-				for k, v := range w.Keyset(rows[len(rows)-1]) {
-					args[k] = v
+			var rows []R
+			// Scan and Keyset are the job's code: a panic on this goroutine would end the
+			// process, recovered it is batch n's error.
+			err := CatchPanic(func() error {
+				var err error
+				if rows, err = w.read(ctx, q, args); err == nil && len(rows) >= w.BatchSize {
+					for k, v := range w.Keyset(rows[len(rows)-1]) {
+						args[k] = v
+					}
 				}
-			}
+				return err
+			})
+			last := err != nil || len(rows) < w.BatchSize
 			if len(rows) > 0 || err != nil {
 				select {
 				case out <- readResult[R]{n: n, rows: rows, err: err}:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -88,6 +90,39 @@ func TestPanicFailsRunAndEngineKeepsRunning(t *testing.T) {
 	// The stack is stored with the error, bounded, and names the frame that panicked.
 	assert.Contains(t, stack, "panicJob.Run")
 	assert.LessOrEqual(t, len(stack), maxStoredStack+100)
+
+	awaitStatus(t, db, queueRun(t, db, "tick"), store.StatusSucceeded)
+	isLeader, _ := n.el.IsLeader()
+	assert.True(t, isLeader, "a panicking job must not cost the replica its leadership")
+}
+
+// A panic on a goroutine the job started (here a walk's applier) fails the run as one in
+// the job body does; unrecovered, it would end the process (and this test binary).
+func TestPanicOnAJobsGoroutineFailsRunAndEngineKeepsRunning(t *testing.T) {
+	t.Parallel()
+	db, url := newDB(t)
+	logs := &syncBuffer{}
+	n := startNode(t, url, "a", nodeOptions{
+		jobs: []config.Job{manualOnly(t, "walk-boom", time.Minute), manualOnly(t, "tick", time.Minute)},
+		log:  logging.New(logs, slog.LevelInfo, logging.FormatJSON),
+	})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+
+	id := queueRun(t, db, "walk-boom")
+	boom := awaitStatus(t, db, id, store.StatusFailed)
+	require.NotNil(t, boom.Error)
+	msg, stack, _ := strings.Cut(*boom.Error, "\n\n")
+	assert.Equal(t, "walk-boom batch 2: panic: assignment to entry in nil map", msg)
+	assert.Contains(t, stack, "walkPanicJob.Run", "the stack of the walk's goroutine, where it panicked")
+	var logged []map[string]any
+	for _, line := range logs.lines(t) {
+		if line["msg"] == "job panicked" {
+			logged = append(logged, line)
+		}
+	}
+	require.Len(t, logged, 1)
+	assert.EqualValues(t, id, logged[0]["run_id"], "logged with the run's id")
+	assert.Contains(t, logged[0]["stack"], "walkPanicJob.Run")
 
 	awaitStatus(t, db, queueRun(t, db, "tick"), store.StatusSucceeded)
 	isLeader, _ := n.el.IsLeader()

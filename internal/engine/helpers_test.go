@@ -67,6 +67,33 @@ func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
 	panic("boom: the job body blew up")
 }
 
+// walkPanicJob walks 30 numbers, two batches at once, and panics (a nil-map write) in the
+// Apply of batch 2, on one of the walk's goroutines rather than the job body's.
+type walkPanicJob struct{ name string }
+
+func (j walkPanicJob) Name() string { return j.name }
+func (j walkPanicJob) Defaults() jobs.Defaults {
+	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+}
+func (j walkPanicJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	type number struct{ N int64 }
+	return (&jobs.Walk[number]{
+		Job: j.name, BatchSize: 10, Parallel: 2,
+		Read:   `SELECT n FROM generate_series(@after::bigint + 1, 30) AS n ORDER BY n LIMIT @limit`,
+		Start:  pgx.NamedArgs{"after": int64(0)},
+		Keyset: func(n number) pgx.NamedArgs { return pgx.NamedArgs{"after": n.N} },
+		Lock:   func(n number) int64 { return n.N },
+		Apply: func(_ context.Context, b *jobs.Batch[number]) error {
+			if b.N == 2 {
+				var perBatch map[int]int
+				//lint:ignore SA5000 the panic this job exists for
+				perBatch[b.N]++
+			}
+			return nil
+		},
+	}).Run(ctx, env)
+}
+
 // writerJob writes one row every few milliseconds, each in its own fenced transaction,
 // until its context ends or a write fails.
 type writerJob struct{ name string }
@@ -104,7 +131,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 }
 
 var registry = jobs.NewRegistry(
-	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
 )
 
 // newDB gives the test its own database with the test_calls table.

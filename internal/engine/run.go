@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -29,14 +28,6 @@ var (
 // lost leadership; job_runs keeps it running until the next leader marks it abandoned.
 const statusInterrupted = "interrupted"
 
-// panicError is a job body's panic, turned into the run's failure.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
-
 // maxStoredStack bounds the panic stack kept in job_runs.error: the frames that matter (the
 // job's, where it panicked) come first, and a run row should stay small.
 const maxStoredStack = 4 << 10
@@ -49,9 +40,9 @@ func errorText(runErr error) *string {
 		return nil
 	}
 	s := runErr.Error()
-	var pe *panicError
+	var pe *jobs.PanicError
 	if errors.As(runErr, &pe) {
-		stack := pe.stack
+		stack := pe.Stack
 		if len(stack) > maxStoredStack {
 			stack = append(stack[:maxStoredStack:maxStoredStack], "\n... (truncated; the full stack is in the log)"...)
 		}
@@ -120,15 +111,16 @@ func (e *Engine) runLog(term leader.Term, run *store.Run) *slog.Logger {
 	return logging.ForRun(e.log, run.ID, run.Job, term.Epoch).With("trigger", run.Trigger)
 }
 
-// runJob calls the job body, turning a panic into an error so one bad job cannot bring the
-// replica down.
+// runJob calls the job body, turning a panic into an error (a *jobs.PanicError) so one bad
+// job cannot bring the replica down. The goroutines the job starts through the jobs package
+// (a walk's, the outbox's) recover their own panics into the error Run returns.
 func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return job.Run(ctx, env)
+	err = jobs.CatchPanic(func() error {
+		var err error
+		stats, err = job.Run(ctx, env)
+		return err
+	})
+	return stats, err
 }
 
 // finish is the one place a run ends: it decides the final status and records it in a
@@ -157,11 +149,11 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 			"error", runErr, "elapsed", elapsed)
 		return
 	}
-	var pe *panicError
+	var pe *jobs.PanicError
 	switch {
 	case errors.As(runErr, &pe):
 		status = store.StatusFailed
-		log.Error("job panicked", "panic", fmt.Sprint(pe.value), "stack", string(pe.stack))
+		log.Error("job panicked", "panic", fmt.Sprint(pe.Value), "error", runErr, "stack", string(pe.Stack))
 	case runErr == nil:
 	case errors.Is(cause, errTimedOut):
 		status = store.StatusTimedOut

@@ -330,7 +330,7 @@ func TestAppointmentReminderNotClaimedForAnAppointmentCancelledAfterItsBatchWasR
 	// read-only pool) and the batch's transaction, which locks and claims.
 	env := apptEnv(t, db, "appointment-reminders-day", apptNow)
 	var read, cancelled atomic.Bool
-	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(sql string) {
+	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(_ context.Context, sql string) {
 		if strings.Contains(sql, "FROM appointments a") {
 			read.Store(true)
 		}

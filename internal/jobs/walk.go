@@ -31,9 +31,11 @@ import (
 //     counts are what a real run would change), then hand the batch's claimed messages to
 //     the run's Outbox.
 //
-// The walk stops after a batch shorter than BatchSize, or when ctx ends. At most Parallel + 1
-// batches are in memory at a time (those applied and the one read ahead). A new job is its
-// Read and Apply SQL plus the few fields below:
+// The walk stops after a batch shorter than BatchSize, at the first error, or when ctx ends.
+// An error stops only the batches not started yet: a batch already in its transaction runs
+// to its end, and is counted and sent if it commits. At most Parallel + 1 batches are in
+// memory at a time (those applied and the one read ahead). A new job is its Read and Apply
+// SQL plus the few fields below:
 //
 //	st, err := (&Walk[dueRow]{
 //	    Job: j.Name(), BatchSize: 1000,
@@ -191,30 +193,32 @@ func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args p
 // runReadingAhead reads the batches ahead through the read-only pool (Read takes no lock of
 // its own, and Apply re-checks every row under the entity locks) and applies up to Parallel
 // of them at once: the next batch is read while this one is locked and applied.
+//
+// The first error stops the walk (walkCtx): the read-ahead, the pauses, and any batch not
+// started yet. A batch already in its transaction runs to its end under the run's ctx, and
+// is counted and handed to the Outbox if it commits: cancelled in flight, its COMMIT could
+// reach the server while pgx reports context.Canceled, and the walk would drop the counts
+// and the claimed messages of a batch that did commit.
 func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedArgs) (Stats, error) {
-	ctx, stop := context.WithCancelCause(ctx)
+	walkCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	batches := w.readAhead(ctx, env.ReadOnly, args)
+	batches := w.readAhead(walkCtx, env.ReadOnly, args)
 	var mu sync.Mutex
 	var st Stats
 	var appliers sync.WaitGroup
 	for range max(1, w.Parallel) {
 		appliers.Go(func() {
 			for r := range batches {
-				var err error
-				if r.err != nil {
-					err = fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
-				} else {
-					var b *Batch[R]
-					if b, err = w.batch(ctx, env, r.n, func(pgx.Tx) ([]R, error) { return r.rows, nil }); err == nil {
-						mu.Lock()
-						st.Add(*b.Stats)
-						mu.Unlock()
-						err = w.send(env, b)
-					}
+				if walkCtx.Err() != nil {
+					return // stopped: no batch starts
 				}
+				err := w.applyAhead(ctx, env, r, func(b *Batch[R]) {
+					mu.Lock()
+					st.Add(*b.Stats)
+					mu.Unlock()
+				})
 				if err == nil {
-					err = sleep(ctx, w.Pause)
+					err = sleep(walkCtx, w.Pause)
 				}
 				if err != nil {
 					stop(err)
@@ -224,7 +228,21 @@ func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedA
 		})
 	}
 	appliers.Wait()
-	return st, context.Cause(ctx)
+	return st, context.Cause(walkCtx)
+}
+
+// applyAhead runs the transaction of r, a batch read ahead, under ctx; once it has
+// committed, count adds its counts and its messages go to the Outbox.
+func (w *Walk[R]) applyAhead(ctx context.Context, env *Env, r readResult[R], count func(*Batch[R])) error {
+	if r.err != nil {
+		return fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
+	}
+	b, err := w.batch(ctx, env, r.n, func(pgx.Tx) ([]R, error) { return r.rows, nil })
+	if err != nil {
+		return err
+	}
+	count(b)
+	return w.send(env, b)
 }
 
 // batch runs batch n's transaction: the rows read gives, Filter, Lock, Apply, then commit
@@ -233,25 +251,10 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 	b := &Batch[R]{Stats: &Stats{}, N: n}
 	err := env.Tx(ctx, func(tx pgx.Tx) error {
 		*b = Batch[R]{Tx: tx, Stats: &Stats{}, N: n}
-		all, err := read(tx)
-		if err != nil || len(all) == 0 {
+		// A panic in the job's code is recovered here, inside the transaction, which it
+		// rolls back: on an applier's goroutine it would end the process.
+		if err := CatchPanic(func() error { return w.apply(ctx, tx, b, read) }); err != nil {
 			return err
-		}
-		b.Stats.Processed = int64(len(all))
-		kept := make([]R, 0, len(all))
-		for _, r := range all {
-			if w.Filter == nil || w.Filter(r, b.Stats) {
-				kept = append(kept, r)
-			}
-		}
-		if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
-			return err
-		}
-		b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
-		if len(b.Rows) > 0 {
-			if err := w.Apply(ctx, b); err != nil {
-				return err
-			}
 		}
 		if env.Params.DryRun {
 			return errDryRun
@@ -267,6 +270,29 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", b.Stats.Processed, "changed", b.Stats.Changed,
 		"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
 	return b, nil
+}
+
+// apply reads b's rows in tx, filters and locks them, and runs Apply over those locked.
+func (w *Walk[R]) apply(ctx context.Context, tx pgx.Tx, b *Batch[R], read func(tx pgx.Tx) ([]R, error)) error {
+	all, err := read(tx)
+	if err != nil || len(all) == 0 {
+		return err
+	}
+	b.Stats.Processed = int64(len(all))
+	kept := make([]R, 0, len(all))
+	for _, r := range all {
+		if w.Filter == nil || w.Filter(r, b.Stats) {
+			kept = append(kept, r)
+		}
+	}
+	if b.Rows, err = w.lock(ctx, tx, kept); err != nil {
+		return err
+	}
+	b.Stats.SkippedLocked = int64(len(kept) - len(b.Rows))
+	if len(b.Rows) == 0 {
+		return nil
+	}
+	return w.Apply(ctx, b)
 }
 
 // send hands the messages of a committed batch to the walk's Outbox; a dry run sends none.
@@ -296,13 +322,19 @@ func (w *Walk[R]) readAhead(ctx context.Context, q Querier, args pgx.NamedArgs) 
 	go func() {
 		defer close(out)
 		for n := 1; ; n++ {
-			rows, err := w.read(ctx, q, args)
-			last := err != nil || len(rows) < w.BatchSize
-			if !last {
-				for k, v := range w.Keyset(rows[len(rows)-1]) {
-					args[k] = v
+			var rows []R
+			// Scan and Keyset are the job's code: a panic on this goroutine would end the
+			// process, recovered it is batch n's error.
+			err := CatchPanic(func() error {
+				var err error
+				if rows, err = w.read(ctx, q, args); err == nil && len(rows) >= w.BatchSize {
+					for k, v := range w.Keyset(rows[len(rows)-1]) {
+						args[k] = v
+					}
 				}
-			}
+				return err
+			})
+			last := err != nil || len(rows) < w.BatchSize
 			if len(rows) > 0 || err != nil {
 				select {
 				case out <- readResult[R]{n: n, rows: rows, err: err}:

@@ -17,8 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // receiver is a webhook provider that de-duplicates on the Idempotency-Key, as the webhook
@@ -80,24 +78,10 @@ func TestChaosLeaderKilledMidWaveDeliversEveryReminderOnce(t *testing.T) {
 		t.Skip("chaos run: real processes; skipped with -short")
 	}
 	binary := testBinary(t)
-	url := testdb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	defer pool.Close()
-
 	const due = 1000
-	_, err = pool.Exec(ctx, `
-INSERT INTO organizations (name, timezone, admin_email) VALUES ('chaos clinic', 'Europe/Paris', 'admin@chaos.example')`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `
-INSERT INTO appointments (organization_id, contact_email, host_email, start_at, end_at, status, booked_at)
-SELECT o.id, 'contact-' || i || '@chaos.example', 'host@chaos.example',
-       now() + interval '10 minutes' + i * interval '1 second', now() + interval '1 hour',
-       CASE WHEN i > $1 THEN 'CANCELLED' ELSE 'BOOKED' END, now() - interval '1 day'
-FROM organizations o, generate_series(1, $1 + 50) AS i`, due)
-	require.NoError(t, err)
+	url, pool := reminderWave(ctx, t, due)
 
 	rc := &receiver{latency: 50 * time.Millisecond, posts: map[string]int{}, keys: map[int64][]string{},
 		reached: make(chan struct{}), after: due / 4}

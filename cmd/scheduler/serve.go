@@ -107,7 +107,8 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Info("schema ready", "version", store.SchemaVersion())
 		// The elector and engine add instance_id to their lines themselves.
 		elector, err := leader.New(leader.Config{DB: db, InstanceID: cfg.InstanceID, Log: base,
-			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m})
+			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m,
+			DrainTimeout: jobs.HandOverDrain})
 		if err != nil {
 			log.Error("cannot start the elector", "err", err)
 			return exitFailure

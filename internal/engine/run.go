@@ -24,6 +24,9 @@ var (
 	errCancelRequested = errors.New("cancel requested")
 )
 
+// finishAfterTermTimeout bounds recording the end of a run that finished as its term ended.
+const finishAfterTermTimeout = 5 * time.Second
+
 // statusInterrupted labels, in metrics only, a run this replica could not finish because it
 // lost leadership; job_runs keeps it running until the next leader marks it abandoned.
 const statusInterrupted = "interrupted"
@@ -59,8 +62,11 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 	runCtx, cancel := context.WithCancelCause(ctx)
 	e.track(run, cancel)
 	e.runs.Add(1)
+	// A resignation keeps the lock until the run has recorded what it did.
+	release := term.Hold()
 	go func() {
 		defer e.runs.Done()
+		defer release()
 		defer e.untrack(run.ID)
 		defer cancel(nil)
 		e.execute(ctx, runCtx, term, en, run)
@@ -143,7 +149,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 			e.testSignals.finished.Send(run.ID)
 		}
 	}()
-	if errors.Is(runErr, store.ErrNotLeader) || ctx.Err() != nil {
+	if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
 		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)
@@ -167,6 +173,14 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	statsJSON, err := json.Marshal(stats)
 	if err != nil {
 		statsJSON = []byte(`{}`)
+	}
+	if ctx.Err() != nil {
+		// The job finished its work just as the term ended. In a resignation the lock is
+		// still held until this run returns (Term.Hold), so its end can still pass the fence:
+		// recorded now, it is not run again by the next leader's recovery.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
+		defer cancel()
 	}
 	if !e.recordFinish(ctx, term, log, run, status, statsJSON, errText) {
 		status = statusInterrupted

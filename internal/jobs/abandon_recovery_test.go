@@ -153,7 +153,7 @@ func TestAbandonRecoveryConcurrentRunsSendEachLeadOneMessage(t *testing.T) {
 	var stamped, wrong int
 	require.NoError(t, db.Pool.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE l.abandoned_at = $2 AND l.recovery_sent_at IS NOT NULL),
-       count(*) FILTER (WHERE d.id IS NULL OR d.provider_message_id <> 'test-message-delivery-' || d.id
+       count(*) FILTER (WHERE d.id IS NULL OR d.provider_message_id <> 'test-message-delivery-' || (SELECT deployment_id FROM scheduler_identity) || '-' || d.id
                         OR d."to" <> CASE l.channel WHEN 'EMAIL' THEN l.email ELSE l.phone END
                         OR d.channel <> l.channel OR d.sent_at IS NULL
                         OR d.payload_hash <> encode(sha256(convert_to(d.payload::text, 'UTF8')), 'hex'))
@@ -238,7 +238,7 @@ func TestAbandonRecoveryAfterCrashResendsOnlyThroughAnIdempotentWebhook(t *testi
 	var resent int
 	require.NoError(t, db.Pool.QueryRow(ctx, `
 SELECT count(*) FROM message_deliveries
-WHERE attempts = 2 AND provider_message_id = 'wh-message-delivery-' || id`).Scan(&resent))
+WHERE attempts = 2 AND provider_message_id = 'wh-message-delivery-' || (SELECT deployment_id FROM scheduler_identity) || '-' || id`).Scan(&resent))
 	assert.Equal(t, s.BatchSize, resent, "the orphans were re-claimed (attempt 2) and sent under their own key")
 }
 

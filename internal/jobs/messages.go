@@ -87,7 +87,8 @@ type Draft struct {
 
 // MessageColumns are the columns a claim statement returns (RETURNING MessageColumns), in
 // the order ScanMessage reads them.
-const MessageColumns = `id, attempts, provider, channel, "to", template, payload`
+const MessageColumns = `id, attempts, provider, channel, "to", template, payload,
+    (SELECT deployment_id::text FROM scheduler_identity) AS deployment_id`
 
 // ScanMessage reads one row of MessageColumns.
 func ScanMessage(row pgx.CollectableRow) (Message, error) {
@@ -95,7 +96,7 @@ func ScanMessage(row pgx.CollectableRow) (Message, error) {
 	// Into []byte: the database's jsonb is valid JSON, and scanning into json.RawMessage
 	// would run encoding/json over every payload again.
 	var payload []byte
-	err := row.Scan(&m.DeliveryID, &m.Attempt, &m.Provider, &m.Channel, &m.To, &m.Template, &payload)
+	err := row.Scan(&m.DeliveryID, &m.Attempt, &m.Provider, &m.Channel, &m.To, &m.Template, &payload, &m.Deployment)
 	m.Payload = payload
 	return m, err
 }
@@ -169,7 +170,8 @@ SET claimed_at = now(), attempts = d.attempts + 1
 FROM unnest(@ids::bigint[], @claimed_ats::timestamptz[]) AS k (id, claimed_at)
 WHERE d.id = k.id AND d.status = 'PENDING' AND d.claimed_at = k.claimed_at
   AND d.provider = @provider AND @idempotent::boolean
-RETURNING d.id, d.attempts, d.provider, d.channel, d."to", d.template, d.payload`
+RETURNING d.id, d.attempts, d.provider, d.channel, d."to", d.template, d.payload,
+    (SELECT deployment_id::text FROM scheduler_identity) AS deployment_id`
 
 	// failOrphansSQL marks the others FAILED: a possible duplicate is worse than a missing
 	// message.

@@ -50,7 +50,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	_ = json.Unmarshal(body, &m)
 	key := req.Header.Get("Idempotency-Key")
 	r.mu.Lock()
-	if key != fmt.Sprintf("message-delivery-%d", m.DeliveryID) {
+	if len(m.Deployment) != 36 || key != fmt.Sprintf("message-delivery-%s-%d", m.Deployment, m.DeliveryID) {
 		r.badKeys++
 	}
 	r.keys[key]++
@@ -121,7 +121,7 @@ func TestPipelineKeepsToItsConcurrency(t *testing.T) {
 	assert.EqualValues(t, 12*concurrency, st.Detail["sent"])
 	assert.Equal(t, concurrency, rcv.maxInFlight, "the receiver saw exactly the concurrency in flight, never more")
 	assert.Equal(t, map[string]int{"SENT": 12 * concurrency}, deliveries(t, db.Pool))
-	assert.Zero(t, rcv.badKeys, "every request carries Idempotency-Key: message-delivery-<id>")
+	assert.Zero(t, rcv.badKeys, "every request carries Idempotency-Key: message-delivery-<deployment>-<id>")
 	for key, n := range rcv.keys {
 		assert.Equal(t, 1, n, key)
 	}

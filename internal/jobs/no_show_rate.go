@@ -121,7 +121,8 @@ claimed AS (
     FROM message m
     -- Any unique key: (provider, channel, "to", payload_hash) or (organization, local date).
     ON CONFLICT DO NOTHING
-    RETURNING id AS delivery_id, attempts AS attempt, provider, channel, "to", template, payload
+    RETURNING id AS delivery_id, attempts AS attempt, provider, channel, "to", template, payload,
+        (SELECT deployment_id::text FROM scheduler_identity) AS deployment_id
 )
 SELECT (SELECT count(*) FROM unsent WHERE due),
        (SELECT count(*) FROM over WHERE due),

@@ -34,6 +34,11 @@ const (
 	recordWaitMax = 200 * time.Millisecond
 )
 
+// HandOverDrain is how long a resigning leader keeps its lock for a run to record what it
+// sent (leader.Config.DrainTimeout): the grace for sends in flight plus the bound on
+// recording their outcomes.
+const HandOverDrain = sendGrace + recordTimeout
+
 // Hooks let a job write its own rows beside the pipeline's, in the same fenced transaction.
 type Hooks struct {
 	// OnSent runs in the transaction that records sent as SENT (abandon-recovery stamps its

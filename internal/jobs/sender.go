@@ -28,12 +28,16 @@ type Message struct {
 	To       string          `json:"to"`
 	Template string          `json:"template"`
 	Payload  json.RawMessage `json:"payload"`
+	// Deployment names the database that claimed the message (scheduler_identity), so its
+	// key is unique among every deployment a receiver hears from.
+	Deployment string `json:"deployment_id"`
 }
 
 // IdempotencyKey names the message for the provider: the same delivery always carries the
-// same key, so a provider that de-duplicates on it delivers a resent message once.
+// same key, so a provider that de-duplicates on it delivers a resent message once; and the
+// deployment in it keeps two deployments' deliveries of the same id apart.
 func (m Message) IdempotencyKey() string {
-	return "message-delivery-" + strconv.FormatInt(m.DeliveryID, 10)
+	return "message-delivery-" + m.Deployment + "-" + strconv.FormatInt(m.DeliveryID, 10)
 }
 
 // Sender delivers messages to a provider.

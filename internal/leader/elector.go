@@ -34,6 +34,9 @@ const (
 	reconnectMax = 2 * time.Second
 	// resignTimeout bounds giving up leadership during a shutdown.
 	resignTimeout = 2 * time.Second
+	// drainTimeoutDefault is how long a resignation waits for its term's runs to record
+	// what they did, when the caller does not say (serve passes jobs.HandOverDrain).
+	drainTimeoutDefault = 15 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16
 )
@@ -55,6 +58,9 @@ type Config struct {
 	Host, Version, HTTPAddr string
 	// Metrics, when set, counts elections and step-downs.
 	Metrics *metrics.Metrics
+	// DrainTimeout bounds how long a voluntary resignation waits for the work its term holds
+	// (Term.Hold) before releasing the lock. Default drainTimeoutDefault.
+	DrainTimeout time.Duration
 }
 
 func (c *Config) withDefaults() (*Config, error) {
@@ -80,6 +86,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	if out.InstanceHeartbeat <= 0 {
 		out.InstanceHeartbeat = instanceHeartbeatDefault
 	}
+	if out.DrainTimeout <= 0 {
+		out.DrainTimeout = drainTimeoutDefault
+	}
 	return &out, nil
 }
 
@@ -93,6 +102,21 @@ type Term struct {
 	// Ctx is cancelled when the term ends (step-down, resignation, shutdown): everything
 	// the term started must stop.
 	Ctx context.Context
+
+	work *work
+}
+
+// Hold registers work of the term whose writes must commit before another replica leads
+// (a run recording what it sent, docs/design.md guarantee 10); release ends it. A voluntary
+// resignation (shutdown, step-down) cancels Ctx, waits up to Config.DrainTimeout for every
+// release, and only then gives up the lock, so that the work's fenced writes still pass the
+// fence. A term lost involuntarily (lock lost, fenced) waits for nothing: its fence has
+// already moved on.
+func (t Term) Hold() (release func()) {
+	if t.work == nil {
+		return func() {}
+	}
+	return t.work.hold()
 }
 
 // Subscription delivers this replica's terms, in order.
@@ -249,7 +273,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	}
 	e.conf.Metrics.SetLeader(true, cur.Epoch)
 	termCtx, endTerm := context.WithCancel(ctx)
-	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx}, endTerm, nil
+	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx, work: &work{}}, endTerm, nil
 }
 
 // handover is how long the cluster went without a leader before the term cur, or -1 when
@@ -351,6 +375,20 @@ func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm c
 	endTerm()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
+	// Still holding the lock, so nobody can bump the epoch: what the term's runs finished,
+	// the outcomes of the messages they sent included, commits under its fence. Unlocked at
+	// once, the next leader's bump would refuse those writes, and a delivered message would
+	// stay PENDING and be sent again.
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), e.conf.DrainTimeout)
+	drainStart := time.Now()
+	if !term.work.wait(drainCtx) {
+		e.log.Warn("runs still recording at the drain timeout; releasing the lock anyway, the next leader settles them",
+			"epoch", term.Epoch, "drain_timeout", e.conf.DrainTimeout)
+	} else {
+		e.log.Info("the term's runs recorded what they did; releasing the lock", "epoch", term.Epoch,
+			"drained_in", time.Since(drainStart))
+	}
+	cancelDrain()
 	e.steppedDownAt = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()

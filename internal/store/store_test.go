@@ -182,3 +182,23 @@ func tables(t *testing.T, u string) []string {
 	require.NoError(t, err)
 	return names
 }
+
+// Two deployments sharing a webhook receiver must not send the same Idempotency-Key for
+// different messages: each migrated database draws its own deployment id.
+func TestEachMigratedDatabaseNamesItsOwnDeployment(t *testing.T) {
+	t.Parallel()
+	ids := map[string]bool{}
+	for range 2 {
+		u := testdb.Empty(t)
+		mg, err := store.NewMigrator(u)
+		require.NoError(t, err)
+		require.NoError(t, mg.Up())
+		mg.Close()
+		var id string
+		require.NoError(t, testdb.Pool(t, u).QueryRow(context.Background(),
+			`SELECT deployment_id::text FROM scheduler_identity`).Scan(&id))
+		assert.Len(t, id, 36, "a UUID")
+		ids[id] = true
+	}
+	assert.Len(t, ids, 2, "two databases, two deployment ids")
+}

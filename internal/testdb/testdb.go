@@ -92,7 +92,13 @@ func New(t testing.TB) string {
 			t.Errorf("testdb: drop database %s: %v", name, err)
 		}
 	})
-	return WithDatabase(adminURL, name)
+	u := WithDatabase(adminURL, name)
+	// A copy of the template would share its deployment id; every test database is a
+	// deployment of its own, as two migrated databases are.
+	if err := adminOn(ctx, u, `UPDATE scheduler_identity SET deployment_id = gen_random_uuid()`); err != nil {
+		t.Fatalf("testdb: draw the database's deployment id: %v", err)
+	}
+	return u
 }
 
 // Empty creates an empty (unmigrated) database for this test, for migration tests.

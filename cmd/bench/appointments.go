@@ -73,7 +73,7 @@ FROM (
 
 // rawRecordSQL records every PENDING message SENT, as the pipeline's record step does.
 const rawRecordSQL = `
-UPDATE message_deliveries SET status = 'SENT', provider_message_id = 'message-delivery-' || id, sent_at = now()
+UPDATE message_deliveries SET status = 'SENT', provider_message_id = 'message-delivery-' || (SELECT deployment_id FROM scheduler_identity) || '-' || id, sent_at = now()
 WHERE status = 'PENDING'`
 
 const (

@@ -45,7 +45,7 @@ type receiver struct {
 	url      string
 	mu       sync.Mutex
 	keys     map[string]int
-	mismatch int // requests whose Idempotency-Key is not message-delivery-<delivery_id>
+	mismatch int // requests whose Idempotency-Key is not message-delivery-<deployment_id>-<delivery_id>
 }
 
 func startReceiver() (*receiver, error) {
@@ -61,7 +61,8 @@ func startReceiver() (*receiver, error) {
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	var m struct {
-		DeliveryID int64 `json:"delivery_id"`
+		DeliveryID int64  `json:"delivery_id"`
+		Deployment string `json:"deployment_id"`
 	}
 	body, _ := io.ReadAll(req.Body)
 	_ = json.Unmarshal(body, &m)
@@ -69,7 +70,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	time.Sleep(receiverLatency) // the provider's answer time
 	r.mu.Lock()
 	r.keys[key]++
-	if key != "message-delivery-"+strconv.FormatInt(m.DeliveryID, 10) {
+	if m.Deployment == "" || key != "message-delivery-"+m.Deployment+"-"+strconv.FormatInt(m.DeliveryID, 10) {
 		r.mismatch++
 	}
 	r.mu.Unlock()
@@ -97,7 +98,7 @@ func (r *receiver) check(sent int64) error {
 		}
 	}
 	if r.mismatch > 0 {
-		return fmt.Errorf("%d requests without Idempotency-Key: message-delivery-<id>", r.mismatch)
+		return fmt.Errorf("%d requests without Idempotency-Key: message-delivery-<deployment>-<id>", r.mismatch)
 	}
 	return nil
 }

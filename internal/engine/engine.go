@@ -75,6 +75,9 @@ type Engine struct {
 	log   *slog.Logger
 	jobs  map[string]*entry
 	order []*entry // enabled jobs, in configuration order
+	// catchUps are every configured job's catch-up windows, which every run is given
+	// (jobs.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
+	catchUps map[string]time.Duration
 
 	runs sync.WaitGroup // every run goroutine
 
@@ -112,10 +115,11 @@ func New(conf Config) (*Engine, error) {
 		conf.RescueInterval = rescueIntervalDefault
 	}
 	e := &Engine{
-		conf:    conf,
-		log:     conf.Log.With("instance_id", conf.InstanceID),
-		jobs:    map[string]*entry{},
-		running: map[int64]runningRun{},
+		conf:     conf,
+		log:      conf.Log.With("instance_id", conf.InstanceID),
+		jobs:     map[string]*entry{},
+		running:  map[int64]runningRun{},
+		catchUps: map[string]time.Duration{},
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {
@@ -136,6 +140,7 @@ func New(conf Config) (*Engine, error) {
 		}
 		en := &entry{job: job, conf: jc}
 		e.jobs[jc.Name] = en
+		e.catchUps[jc.Name] = jc.Catchup
 		if jc.Enabled {
 			e.order = append(e.order, en)
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -288,4 +289,49 @@ func TestAbandonedRunIsRecoveredOnce(t *testing.T) {
 	awaitSignal(t, &b.en.testSignals.leading, "b leading")
 	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE trigger = 'recovery'`))
 	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM test_calls`), "the job body ran once, in the recovery run")
+}
+
+// A yearly job's slot that succeeded long ago is not run again at the next election once
+// data-retention has purged the expired runs: the purge keeps each job's newest slot row,
+// which catch-up decides from, and deletes the job's older rows.
+func TestRetentionDoesNotMakeTheNextLeaderRerunAYearlySlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	yearly := job(t, "tick", "0 0 1 1 *", time.Minute) // catch-up window: one period, a year
+	latest := yearly.Schedule.Prev(time.Now())
+	older := yearly.Schedule.Prev(latest.Add(-time.Second))
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
+		SELECT 'tick', 'schedule', 'succeeded', s, s, s + interval '1 second'
+		FROM unnest($1::timestamptz[]) AS s`, []time.Time{older, latest})
+	require.NoError(t, err)
+	nodeJobs := []config.Job{yearly, manualOnly(t, "data-retention", time.Minute)}
+
+	a := startNode(t, url, "a", nodeOptions{jobs: nodeJobs})
+	awaitSignal(t, &a.en.testSignals.leading, "leading")
+	purge, _, err := db.QueueManualRun(ctx, "data-retention", nil, []byte(`{}`))
+	require.NoError(t, err)
+	r := awaitStatus(t, db, purge.ID, store.StatusSucceeded)
+	assert.JSONEq(t, `1`, string(mustField(t, r.Stats, "detail", "job_runs")), "the older slot row of tick was purged")
+	a.stop()
+
+	b := startNode(t, url, "b", nodeOptions{jobs: nodeJobs})
+	awaitSignal(t, &b.en.testSignals.leading, "leading")
+	runs := runsOf(t, db, "tick")
+	require.Len(t, runs, 1, "no catch-up run of a slot that ran: %v", runs)
+	assert.Equal(t, latest.UTC(), runs[0].ScheduledAt.UTC())
+	assert.Equal(t, store.StatusSucceeded, runs[0].Status)
+}
+
+// mustField digs a value out of a JSON object by keys.
+func mustField(t *testing.T, raw []byte, keys ...string) json.RawMessage {
+	t.Helper()
+	v := json.RawMessage(raw)
+	for _, k := range keys {
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(v, &m), "%s", v)
+		v = m[k]
+	}
+	return v
 }

@@ -132,6 +132,8 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 
 var registry = jobs.NewRegistry(
 	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
+	// Every finished run older than a minute is expired.
+	jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}),
 )
 
 // newDB gives the test its own database with the test_calls table.

@@ -101,6 +101,8 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 		Log:      log,
 		Now:      *run.StartedAt,
 		Params:   params,
+		// Read-only: every run shares the map.
+		CatchUpWindows: e.catchUps,
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
 	stats, runErr := runJob(runCtx, en.job, env)

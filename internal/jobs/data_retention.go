@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,12 +90,22 @@ FOR UPDATE SKIP LOCKED`
 	deleteIdempotencyKeysSQL = `DELETE FROM idempotency_keys WHERE id = ANY(@ids)`
 
 	// Queued and running runs are never deleted, however old: they are the engine's live state.
+	// Nor are the slot rows catch-up decides from (docs/design.md guarantee 2): each job's
+	// newest slot row, however old (without it a new leader would find the job's latest slot
+	// unrecorded and run it again: a yearly job's, a month after it ran), and every slot row
+	// inside its job's catch-up window (@jobs, @windows). The newest-row test is one probe of
+	// job_runs_slot_key per candidate.
 	expiredJobRunsSQL = `
-SELECT id FROM job_runs
-WHERE status NOT IN ('queued', 'running')
-  AND coalesce(finished_at, created_at) < @cutoff AND id > @after_id
-ORDER BY id LIMIT @limit
-FOR UPDATE SKIP LOCKED`
+SELECT r.id
+FROM job_runs r
+LEFT JOIN unnest(@jobs::text[], @windows::interval[]) AS w (job, catchup) ON w.job = r.job
+WHERE r.status NOT IN ('queued', 'running')
+  AND coalesce(r.finished_at, r.created_at) < @cutoff AND r.id > @after_id
+  AND (r.scheduled_at IS NULL OR (
+        r.scheduled_at < @now::timestamptz - coalesce(w.catchup, interval '0')
+        AND EXISTS (SELECT 1 FROM job_runs n WHERE n.job = r.job AND n.scheduled_at > r.scheduled_at)))
+ORDER BY r.id LIMIT @limit
+FOR UPDATE OF r SKIP LOCKED`
 	deleteJobRunsSQL = `DELETE FROM job_runs WHERE id = ANY(@ids)`
 
 	expiredMessageDeliveriesSQL = `
@@ -124,24 +135,33 @@ FOR UPDATE SKIP LOCKED`
 func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 	var st Stats
 	// Deliveries go before leads, so that purging a lead rarely has deliveries to unlink.
+	var windowJobs []string
+	var windows []time.Duration
+	for job, w := range env.CatchUpWindows {
+		windowJobs, windows = append(windowJobs, job), append(windows, w)
+	}
 	purges := []struct {
 		table, read, delete string
 		cutoff              time.Time
+		args                pgx.NamedArgs
 	}{
-		{"idempotency_keys", expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL, env.Now},
-		{"job_runs", expiredJobRunsSQL, deleteJobRunsSQL, env.Now.Add(-j.s.JobRuns)},
-		{"message_deliveries", expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL, env.Now.Add(-j.s.MessageDeliveries)},
-		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads)},
-		{"operator_actions", expiredOperatorActionsSQL, deleteOperatorActionsSQL, env.Now.Add(-j.s.OperatorActions)},
+		{"idempotency_keys", expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL, env.Now, nil},
+		{"job_runs", expiredJobRunsSQL, deleteJobRunsSQL, env.Now.Add(-j.s.JobRuns),
+			pgx.NamedArgs{"now": env.Now, "jobs": windowJobs, "windows": windows}},
+		{"message_deliveries", expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL, env.Now.Add(-j.s.MessageDeliveries), nil},
+		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads), nil},
+		{"operator_actions", expiredOperatorActionsSQL, deleteOperatorActionsSQL, env.Now.Add(-j.s.OperatorActions), nil},
 	}
 	for _, p := range purges {
+		args := pgx.NamedArgs{"cutoff": p.cutoff}
+		maps.Copy(args, p.args)
 		// Batches walk the primary key, so a batch never rescans the dead rows its
 		// predecessors left.
 		purged, err := (&Walk[int64]{
 			Job:       j.Name(),
 			BatchSize: j.s.BatchSize,
 			Read:      p.read,
-			Args:      pgx.NamedArgs{"cutoff": p.cutoff},
+			Args:      args,
 			Start:     pgx.NamedArgs{"after_id": int64(0)},
 			Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
 			Scan:      pgx.RowTo[int64],

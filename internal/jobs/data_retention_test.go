@@ -2,10 +2,12 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -177,4 +179,47 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 4, st.Detail["idempotency_keys"], "one batch done before the cancellation")
 	assert.Zero(t, st.Detail["job_runs"])
+}
+
+// Catch-up decides from the slots recorded in job_runs: were the newest slot row of a job
+// purged, a new leader would find its latest slot unrecorded and run it again. So the purge
+// keeps each job's newest slot row however old, and every slot row inside the job's
+// catch-up window, and deletes the rest of the expired rows.
+func TestDataRetentionKeepsTheSlotRowsCatchUpNeeds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	// (job, slot age in days, kept): every row finished at its slot, long past 30 days.
+	rows := []struct {
+		job  string
+		age  int
+		kept bool
+	}{
+		{"yearly", 400, true}, {"yearly", 765, false}, // its newest row, a year old, stays
+		{"windowed", 40, true}, {"windowed", 50, true}, {"windowed", 90, false}, // 60-day window
+		{"plain", 31, true}, {"plain", 35, false}, // no window: only its newest row stays
+	}
+	for _, r := range rows {
+		_, err := db.Pool.Exec(ctx, `
+INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at, reason)
+SELECT $1, 'schedule', 'succeeded', s, s, s, s + interval '1 minute', $2
+FROM (SELECT $3::timestamptz - make_interval(days => $4) AS s) AS slot`,
+			r.job, fmt.Sprint(r.kept), runNow, r.age)
+		require.NoError(t, err)
+	}
+	env := newEnv(t, db, "data-retention")
+	env.CatchUpWindows = map[string]time.Duration{"yearly": 365 * day, "windowed": 60 * day}
+	st, err := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 2}).Run(ctx, env)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, st.Detail["job_runs"])
+
+	left := map[string]int{}
+	r, err := db.Pool.Query(ctx, `SELECT job || ' ' || reason FROM job_runs WHERE job <> 'data-retention'`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(r, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, n := range names {
+		left[n]++
+	}
+	assert.Equal(t, map[string]int{"yearly true": 1, "windowed true": 2, "plain true": 1}, left)
 }

@@ -54,6 +54,9 @@ type Env struct {
 	Now time.Time
 	// Params are the run's parameters from a manual trigger ({} for scheduled runs).
 	Params Params
+	// CatchUpWindows are every configured job's catch-up windows: data-retention keeps the
+	// job_runs rows catch-up decides from.
+	CatchUpWindows map[string]time.Duration
 }
 
 // Params are what a manual trigger may pass to a job.

@@ -139,8 +139,9 @@ func benchRetention(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	if deleted != int64(n) {
-		return fmt.Errorf("data-retention deleted %d job runs, want %d", deleted, n)
+	// All but plan-change's newest slot row, which catch-up decides from.
+	if want := int64(n - 1); deleted != want {
+		return fmt.Errorf("data-retention deleted %d job runs, want %d", deleted, want)
 	}
 	bp50, dp50 := percentile(base, 50), percentile(during, 50)
 	bp99, dp99 := percentile(base, 99), percentile(during, 99)

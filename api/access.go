@@ -4,17 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
-// Token kinds, as the audit log records them. A read token never acts, so it is never
-// recorded; "none" is a replica with no token configured (loopback only).
+// Token kinds, as the audit log records them. A read token never acts, so it is recorded
+// only when refused; "none" is a replica with no token configured (loopback only), or a
+// refused request that sent none; "invalid" a refused request whose token matched none.
 const (
 	tokenFull     = "full"
 	tokenFullNext = "full-next"
 	tokenRead     = "read"
 	tokenNone     = "none"
+	tokenInvalid  = "invalid"
 )
 
 type tokenKindKey struct{}
@@ -74,6 +79,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		kind := s.tokens.match(given)
 		if given == "" || kind == "" {
+			s.refused(r, probUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler"`)
 			detail := "send the API token (SCHEDULER_API_TOKEN) as \"Authorization: Bearer <token>\""
 			if h != "" {
@@ -93,15 +99,50 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func (s *Server) mayAct(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refused(r, probCrossOrigin)
 		writeProblem(w, r, http.StatusForbidden, probCrossOrigin,
 			"a cross-site browser request may not act on the scheduler; use the dashboard at /ui/ on this host, the scheduler command, or a client that is not a browser")
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tokenKind(r.Context()) == tokenRead {
+			s.refused(r, probReadOnly)
 			writeProblem(w, r, http.StatusForbidden, probReadOnly,
 				"the read-only token (SCHEDULER_API_READ_TOKEN) cannot trigger, cancel, pause, resume or step down; use SCHEDULER_API_TOKEN")
 			return
 		}
 		next.ServeHTTP(w, r)
 	}))
+}
+
+// checkHost guards a replica without a token (loopback only): its answers go only to a Host
+// that is a loopback address, localhost, or one of SCHEDULER_API_HOSTS. A DNS-rebinding page
+// (served from its own name, which then resolves to 127.0.0.1) is same-origin to the
+// browser, so the cross-origin check lets it through; its requests still carry its own
+// name in Host. With a token, the token is the guard and any Host is answered.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.tokens.kinds) > 0 || s.hostAllowed(r.Host) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.refused(r, probHostNotAllowed)
+		writeProblem(w, r, http.StatusForbidden, probHostNotAllowed, fmt.Sprintf(
+			"Host %q is not this replica's: without SCHEDULER_API_TOKEN it answers only 127.0.0.1, [::1] and localhost; "+
+				"use one of them, add the name to SCHEDULER_API_HOSTS, or set a token", r.Host))
+	})
+}
+
+// hostAllowed reports whether host (a Host header, with or without port) names this replica.
+func (s *Server) hostAllowed(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true // RFC 6761: always loopback
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return slices.Contains(s.cfg.APIHosts, host)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -76,16 +77,21 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 // to record it is logged (with everything the row would have held) rather than turned into
 // an error answer that would make the client retry it.
 func (s *Server) audit(r *http.Request, action, job string, runID *int64, reason *string) {
-	a := store.Action{Action: action, RunID: runID, TokenKind: tokenKind(r.Context()), Reason: reason,
-		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
+	a := store.Action{Action: action, RunID: runID, TokenKind: tokenKind(r.Context()), Reason: reason}
 	if job != "" {
 		a.Job = &job
 	}
+	s.record(r, a)
+}
+
+// record appends a, with the request's id and address, to the audit log.
+func (s *Server) record(r *http.Request, a store.Action) {
+	a.RequestID, a.RemoteAddr = requestID(r.Context()), remoteHost(r)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 	defer cancel()
 	if err := s.cfg.DB.RecordAction(ctx, a); err != nil {
-		s.cfg.Log.ErrorContext(ctx, "operator action not recorded in the audit log", "err", err, "action", action,
-			"job", job, "run_id", runID, "token_kind", a.TokenKind, "reason", reason, "request_id", a.RequestID,
+		s.cfg.Log.ErrorContext(ctx, "operator action not recorded in the audit log", "error", err, "action", a.Action,
+			"job", a.Job, "run_id", a.RunID, "token_kind", a.TokenKind, "reason", a.Reason, "request_id", a.RequestID,
 			"remote_addr", a.RemoteAddr)
 	}
 }
@@ -127,4 +133,34 @@ func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*strin
 		return nil, false
 	}
 	return reason, true
+}
+
+// refused logs a request refused for its credentials or origin (401, 403) and records it in
+// the audit log, at most refusalsPerSecond a second beyond a burst of refusalsBurst per
+// replica: a flood of refusals must neither fill the audit log nor load the database (the
+// log line and scheduler_http_requests_total still count every one).
+func (s *Server) refused(r *http.Request, why problemType) {
+	kind := tokenKind(r.Context())
+	if kind == "" {
+		kind = tokenNone
+		if r.Header.Get("Authorization") != "" {
+			kind = tokenInvalid
+		}
+	}
+	s.cfg.Log.WarnContext(r.Context(), "request refused", "why", why.slug, "method", r.Method, "path", r.URL.Path,
+		"host", r.Host, "token_kind", kind, "remote_addr", remoteHost(r), "request_id", requestID(r.Context()))
+	if !s.refusals.Allow() {
+		return
+	}
+	reason := oneLine(why.slug+": "+r.Method+" "+r.URL.Path, maxReasonRunes)
+	s.record(r, store.Action{Action: store.ActionRefused, TokenKind: kind, Reason: &reason})
+}
+
+// oneLine keeps the first n runes of s, valid UTF-8, as a reason column takes.
+func oneLine(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
 }

@@ -47,7 +47,9 @@ func TestReadTokenReadsEverythingAndChangesNothing(t *testing.T) {
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_runs`))
 	assert.Equal(t, 0, a.count(`SELECT count(*) FROM job_runs WHERE cancel_requested`))
 	assert.Zero(t, a.count(`SELECT count(*) FROM job_settings`))
-	assert.Zero(t, a.count(`SELECT count(*) FROM operator_actions`))
+	assert.Zero(t, a.count(`SELECT count(*) FROM operator_actions WHERE action <> 'refused'`), "no action recorded")
+	assert.Equal(t, 5, a.count(`SELECT count(*) FROM operator_actions WHERE action = 'refused' AND token_kind = 'read'`),
+		"each refused action is audited")
 }
 
 func TestNextTokenActsDuringARotation(t *testing.T) {
@@ -59,8 +61,9 @@ func TestNextTokenActsDuringARotation(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, res.Status)
 	res = a.do("GET", "/v1/audit", "", nil)
 	actions := res.JSON(t)["actions"].([]any)
-	require.Len(t, actions, 1)
-	assert.Equal(t, "full-next", actions[0].(map[string]any)["token_kind"])
+	require.Len(t, actions, 2, "the pause and the refused attempt, newest first")
+	assert.Equal(t, "refused", actions[0].(map[string]any)["action"])
+	assert.Equal(t, "full-next", actions[1].(map[string]any)["token_kind"])
 }
 
 // A page on another site can make a browser POST to the API, but not with the bearer

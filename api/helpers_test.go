@@ -146,9 +146,12 @@ func (a *testAPI) doCtx(ctx context.Context, method, path string, body string, h
 	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	for k, v := range h {
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "":
 			req.Header.Del(k)
-		} else {
+		default:
 			req.Header.Set(k, v)
 		}
 	}

@@ -54,7 +54,7 @@ func TestOneLogLinePerRequest(t *testing.T) {
 	s := NewServer(Config{DB: db.DB, Jobs: testJobs(t), Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	h := s.Handler()
 
-	req := httptest.NewRequest("GET", "/v1/jobs/plan-change/runs?limit=1", nil)
+	req := localRequest("GET", "/v1/jobs/plan-change/runs?limit=1", nil)
 	req.Header.Set("X-Request-Id", "req-abc")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -84,7 +84,7 @@ func TestPanicsBecomeProblems(t *testing.T) {
 		panic("boom")
 	}))))
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/jobs", nil))
+	h.ServeHTTP(rec, localRequest("GET", "/v1/jobs", nil))
 	assert.Equal(t, http.StatusInternalServerError, rec.Code)
 	assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	assert.Contains(t, rec.Body.String(), problemBase+"internal")
@@ -119,7 +119,7 @@ func TestMetricsHandlerIsConfigurable(t *testing.T) {
 		_, _ = io.WriteString(w, "scheduler_custom 1\n")
 	})})
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	s.Handler().ServeHTTP(rec, localRequest("GET", "/metrics", nil))
 	assert.Equal(t, "scheduler_custom 1\n", rec.Body.String())
 }
 
@@ -224,4 +224,12 @@ func recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// localRequest is an httptest request to a loopback replica without a token, which answers
+// only a loopback Host (httptest's default is example.com).
+func localRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "localhost"
+	return req
 }

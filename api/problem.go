@@ -22,6 +22,7 @@ var (
 	probUnauthorized        = problemType{"unauthorized", "A valid bearer token is required"}
 	probReadOnly            = problemType{"read-only-token", "This token may only read"}
 	probCrossOrigin         = problemType{"cross-origin", "Cross-site requests may not act"}
+	probHostNotAllowed      = problemType{"host-not-allowed", "This replica does not answer for this host name"}
 	probJobNotFound         = problemType{"job-not-found", "No such job"}
 	probRunNotFound         = problemType{"run-not-found", "No such run"}
 	probNotFound            = problemType{"not-found", "No such route"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
@@ -42,6 +43,9 @@ type Config struct {
 	APITokenNext string
 	// ReadToken may read every /v1 route and change nothing (403 on every action).
 	ReadToken string
+	// APIHosts are the Host names a replica without a token answers besides loopback
+	// addresses and localhost (config's SCHEDULER_API_HOSTS), lower-case, without port.
+	APIHosts []string
 	// IdempotencyTTL is how long an Idempotency-Key is remembered (0: config's default).
 	IdempotencyTTL time.Duration
 	// Metrics serves GET /metrics (default: Recorder's registry when set, else
@@ -62,7 +66,16 @@ type Server struct {
 	finishes finishWatch
 	// waitRecheck is how often a ?wait re-reads its run without a notification.
 	waitRecheck time.Duration
+	// refusals bounds the refused requests recorded in the audit log.
+	refusals *rate.Limiter
 }
+
+// The audit log records at most refusalsPerSecond refused requests a second per replica,
+// after a burst of refusalsBurst.
+const (
+	refusalsPerSecond = 1
+	refusalsBurst     = 20
+)
 
 // NewServer builds the API, filling Config's defaults.
 func NewServer(cfg Config) *Server {
@@ -78,7 +91,8 @@ func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB}, waitRecheck: waitRecheck}
+	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB}, waitRecheck: waitRecheck,
+		refusals: rate.NewLimiter(refusalsPerSecond, refusalsBurst)}
 	for i := range cfg.Jobs {
 		j := &s.cfg.Jobs[i]
 		s.jobs[j.Name] = j
@@ -92,7 +106,7 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
-	r.Use(s.requestID, s.observe, s.recoverPanics, limitBody)
+	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
@@ -191,7 +205,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	got, dirty, err := s.cfg.DB.AppliedVersion(ctx)
 	switch {
 	case err != nil:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "reason": "database: " + err.Error()})
+		// /readyz answers without a token: the error (host, user, database) goes to the log only.
+		s.cfg.Log.WarnContext(r.Context(), "readiness: the database did not answer", "error", err,
+			"request_id", requestID(r.Context()))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
+			"reason": "database unreachable; see the replica's log"})
 	case dirty || got != want:
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
 			"reason": "schema version mismatch", "schema_version": got, "dirty": dirty, "want_version": want})

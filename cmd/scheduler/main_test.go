@@ -215,3 +215,15 @@ func TestHealthcheckFollowsReadyz(t *testing.T) {
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "not ready")
 }
+
+// The pool's Close waits for every connection in use; a job that ignores its context must
+// not hold the exit: the close is given up after its bound.
+func TestCloseWithinGivesUpOnACloseThatHangs(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	defer close(hang)
+	start := time.Now()
+	assert.False(t, closeWithin(func() { <-hang }, 50*time.Millisecond))
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.True(t, closeWithin(func() {}, time.Minute))
+}

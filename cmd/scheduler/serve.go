@@ -38,6 +38,24 @@ const (
 	retryMax = 5 * time.Second
 )
 
+// poolCloseTimeout bounds closing the database pool at exit, after the shutdown timeout.
+const poolCloseTimeout = 2 * time.Second
+
+// closeWithin calls closeFn and waits for it at most d; it reports whether closeFn returned.
+func closeWithin(closeFn func(), d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeFn()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -77,7 +95,14 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Error("cannot use DATABASE_URL", "err", err)
 		return exitFailure
 	}
-	defer db.Close()
+	// The pool's Close waits for every connection in use: a job body that ignores its
+	// context would hold the exit forever, so the close is bounded too.
+	defer func() {
+		if !closeWithin(db.Close, poolCloseTimeout) {
+			log.Warn("database connections still in use by a job that ignores its context; exiting without closing them",
+				"waited", poolCloseTimeout)
+		}
+	}()
 
 	listener, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -86,7 +111,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	}
 	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
 		DB: db, InstanceID: cfg.InstanceID, Log: log, Jobs: cfg.Jobs,
-		APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext, ReadToken: cfg.APIReadToken, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
+		APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext, ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
 	}).Handler())
 	// Requests (a ?wait trigger can last minutes) see the shutdown signal, so Shutdown is
 	// not held up by them.

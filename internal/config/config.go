@@ -83,6 +83,9 @@ type Config struct {
 	APIToken        string // required when HTTPAddr is not a loopback address
 	APITokenNext    string // accepted beside APIToken during a rotation
 	APIReadToken    string // may read every /v1 route and change nothing
+	// APIHosts are the Host names besides loopback and localhost that a replica without a
+	// token answers (SCHEDULER_API_HOSTS): anything else may be a DNS-rebinding page.
+	APIHosts []string
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
 	LeaseTimeout    time.Duration
@@ -150,6 +153,16 @@ func Load(env *Env) *Config {
 	}
 	if c.APIReadToken != "" && (c.APIReadToken == c.APIToken || c.APIReadToken == c.APITokenNext) {
 		env.Fail("SCHEDULER_API_READ_TOKEN", "(hidden)", "a token different from SCHEDULER_API_TOKEN and SCHEDULER_API_TOKEN_NEXT")
+	}
+	for _, h := range strings.Split(env.String("SCHEDULER_API_HOSTS", ""), ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
+			continue
+		}
+		if strings.ContainsAny(h, ":/ ") || !printableASCII(h) {
+			env.Fail("SCHEDULER_API_HOSTS", h, "comma-separated host names without port, such as scheduler.internal,dev-box")
+			continue
+		}
+		c.APIHosts = append(c.APIHosts, h)
 	}
 	if len(c.InstanceID) > maxInstanceID || !printableASCII(c.InstanceID) {
 		env.Fail("SCHEDULER_INSTANCE_ID", c.InstanceID, fmt.Sprintf(

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -97,6 +98,39 @@ const (
 type WebhookSender struct {
 	s      WebhookSettings
 	client *http.Client
+	// shownURL is the URL as errors, logs and message_deliveries.error show it: its
+	// credentials and query values (a token is often passed there) redacted.
+	shownURL string
+}
+
+// withoutURL drops the URL a *url.Error quotes as requested (credentials and all): the
+// caller names the URL redacted.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// RedactURL hides what a URL may carry that must not be shown: the user info and every query
+// value. A URL that does not parse is hidden whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // NewWebhookSender returns a webhook sender; zero settings take the defaults.
@@ -116,7 +150,7 @@ func NewWebhookSender(s WebhookSettings) *WebhookSender {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = config.MaxSendConcurrency
 	transport.MaxIdleConns = config.MaxSendConcurrency
-	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}}
+	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}, shownURL: RedactURL(s.URL)}
 }
 
 func (*WebhookSender) Provider() string { return "webhook" }
@@ -155,13 +189,13 @@ func (w *WebhookSender) Send(ctx context.Context, m Message) (string, error) {
 func (w *WebhookSender) post(ctx context.Context, m Message, body []byte) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.s.URL, bytes.NewReader(body))
 	if err != nil {
-		return "", fmt.Errorf("%w: build request: %v", errPermanent, err)
+		return "", fmt.Errorf("%w: build the request to %s: %v", errPermanent, w.shownURL, withoutURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.IdempotencyKey())
 	resp, err := w.client.Do(req)
 	if err != nil { // network error or attempt timeout: retried
-		return "", fmt.Errorf("POST %s: %w", w.s.URL, err)
+		return "", fmt.Errorf("POST %s: %w", w.shownURL, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -173,9 +207,9 @@ func (w *WebhookSender) post(ctx context.Context, m Message, body []byte) (strin
 		_ = json.Unmarshal(answer, &out) // an answer without an id is still a success
 		return out.ID, nil
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return "", fmt.Errorf("POST %s: %s: %s", w.s.URL, resp.Status, snippet(answer))
+		return "", fmt.Errorf("POST %s: %s: %s", w.shownURL, resp.Status, snippet(answer))
 	default:
-		return "", fmt.Errorf("%w: POST %s: %s: %s", errPermanent, w.s.URL, resp.Status, snippet(answer))
+		return "", fmt.Errorf("%w: POST %s: %s: %s", errPermanent, w.shownURL, resp.Status, snippet(answer))
 	}
 }
 

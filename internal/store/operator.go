@@ -15,7 +15,7 @@ import (
 type Action struct {
 	ID         int64
 	At         time.Time
-	Action     string // trigger, cancel, pause, resume, step-down
+	Action     string // trigger, cancel, pause, resume, step-down, refused
 	Job        *string
 	RunID      *int64
 	TokenKind  string
@@ -31,6 +31,8 @@ const (
 	ActionPause    = "pause"
 	ActionResume   = "resume"
 	ActionStepDown = "step-down"
+	// ActionRefused is a request refused for its credentials or origin (401, 403).
+	ActionRefused = "refused"
 )
 
 const insertActionSQL = `

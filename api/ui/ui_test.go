@@ -153,8 +153,11 @@ func TestDashboard(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, post(t, srv.URL, fullToken, fmt.Sprintf("/v1/runs/%d/cancel", id)))
 		var n int
 		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM operator_actions WHERE token_kind = 'read'`).Scan(&n))
-		assert.Zero(t, n)
+			`SELECT count(*) FROM operator_actions WHERE token_kind = 'read' AND action <> 'refused'`).Scan(&n))
+		assert.Zero(t, n, "the read-only token took no action")
+		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM operator_actions WHERE token_kind = 'read' AND action = 'refused'`).Scan(&n))
+		assert.Positive(t, n, "its refused attempts are audited")
 	})
 
 	t.Run("a phone-sized screen", func(t *testing.T) {

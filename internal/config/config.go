@@ -77,15 +77,15 @@ type Job struct {
 
 // Config is the validated configuration of one scheduler process.
 type Config struct {
-	DatabaseURL     string
-	HTTPAddr        string
-	InstanceID      string
-	APIToken        string // required when HTTPAddr is not a loopback address
-	APITokenNext    string // accepted beside APIToken during a rotation
-	APIReadToken    string // may read every /v1 route and change nothing
+	DatabaseURL  string
+	HTTPAddr     string
+	InstanceID   string
+	APIToken     string // required when HTTPAddr is not a loopback address
+	APITokenNext string // accepted beside APIToken during a rotation
+	APIReadToken string // may read every /v1 route and change nothing
 	// APIHosts are the Host names besides loopback and localhost that a replica without a
 	// token answers (SCHEDULER_API_HOSTS): anything else may be a DNS-rebinding page.
-	APIHosts []string
+	APIHosts        []string
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
 	LeaseTimeout    time.Duration

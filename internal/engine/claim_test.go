@@ -140,3 +140,31 @@ func TestCatchUpAfterALongOutageIsBoundedByTheCap(t *testing.T) {
 	assert.Equal(t, 5, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'missed'`),
 		"the missed rows stop at the cap")
 }
+
+// Slots are computed on the leader's clock, but a slot is claimed only once it has come by
+// the database's: a leader whose clock runs ahead waits instead of starting the run early.
+func TestASlotStillInTheFutureByTheDatabaseClockIsClaimedWhenItComes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{manualOnly(t, "tick", time.Minute)}})
+	term := awaitTerm(t, n)
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	var dbNow time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow))
+	// As if this replica's clock ran two seconds ahead: its timer names a slot that the
+	// database has not reached.
+	slot := dbNow.Truncate(time.Second).Add(2 * time.Second)
+	n.en.tick(term.Ctx, term, n.en.log, n.en.jobs["tick"], slot, store.TriggerSchedule)
+
+	var run *store.Run
+	for _, r := range runsOf(t, db, "tick") {
+		if r.ScheduledAt != nil && r.ScheduledAt.Equal(slot) {
+			run = r
+		}
+	}
+	require.NotNil(t, run, "the slot was claimed")
+	require.NotNil(t, run.StartedAt)
+	assert.False(t, run.StartedAt.Before(slot), "started %s, before its slot %s by the database clock",
+		run.StartedAt.UTC(), slot.UTC())
+}

@@ -295,9 +295,16 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	retry := backoff.New(retryMin, retryMax)
 	for {
 		err := e.claim(ctx, term, log, en, slot, trigger)
+		var early *earlyError
 		switch {
 		case err == nil:
 			return
+		case errors.As(err, &early):
+			// This replica's clock runs ahead of the database's: the slot has not come yet.
+			log.Warn("the slot is still in the future by the database clock; claiming it when it comes",
+				"early_by", early.by)
+			backoff.Sleep(ctx, early.by)
+			continue
 		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
 			// The next leader's catch-up sees the slot without a row.
 			log.Info("the term ended before the slot could be claimed", "error", err)
@@ -330,6 +337,8 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 	switch {
 	case err != nil:
 		return err
+	case out.Early > 0:
+		return &earlyError{by: out.Early}
 	case out.Taken:
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
@@ -344,6 +353,11 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 	}
 	return nil
 }
+
+// earlyError is a claim of a slot that has not come yet by the database's clock.
+type earlyError struct{ by time.Duration }
+
+func (e *earlyError) Error() string { return fmt.Sprintf("the slot is %s in the future", e.by) }
 
 // recordMissed records a slot that could not be claimed in its period as missed, as soon as
 // the database answers again, so it is never silently lost.

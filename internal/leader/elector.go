@@ -394,7 +394,7 @@ func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm c
 	defer cancel()
 	// Marked a follower before the lock goes, so the next leader measures the hand-over
 	// from the release rather than from this row's last periodic heartbeat.
-	if err := e.conf.DB.HeartbeatInstance(ctx, e.instance(false)); err != nil {
+	if _, err := e.conf.DB.HeartbeatInstance(ctx, e.instance(false)); err != nil {
 		e.log.Warn("marking this instance a follower failed; the next leader's hand-over figure may be high", "error", err)
 	}
 	if err := session.Unlock(ctx); err != nil {
@@ -446,8 +446,14 @@ func (e *Elector) instanceHeartbeatLoop(ctx context.Context) {
 		// server after the DeleteInstance below, bringing a stopped replica's row back. Let
 		// it finish (it is bounded) and delete after it.
 		hbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.conf.InstanceHeartbeat)
-		if err := e.conf.DB.HeartbeatInstance(hbCtx, e.instance(isLeader)); err != nil && ctx.Err() == nil {
+		sent := time.Now()
+		dbClock, err := e.conf.DB.HeartbeatInstance(hbCtx, e.instance(isLeader))
+		switch {
+		case err != nil && ctx.Err() == nil:
 			e.log.Warn("instance heartbeat failed", "error", err)
+		case err == nil:
+			// The server read its clock about half the round trip after the request left.
+			e.conf.Metrics.SetClockSkew(dbClock.Sub(sent.Add(time.Since(sent) / 2)))
 		}
 		if isLeader {
 			n, err := e.conf.DB.DeleteStaleInstances(hbCtx, staleInstanceFactor*e.conf.InstanceHeartbeat)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -269,4 +270,20 @@ func TestLateSubscriberGetsTheCurrentTerm(t *testing.T) {
 		t.Fatalf("term %d delivered again", got.Epoch)
 	default:
 	}
+}
+
+// Every replica measures its clock against the database's at each instance heartbeat: slots
+// are computed on its own clock, so a skew must be seen (and alerted on) before it matters.
+func TestInstanceHeartbeatMeasuresTheClockSkew(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	m := metrics.New()
+	startReplicaWithMetrics(t, url, "a", 2*time.Second, m)
+	var skew float64
+	require.Eventually(t, func() bool {
+		s := testmetrics.Series(testmetrics.Scrape(t, m), "scheduler_clock_skew_seconds", nil)
+		skew = s.GetGauge().GetValue()
+		return skew != 0 // the database and this process read one clock a few microseconds apart
+	}, waitTimeout, 50*time.Millisecond)
+	assert.Less(t, math.Abs(skew), 1.0, "one machine, one clock: %fs", skew)
 }

@@ -48,6 +48,7 @@ type Metrics struct {
 	instanceInfo *prometheus.GaugeVec
 
 	isLeader        prometheus.Gauge
+	clockSkew       prometheus.Gauge
 	leaderEpoch     prometheus.Gauge
 	electionsTotal  prometheus.Counter
 	handoverSeconds prometheus.Histogram
@@ -85,6 +86,12 @@ func New() *Metrics {
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "is_leader",
 			Help: "1 while this replica holds leadership, else 0. Summed over replicas it must be exactly 1.",
+		}),
+		clockSkew: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "clock_skew_seconds",
+			Help: "The database clock minus this replica's clock, measured at each instance heartbeat (half the " +
+				"round trip taken as the send time). Slots are computed on the replica's clock; the leader waits out a " +
+				"slot that is still in the future by the database's.",
 		}),
 		leaderEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "leader_epoch",
@@ -170,7 +177,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.instanceInfo,
-		m.isLeader, m.leaderEpoch, m.electionsTotal, m.handoverSeconds, m.stepDownsTotal,
+		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.handoverSeconds, m.stepDownsTotal,
 		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
 		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
 		m.entitiesTotal, m.lockWaitSeconds,
@@ -207,6 +214,14 @@ func (m *Metrics) SetLeader(isLeader bool, epoch int64) {
 	}
 	m.isLeader.Set(boolValue(isLeader))
 	m.leaderEpoch.Set(float64(epoch))
+}
+
+// SetClockSkew records the database clock minus this replica's clock.
+func (m *Metrics) SetClockSkew(skew time.Duration) {
+	if m == nil {
+		return
+	}
+	m.clockSkew.Set(skew.Seconds())
 }
 
 // Elected counts an election won by this replica and observes how long the hand-over took.

@@ -39,7 +39,7 @@ type Executor interface {
 
 	// scheduler_instances (instances.go)
 	Instances(ctx context.Context) ([]Instance, error)
-	HeartbeatInstance(ctx context.Context, in Instance) error
+	HeartbeatInstance(ctx context.Context, in Instance) (dbClock time.Time, err error)
 	DeleteInstance(ctx context.Context, instanceID string) error
 	DeleteStaleInstances(ctx context.Context, olderThan time.Duration) (int64, error)
 

@@ -21,18 +21,19 @@ type Instance struct {
 }
 
 // HeartbeatInstance upserts in's row with last_seen_at = the database's now().
-func (q queries) HeartbeatInstance(ctx context.Context, in Instance) error {
+func (q queries) HeartbeatInstance(ctx context.Context, in Instance) (dbClock time.Time, err error) {
 	const upsert = `
 		INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
 		VALUES ($1, $2, $3, $4, $5, now(), $6)
 		ON CONFLICT (instance_id) DO UPDATE
 		SET host = EXCLUDED.host, version = EXCLUDED.version, http_addr = EXCLUDED.http_addr,
-		    started_at = EXCLUDED.started_at, last_seen_at = now(), is_leader = EXCLUDED.is_leader`
-	_, err := q.q.Exec(ctx, upsert, in.InstanceID, in.Host, in.Version, in.HTTPAddr, in.StartedAt, in.IsLeader)
+		    started_at = EXCLUDED.started_at, last_seen_at = now(), is_leader = EXCLUDED.is_leader
+		RETURNING clock_timestamp()`
+	err = q.q.QueryRow(ctx, upsert, in.InstanceID, in.Host, in.Version, in.HTTPAddr, in.StartedAt, in.IsLeader).Scan(&dbClock)
 	if err != nil {
-		return fmt.Errorf("heartbeat instance %s: %w", in.InstanceID, err)
+		return time.Time{}, fmt.Errorf("heartbeat instance %s: %w", in.InstanceID, err)
 	}
-	return nil
+	return dbClock, nil
 }
 
 // DeleteInstance removes a replica's row when it shuts down cleanly.

@@ -38,13 +38,20 @@ type ClaimOutcome struct {
 	Skipped   string
 	SkippedID int64
 	Taken     bool
+	// Early, when above 0, is how far the slot still lies in the future by the database's
+	// clock: nothing was recorded, and the caller claims again once it has come.
+	Early time.Duration
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md
 // guarantees 2 and 4). The unique index on (job, scheduled_at) makes the slot run at most
 // once whatever replica or epoch tries; the unique index on the job's active runs turns a
 // slot that comes due during a run into a skipped row rather than a second run.
+//
+// A slot is claimed only once it has come by the database's clock, whatever the leader's own
+// clock says (its timers fire by it): a leader whose clock runs ahead gets Early instead.
 func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
+	const early = `SELECT greatest($1::timestamptz - now(), interval '0')`
 	const taken = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = $2)`
 	const paused = `SELECT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)`
 	const active = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))`
@@ -60,6 +67,13 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
+	var ahead time.Duration
+	if err := tx.QueryRow(ctx, early, c.ScheduledAt).Scan(&ahead); err != nil {
+		return ClaimOutcome{}, fmt.Errorf("compare the slot with the database clock: %w", err)
+	}
+	if ahead > 0 {
+		return ClaimOutcome{Early: ahead}, nil
+	}
 	var exists bool
 	if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 		return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)

@@ -116,3 +116,32 @@ func countRows(t *testing.T, a *testAPI, sql string) int {
 	require.NoError(t, a.db.Pool.QueryRow(context.Background(), sql).Scan(&n))
 	return n
 }
+
+// An action and its audit row commit together: when the row cannot be written, the action
+// does not take effect either (and the client, answered 503, may retry it).
+func TestAnActionThatCannotBeAuditedDoesNotHappen(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	ctx := context.Background()
+	_, err := a.db.Pool.Exec(ctx, `
+CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'audit log unavailable'; END $$;
+CREATE TRIGGER refuse_audit BEFORE INSERT ON operator_actions FOR EACH ROW EXECUTE FUNCTION refuse_audit();
+INSERT INTO job_runs (job, trigger, status) VALUES ('rounds-create', 'manual', 'queued');`)
+	require.NoError(t, err)
+
+	res := a.do("POST", "/v1/jobs/plan-change/pause", "", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
+	assert.Zero(t, countRows(t, a, `SELECT count(*) FROM job_settings WHERE paused`), "not paused")
+
+	res = a.do("POST", "/v1/jobs/plan-change/runs", "", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
+	res = a.do("POST", "/v1/jobs/plan-change/runs", "", header{"Idempotency-Key": "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"})
+	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
+	assert.Zero(t, countRows(t, a, `SELECT count(*) FROM job_runs WHERE job = 'plan-change'`), "no run queued")
+	assert.Zero(t, countRows(t, a, `SELECT count(*) FROM idempotency_keys`), "the key is not spent")
+
+	res = a.do("POST", "/v1/runs/1/cancel", "", nil)
+	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
+	assert.Equal(t, 1, countRows(t, a, `SELECT count(*) FROM job_runs WHERE id = 1 AND status = 'queued'`), "not cancelled")
+}

@@ -73,18 +73,20 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
 }
 
-// audit records an action that took effect. The action has happened by now, so a failure
-// to record it is logged (with everything the row would have held) rather than turned into
-// an error answer that would make the client retry it.
-func (s *Server) audit(r *http.Request, action, job string, runID *int64, reason *string) {
-	a := store.Action{Action: action, RunID: runID, TokenKind: tokenKind(r.Context()), Reason: reason}
+// action is the audit row of an action the request takes: the caller records it with
+// store.Executor.RecordAction in the action's own transaction, so that no action commits
+// unaudited.
+func (s *Server) action(r *http.Request, action, job string, reason *string) store.Action {
+	a := store.Action{Action: action, TokenKind: tokenKind(r.Context()), Reason: reason,
+		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
 	if job != "" {
 		a.Job = &job
 	}
-	s.record(r, a)
+	return a
 }
 
-// record appends a, with the request's id and address, to the audit log.
+// record appends a, with the request's id and address, to the audit log; a failure is
+// logged, not answered (refusals are recorded this way, outside any transaction).
 func (s *Server) record(r *http.Request, a store.Action) {
 	a.RequestID, a.RemoteAddr = requestID(r.Context()), remoteHost(r)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)

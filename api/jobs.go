@@ -57,16 +57,21 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	if err := s.cfg.DB.SetPaused(ctx, j.Name, paused); err != nil {
-		s.databaseProblem(w, r, err)
-		return
-	}
-	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.Name, "paused", paused, "request_id", requestID(ctx))
 	action := store.ActionResume
 	if paused {
 		action = store.ActionPause
 	}
-	s.audit(r, action, j.Name, nil, reason)
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		if err := ex.SetPaused(ctx, j.Name, paused); err != nil {
+			return err
+		}
+		return ex.RecordAction(ctx, s.action(r, action, j.Name, reason))
+	})
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.Name, "paused", paused, "request_id", requestID(ctx))
 	s.writeJob(w, r, j)
 }
 

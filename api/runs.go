@@ -145,7 +145,17 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	run, outcome, err := s.cfg.DB.CancelRun(ctx, id)
+	var run *store.Run
+	var outcome store.CancelOutcome
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		var err error
+		if run, outcome, err = ex.CancelRun(ctx, id); err != nil || outcome == store.CancelTooLate {
+			return err
+		}
+		a := s.action(r, store.ActionCancel, run.Job, reason)
+		a.RunID = &run.ID
+		return ex.RecordAction(ctx, a)
+	})
 	switch {
 	case errors.Is(err, store.ErrRunNotFound):
 		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
@@ -157,7 +167,6 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.cfg.Log.InfoContext(ctx, "run cancel", "run_id", run.ID, "job", run.Job, "status", run.Status,
 			"cancel_requested", run.CancelRequested, "request_id", requestID(ctx))
-		s.audit(r, store.ActionCancel, run.Job, &run.ID, reason)
 		status := http.StatusOK
 		if outcome == store.CancelRequested {
 			status = http.StatusAccepted

@@ -24,7 +24,15 @@ func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	l, ok, err := s.cfg.DB.RequestStepDown(ctx)
+	var l store.LeaderRow
+	// The request is a NOTIFY, sent when the transaction commits: with its audit row.
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		var err error
+		if l, ok, err = ex.RequestStepDown(ctx); err != nil || !ok {
+			return err
+		}
+		return ex.RecordAction(ctx, s.action(r, store.ActionStepDown, "", reason))
+	})
 	switch {
 	case err != nil:
 		s.databaseProblem(w, r, err)
@@ -36,6 +44,5 @@ func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.InfoContext(ctx, "leader step-down requested", "leader", l.InstanceID, "epoch", l.Epoch,
 		"request_id", requestID(ctx))
-	s.audit(r, store.ActionStepDown, "", nil, reason)
 	writeJSON(w, http.StatusAccepted, stepDownView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()})
 }

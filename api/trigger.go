@@ -84,6 +84,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
 		Job: j.Name, Reason: reason, Params: paramsJSON,
 		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
+		// Also when the job already had an active run: the operator did ask for a run.
+		Audit: new(s.action(r, store.ActionTrigger, j.Name, reason)),
 		Answer: func(run *store.Run, created bool) (int, []byte) {
 			answer, _ := json.Marshal(newRunView(run))
 			return triggerStatus(created), answer
@@ -97,7 +99,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		s.replay(w, r, t.Existing, key, scope, hash)
 		return
 	}
-	s.logTrigger(r, t.Run, t.Created, reason)
+	s.logTrigger(r, t.Run, t.Created)
 	run, status, answer := t.Run, triggerStatus(t.Created), t.Answer
 	if wait > 0 {
 		run, status = s.awaitRun(r.Context(), run, wait)
@@ -126,12 +128,10 @@ func triggerStatus(created bool) int {
 	return http.StatusOK
 }
 
-// logTrigger logs and audits a trigger; one that found the job's active run is recorded
-// too, with that run's id, since the operator did ask for a run.
-func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool, reason *string) {
+// logTrigger logs a trigger (TriggerManualRun audited it).
+func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
 	s.cfg.Log.InfoContext(r.Context(), "manual run triggered", "job", run.Job, "run_id", run.ID,
 		"created", created, "request_id", requestID(r.Context()))
-	s.audit(r, store.ActionTrigger, run.Job, &run.ID, reason)
 }
 
 func writeRawRun(w http.ResponseWriter, status int, id int64, b []byte) {

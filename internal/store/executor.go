@@ -58,10 +58,18 @@ type Executor interface {
 	AppliedVersion(ctx context.Context) (version uint, dirty bool, err error)
 }
 
+// Atomically runs fn in one plain transaction (not fenced: any replica's API may call it),
+// handing it the Executor on that transaction: an operator's action and its audit row
+// (RecordAction) commit together or not at all. fn's error rolls back and is returned as is.
+func (db *DB) Atomically(ctx context.Context, fn func(ex Executor) error) error {
+	return pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error { return fn(queries{ptx}) })
+}
+
 // Both handles satisfy Executor.
 var (
 	_ Executor = (*DB)(nil)
 	_ Executor = (*Tx)(nil)
+	_ Executor = queries{}
 )
 
 // dbtx is what a named query runs on: the pool, or a transaction.

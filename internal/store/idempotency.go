@@ -118,6 +118,9 @@ type ManualTrigger struct {
 	// Answer renders the answer stored with the key (when !Wait): the HTTP status and body
 	// the request gets, and every duplicate replays.
 	Answer func(run *Run, created bool) (status int, body []byte)
+	// Audit, when set, is recorded with the run's id in the transaction that queues the run
+	// (or finds the job's active one), so no trigger goes unaudited.
+	Audit *Action
 }
 
 // Triggered is what TriggerManualRun did: either it queued (Created) or found the job's
@@ -131,29 +134,38 @@ type Triggered struct {
 }
 
 // TriggerManualRun queues a manual run of t.Job (QueueManualRun: the job's active run is
-// answered instead of a second one). With a key, the idempotent-trigger protocol runs in one
-// transaction: claim the key, queue the run, then note the run on the key (t.Wait) or store
-// its answer. A concurrent duplicate blocks on the key's unique index until this commits
+// answered instead of a second one) and records t.Audit, in one transaction. With a key, the
+// idempotent-trigger protocol runs in that transaction too: claim the key, queue the run,
+// then note the run on the key (t.Wait) or store its answer. A concurrent duplicate blocks on the key's unique index until this commits
 // and then finds the record, so one run is queued for every key; nothing of a failed
 // attempt stays behind.
 func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered, error) {
 	var out Triggered
-	if t.Key == "" {
-		run, created, err := db.QueueManualRun(ctx, t.Job, t.Reason, t.Params)
-		return Triggered{Run: run, Created: created}, err
-	}
 	err := pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
 		out = Triggered{}
 		q := queries{ptx}
-		claimed, rec, err := q.claimIdempotencyKey(ctx, t.Key, t.Scope, t.RequestHash, t.TTL)
-		if err != nil || !claimed {
-			out.Existing = rec
-			return err
+		if t.Key != "" {
+			claimed, rec, err := q.claimIdempotencyKey(ctx, t.Key, t.Scope, t.RequestHash, t.TTL)
+			if err != nil || !claimed {
+				out.Existing = rec
+				return err
+			}
 		}
+		var err error
 		if out.Run, out.Created, err = q.QueueManualRun(ctx, t.Job, t.Reason, t.Params); err != nil {
 			return err
 		}
-		if t.Wait {
+		if t.Audit != nil {
+			a := *t.Audit
+			a.RunID = &out.Run.ID
+			if err := q.RecordAction(ctx, a); err != nil {
+				return err
+			}
+		}
+		switch {
+		case t.Key == "":
+			return nil
+		case t.Wait:
 			return q.noteIdempotencyRun(ctx, t.Key, t.Scope, out.Run.ID)
 		}
 		var status int

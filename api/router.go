@@ -183,7 +183,7 @@ func (s *Server) databaseProblem(w http.ResponseWriter, r *http.Request, err err
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return // the client is gone; nobody reads the answer
 	}
-	s.cfg.Log.ErrorContext(r.Context(), "database call failed", "err", err,
+	s.cfg.Log.ErrorContext(r.Context(), "database call failed", "error", err,
 		"request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path)
 	w.Header().Set("Retry-After", "1")
 	writeProblem(w, r, http.StatusServiceUnavailable, probDatabaseUnavailable,

@@ -113,7 +113,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 		defer scancel()
 		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, key, scope, status, answer); err != nil {
-			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "err", err, "run_id", run.ID,
+			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "error", err, "run_id", run.ID,
 				"request_id", requestID(r.Context()))
 		}
 	}

@@ -96,7 +96,7 @@ func main() {
 	}
 	b, err := newBench(ctx, url, sz, *quick, log)
 	if err != nil {
-		log.Error("bench setup", "err", err)
+		log.Error("bench setup", "error", err)
 		os.Exit(1)
 	}
 	defer b.close()
@@ -110,7 +110,7 @@ func main() {
 		log.Info("section", "name", s.name)
 		t := time.Now()
 		if err := s.run(ctx, b); err != nil {
-			log.Error("section failed", "name", s.name, "err", err)
+			log.Error("section failed", "name", s.name, "error", err)
 			b.report.failure(s.name, err)
 			failed = append(failed, s.name)
 		}
@@ -124,7 +124,7 @@ func main() {
 	fmt.Print(text)
 	if *out != "" {
 		if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
-			log.Error("write report", "err", err)
+			log.Error("write report", "error", err)
 			os.Exit(1)
 		}
 		log.Info("report written", "file", *out)

@@ -50,7 +50,7 @@ func (b *bench) close() {
 	defer cancel()
 	for i := len(b.created) - 1; i >= 0; i-- {
 		if _, err := b.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{b.created[i]}.Sanitize()+` WITH (FORCE)`); err != nil {
-			b.log.Warn("drop database", "name", b.created[i], "err", err)
+			b.log.Warn("drop database", "name", b.created[i], "error", err)
 		}
 	}
 	b.admin.Close()
@@ -85,7 +85,7 @@ func (b *bench) createDB(ctx context.Context, name, template string) (string, er
 
 func (b *bench) dropDB(ctx context.Context, full string) {
 	if _, err := b.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{full}.Sanitize()+` WITH (FORCE)`); err != nil {
-		b.log.Warn("drop database", "name", full, "err", err)
+		b.log.Warn("drop database", "name", full, "error", err)
 	}
 }
 

@@ -43,7 +43,7 @@ func (r *runner) insertMembers(ctx context.Context) (int64, error) {
 		_, err := r.pool.Exec(ictx, insertChaosMembersSQL, n+1, n+perTick)
 		cancel()
 		if err != nil {
-			r.cfg.Log.Info("inserting members failed; going on", "err", err)
+			r.cfg.Log.Info("inserting members failed; going on", "error", err)
 		}
 		n += perTick
 	}

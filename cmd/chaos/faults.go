@@ -24,7 +24,7 @@ func (r *runner) injectFaults(ctx context.Context, res *Result) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			r.cfg.Log.Warn("reading the leader row failed; retrying", "err", err)
+			r.cfg.Log.Warn("reading the leader row failed; retrying", "error", err)
 			continue
 		}
 		rep := r.byID(id)
@@ -47,7 +47,7 @@ func (r *runner) injectFaults(ctx context.Context, res *Result) error {
 			res.Handovers = append(res.Handovers, h)
 		}
 		r.cfg.Log.Info("fault", "fault", name, "instance", id, "epoch", epoch,
-			"elected_after", h.Elected, "first_start_after", h.FirstStart, "beyond_due", h.BeyondDue, "err", h.Err)
+			"elected_after", h.Elected, "first_start_after", h.FirstStart, "beyond_due", h.BeyondDue, "error", h.Err)
 		if err := repair(); err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func (r *runner) strike(ctx context.Context, fault string, rep *replica) (repair
 SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE application_name = 'scheduler:' || $1 AND datname = current_database()`, rep.id).Scan(&n)
 		if err != nil && ctx.Err() == nil {
-			r.cfg.Log.Warn("terminating the leader's backends failed", "err", err)
+			r.cfg.Log.Warn("terminating the leader's backends failed", "error", err)
 		}
 		return none, fault, nil
 	case FaultPGRestart:

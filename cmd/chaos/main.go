@@ -69,7 +69,7 @@ func mainErr(cfg Config, keep bool) int {
 
 	work, err := os.MkdirTemp("", "scheduler-chaos-")
 	if err != nil {
-		log.Error("temp dir", "err", err)
+		log.Error("temp dir", "error", err)
 		return 1
 	}
 	if !keep {
@@ -78,13 +78,13 @@ func mainErr(cfg Config, keep bool) int {
 	if cfg.Binary == "" {
 		cfg.Binary = filepath.Join(work, "scheduler")
 		if err := buildScheduler(ctx, cfg.Binary); err != nil {
-			log.Error("build the scheduler", "err", err)
+			log.Error("build the scheduler", "error", err)
 			return 1
 		}
 	}
 	dbURL, drop, err := createDatabase(ctx, admin)
 	if err != nil {
-		log.Error("create the chaos database", "err", err)
+		log.Error("create the chaos database", "error", err)
 		return 1
 	}
 	if !keep {
@@ -94,7 +94,7 @@ func mainErr(cfg Config, keep bool) int {
 	cfg.DatabaseURL, cfg.WorkDir, cfg.Log = dbURL, work, log
 	res, err := Run(ctx, cfg)
 	if err != nil {
-		log.Error("chaos run failed", "err", err, "logs", work)
+		log.Error("chaos run failed", "error", err, "logs", work)
 		return 1
 	}
 	printResult(os.Stdout, res)

@@ -92,7 +92,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 
 	db, err := store.Open(ctx, cfg.DatabaseURL, store.Options{InstanceID: cfg.InstanceID, LeaseTimeout: cfg.LeaseTimeout})
 	if err != nil {
-		log.Error("cannot use DATABASE_URL", "err", err)
+		log.Error("cannot use DATABASE_URL", "error", err)
 		return exitFailure
 	}
 	// The pool's Close waits for every connection in use: a job body that ignores its
@@ -106,7 +106,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 
 	listener, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "err", err)
+		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "error", err)
 		return exitFailure
 	}
 	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
@@ -122,7 +122,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		defer wg.Done()
 		log.Info("http listening", "addr", listener.Addr().String(), "version", version)
 		if err := server.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "err", err)
+			log.Error("http server stopped", "error", err)
 		}
 	}()
 
@@ -135,13 +135,13 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m,
 			DrainTimeout: jobs.HandOverDrain})
 		if err != nil {
-			log.Error("cannot start the elector", "err", err)
+			log.Error("cannot start the elector", "error", err)
 			return exitFailure
 		}
 		eng, err := engine.New(engine.Config{DB: db, Registry: registry, Jobs: cfg.Jobs, InstanceID: cfg.InstanceID,
 			Log: base, PollInterval: cfg.PollInterval, Metrics: m})
 		if err != nil {
-			log.Error("cannot start the run engine", "err", err)
+			log.Error("cannot start the run engine", "error", err)
 			return exitFailure
 		}
 		terms := elector.Listen()
@@ -166,7 +166,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Warn("jobs still running at the shutdown timeout; exiting anyway, the next leader recovers them")
 	}
 	if err := server.Shutdown(shutdownCtx); err != nil {
-		log.Warn("http shutdown incomplete", "err", err)
+		log.Warn("http shutdown incomplete", "error", err)
 	}
 	wg.Wait()
 	log.Info("stopped")
@@ -184,7 +184,7 @@ func migrateUntilDone(ctx context.Context, databaseURL string, log *slog.Logger)
 		}
 		d := retry.Next()
 		log.Error("database not ready; no job runs until it is. Check DATABASE_URL and that PostgreSQL is up; retrying",
-			"attempt", attempt, "retry_in", d.String(), "err", err)
+			"attempt", attempt, "retry_in", d.String(), "error", err)
 		if !backoff.Sleep(ctx, d) {
 			return ctx.Err()
 		}

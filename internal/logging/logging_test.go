@@ -48,7 +48,7 @@ func TestEveryLineOfARunCarriesItsIdentity(t *testing.T) {
 	runLog.WithGroup("stats").Warn("entity locked, skipped", "member_id", 17)
 	var wg sync.WaitGroup
 	for i := range 4 {
-		wg.Go(func() { runLog.Error("entity failed", "worker", i, "err", errors.New("boom")) })
+		wg.Go(func() { runLog.Error("entity failed", "worker", i, "error", errors.New("boom")) })
 	}
 	wg.Wait()
 	runLog.Info("run finished", "status", "succeeded")

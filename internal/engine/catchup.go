@@ -36,7 +36,7 @@ func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger)
 	if err == nil {
 		err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 			var err error
-			abandoned, err = tx.AbandonRuns(ctx, term.Epoch, orphans)
+			abandoned, err = tx.AbandonRuns(ctx, orphans)
 			return err
 		})
 	}
@@ -134,7 +134,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 				}
 			}
 			if len(missed) > 0 {
-				if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID, term.Epoch); err != nil {
+				if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID); err != nil {
 					return err
 				}
 			}
@@ -143,7 +143,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			}
 			out, err = tx.ClaimSlot(ctx, store.Claim{
 				Job: en.conf.Name, ScheduledAt: latest, Trigger: store.TriggerCatchUp, MinGap: en.conf.MinGap,
-				InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
+				InstanceID: e.conf.InstanceID,
 			})
 			return err
 		})

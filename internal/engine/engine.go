@@ -330,7 +330,7 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 		var err error
 		out, err = tx.ClaimSlot(ctx, store.Claim{
 			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
-			InstanceID: e.conf.InstanceID, Epoch: term.Epoch,
+			InstanceID: e.conf.InstanceID,
 		})
 		return err
 	})
@@ -367,7 +367,7 @@ func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.L
 		var n int64
 		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 			var err error
-			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID, term.Epoch)
+			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
 			return err
 		})
 		switch {

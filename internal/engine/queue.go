@@ -94,7 +94,7 @@ func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.R
 	defer e.claiming.RUnlock()
 	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
 		var err error
-		run, err = tx.PickQueued(ctx, e.conf.InstanceID, term.Epoch)
+		run, err = tx.PickQueued(ctx, e.conf.InstanceID)
 		return err
 	})
 	if err != nil || run == nil {

@@ -93,6 +93,9 @@ func (q queries) Now(ctx context.Context) (time.Time, error) {
 type Tx struct {
 	pgx.Tx
 	queries
+	// epoch is the term the transaction is fenced by: the leader's writes (ClaimSlot,
+	// RecordMissed, PickQueued, AbandonRuns) stamp it, so callers never say it twice.
+	epoch int64
 }
 
-func newTx(tx pgx.Tx) *Tx { return &Tx{Tx: tx, queries: queries{tx}} }
+func newTx(tx pgx.Tx, epoch int64) *Tx { return &Tx{Tx: tx, queries: queries{tx}, epoch: epoch} }

@@ -23,8 +23,8 @@ var ErrNotLeader = errors.New("not the leader: this replica's epoch was supersed
 // still commit. fn's error rolls the transaction back and is returned as is.
 func (db *DB) Fenced(ctx context.Context, epoch int64, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
-		tx := newTx(ptx)
-		if err := tx.checkEpoch(ctx, epoch); err != nil {
+		tx := newTx(ptx, epoch)
+		if err := tx.checkEpoch(ctx); err != nil {
 			return err
 		}
 		return fn(tx)
@@ -32,7 +32,8 @@ func (db *DB) Fenced(ctx context.Context, epoch int64, fn func(tx *Tx) error) er
 }
 
 // checkEpoch takes the fence inside the transaction.
-func (tx *Tx) checkEpoch(ctx context.Context, epoch int64) error {
+func (tx *Tx) checkEpoch(ctx context.Context) error {
+	epoch := tx.epoch
 	var current int64
 	if err := tx.QueryRow(ctx, `SELECT epoch FROM scheduler_leader WHERE id = 1 FOR SHARE`).Scan(&current); err != nil {
 		return fmt.Errorf("read leader epoch: %w", err)

@@ -27,7 +27,6 @@ type Claim struct {
 	Trigger     string    // TriggerSchedule or TriggerCatchUp
 	MinGap      time.Duration
 	InstanceID  string
-	Epoch       int64
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
@@ -109,7 +108,7 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 			return skip(ReasonMinGap)
 		}
 	}
-	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch))
+	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
@@ -133,7 +132,7 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	var id int64
-	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, c.Epoch, reason).Scan(&id)
+	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, reason).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -173,13 +172,13 @@ func (tx *Tx) RecordedSlots(ctx context.Context, job string, slots []time.Time) 
 // RecordMissed records slots as missed (docs/design.md guarantee 3: older misses are recorded,
 // not silently lost); slots that already have a row are left alone. It returns how many
 // rows it wrote.
-func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string, epoch int64) (int64, error) {
+func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string) (int64, error) {
 	const insert = `
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
 		SELECT $1, 'schedule', 'missed', slot, now(), $3, $4
 		FROM unnest($2::timestamptz[]) AS slot
 		ON CONFLICT DO NOTHING`
-	tag, err := tx.Exec(ctx, insert, job, slots, instanceID, epoch)
+	tag, err := tx.Exec(ctx, insert, job, slots, instanceID, tx.epoch)
 	if err != nil {
 		return 0, fmt.Errorf("record missed slots of %s: %w", job, err)
 	}
@@ -212,16 +211,16 @@ func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json
 // reached the server while its answer was lost, or by a leader that abandoned the run.
 var ErrNotRunning = errors.New("the run is no longer running")
 
-// PickQueued moves the oldest queued run to running under epoch and returns it, or nil
-// when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
+// PickQueued moves the oldest queued run to running under the transaction's epoch and
+// returns it, or nil when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
 // cancelling it) for the next pass instead of waiting for it.
-func (tx *Tx) PickQueued(ctx context.Context, instanceID string, epoch int64) (*Run, error) {
+func (tx *Tx) PickQueued(ctx context.Context, instanceID string) (*Run, error) {
 	const pick = `
 		UPDATE job_runs SET status = 'running', started_at = now(), instance_id = $1, epoch = $2
 		WHERE id = (SELECT id FROM job_runs WHERE status = 'queued' ORDER BY id
 		            FOR UPDATE SKIP LOCKED LIMIT 1)
 		RETURNING ` + runColumns
-	run, err := scanRun(tx.QueryRow(ctx, pick, instanceID, epoch))
+	run, err := scanRun(tx.QueryRow(ctx, pick, instanceID, tx.epoch))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -241,14 +240,14 @@ type Abandoned struct {
 	RecoveryID int64
 }
 
-// AbandonRuns marks as abandoned the runs left running by epochs before epoch, and the runs
-// of epoch itself listed in orphans, and queues one recovery run for each (docs/design.md
+// AbandonRuns marks as abandoned the runs left running by epochs before the transaction's,
+// and the runs of its own epoch listed in orphans, and queues one recovery run for each (docs/design.md
 // guarantees 5 and 10). Only a leader calls it, inside its fenced transaction: after the
 // epoch bump no older epoch can write, so those runs are certainly dead; an orphan is a run
 // of this term that no goroutine of the leader owns (its claim committed while the answer
 // was lost), which the caller has checked. recovers_run_id is unique, so no run is
 // recovered twice.
-func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64, orphans []int64) ([]Abandoned, error) {
+func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, error) {
 	const abandon = `
 		UPDATE job_runs
 		SET status = 'abandoned', finished_at = now(),
@@ -264,7 +263,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, epoch int64, orphans []int64) ([]
 		VALUES ($1, 'recovery', 'queued', $2, $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	rows, err := tx.Query(ctx, abandon, epoch, orphans)
+	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/testdb"
-	"github.com/schedulerhq/scheduler/internal/testserver"
+	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -35,12 +35,12 @@ const (
 // seven test jobs (21 rows), one browser, one tab per operator.
 func TestDashboard(t *testing.T) {
 	browser := startBrowser(t)
-	extra := []jobs.Job{testserver.Blocking{JobName: "slow-export"}}
+	extra := []jobs.Job{replicatest.Blocking{JobName: "slow-export"}}
 	for i := range 6 {
-		extra = append(extra, testserver.Quick{JobName: fmt.Sprintf("quick-%d", i+1), Schedule: []string{
+		extra = append(extra, replicatest.Quick{JobName: fmt.Sprintf("quick-%d", i+1), Schedule: []string{
 			"*/15 * * * *", "0 * * * *", "30 6 * * 1-5", "@every 10m", "0 3 1 1 *", "CRON_TZ=Europe/Berlin 0 8 * * *"}[i]})
 	}
-	srv := testserver.Start(t, testserver.Options{Token: fullToken, ReadToken: readToken, Extra: extra,
+	srv := replicatest.Start(t, replicatest.Options{Token: fullToken, ReadToken: readToken, Extra: extra,
 		Paused: []string{"rounds-open", "rounds-close"}})
 	shots := screenshotDir(t)
 	seedHistory(t, srv)
@@ -295,7 +295,7 @@ func viewport(t *testing.T, tab context.Context, dir, name string) {
 
 // seedHistory gives a few jobs twenty past runs of mixed outcomes, as a replica that has
 // been up for a while has, so the overview's strips have something to show.
-func seedHistory(t *testing.T, srv *testserver.Server) {
+func seedHistory(t *testing.T, srv *replicatest.Server) {
 	t.Helper()
 	_, err := srv.DB.Pool.Exec(context.Background(), `
 		INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch, stats, error)

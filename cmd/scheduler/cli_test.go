@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
-	"github.com/schedulerhq/scheduler/internal/testserver"
+	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
 const (
@@ -23,10 +23,10 @@ const (
 // The client commands against a whole replica (API, elector, engine) on a test database.
 func TestClientCommands(t *testing.T) {
 	t.Parallel()
-	srv := testserver.Start(t, testserver.Options{Token: cliToken, ReadToken: cliReadToken, Extra: []jobs.Job{
-		testserver.Quick{JobName: "quick", Schedule: "0 2 * * *"},
-		testserver.Failing{JobName: "broken"},
-		testserver.Blocking{JobName: "slow"},
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, ReadToken: cliReadToken, Extra: []jobs.Job{
+		replicatest.Quick{JobName: "quick", Schedule: "0 2 * * *"},
+		replicatest.Failing{JobName: "broken"},
+		replicatest.Blocking{JobName: "slow"},
 	}})
 	env := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliToken}
 	cli := func(args ...string) (int, string, string) {

@@ -15,12 +15,11 @@ import (
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/jobs"
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/replica"
 )
 
 const serveUsage = `Usage: scheduler serve
@@ -104,15 +103,20 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 	}()
 
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: cfg.InstanceID, Log: base, Registry: registry,
+		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
+		ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
+		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr})
+	if err != nil {
+		log.Error("cannot build the replica", "error", err)
+		return exitFailure
+	}
 	listener, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		log.Error("cannot listen; is another process using the port? set SCHEDULER_HTTP_ADDR", "addr", cfg.HTTPAddr, "error", err)
 		return exitFailure
 	}
-	server := api.NewHTTPServer(cfg.HTTPAddr, api.NewServer(api.Config{
-		DB: db, InstanceID: cfg.InstanceID, Log: log, Jobs: cfg.Jobs,
-		APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext, ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL, Recorder: m,
-	}).Handler())
+	server := api.NewHTTPServer(cfg.HTTPAddr, rep.Handler())
 	// Requests (a ?wait trigger can last minutes) see the shutdown signal, so Shutdown is
 	// not held up by them.
 	server.BaseContext = func(net.Listener) context.Context { return ctx }
@@ -127,29 +131,14 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	}()
 
 	// Nothing runs before the schema is ours: no database, no leader, no job (fail closed).
-	var leading sync.WaitGroup
+	// On ctx's end the replica resigns at once, so a follower takes over while this one is
+	// still draining HTTP.
+	leading := make(chan struct{})
 	if err := migrateUntilDone(ctx, cfg.DatabaseURL, log); err == nil {
 		log.Info("schema ready", "version", store.SchemaVersion())
-		// The elector and engine add instance_id to their lines themselves.
-		elector, err := leader.New(leader.Config{DB: db, InstanceID: cfg.InstanceID, Log: base,
-			LeaseTimeout: cfg.LeaseTimeout, Version: version, HTTPAddr: cfg.HTTPAddr, Metrics: m,
-			DrainTimeout: jobs.HandOverDrain})
-		if err != nil {
-			log.Error("cannot start the elector", "error", err)
-			return exitFailure
-		}
-		eng, err := engine.New(engine.Config{DB: db, Registry: registry, Jobs: cfg.Jobs, InstanceID: cfg.InstanceID,
-			Log: base, PollInterval: cfg.PollInterval, Metrics: m})
-		if err != nil {
-			log.Error("cannot start the run engine", "error", err)
-			return exitFailure
-		}
-		terms := elector.Listen()
-		leading.Add(2)
-		go func() { defer leading.Done(); eng.Run(ctx, terms.C()) }()
-		// On ctx's end the elector resigns at once, so a follower takes over while this
-		// replica is still draining HTTP.
-		go func() { defer leading.Done(); elector.Run(ctx) }()
+		go func() { defer close(leading); rep.Run(ctx) }()
+	} else {
+		close(leading)
 	}
 
 	<-ctx.Done()
@@ -158,10 +147,8 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	defer cancel()
 	// Leadership is released first; runs are cancelled with their term, and a job body
 	// that ignores its context cannot hold the exit beyond the shutdown timeout.
-	stopped := make(chan struct{})
-	go func() { leading.Wait(); close(stopped) }()
 	select {
-	case <-stopped:
+	case <-leading:
 	case <-shutdownCtx.Done():
 		log.Warn("jobs still running at the shutdown timeout; exiting anyway, the next leader recovers them")
 	}

@@ -1,7 +1,7 @@
-// Package testserver starts a whole replica inside a test: the HTTP API (with the dashboard)
-// on a local port, the elector and the run engine, on a test database. The console's tests
-// (the command-line client's and the browser's) drive it as an operator would.
-package testserver
+// Package replicatest starts a whole replica (replica.New) inside a test: the HTTP API, with
+// the dashboard, on a local port, the elector and the run engine, on a test database. The
+// console's tests (the command-line client's and the browser's) drive it as an operator would.
+package replicatest
 
 import (
 	"context"
@@ -9,18 +9,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/jobs"
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/replica"
 )
 
 // Options choose the replica's tokens and any jobs besides the built-in ones.
@@ -49,7 +46,7 @@ func Start(t testing.TB, o Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	for _, name := range o.Paused {
 		if err := db.SetPaused(ctx, name, true); err != nil {
-			t.Fatalf("testserver: pause %s: %v", name, err)
+			t.Fatalf("replicatest: pause %s: %v", name, err)
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
@@ -60,36 +57,29 @@ func Start(t testing.TB, o Options) *Server {
 		d := j.Defaults()
 		s, err := schedule.Parse(d.Schedule)
 		if err != nil {
-			t.Fatalf("testserver: job %s: %v", j.Name(), err)
+			t.Fatalf("replicatest: job %s: %v", j.Name(), err)
 		}
 		conf = append(conf, config.Job{Name: j.Name(), Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
 	}
-	elector, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, Log: log, LeaseTimeout: 2 * time.Second,
-		InstanceHeartbeat: 500 * time.Millisecond, Version: "test", HTTPAddr: "127.0.0.1"})
+	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Registry: registry, Jobs: conf,
+		APIToken: o.Token, ReadToken: o.ReadToken, LeaseTimeout: 2 * time.Second,
+		InstanceHeartbeat: 500 * time.Millisecond, PollInterval: 200 * time.Millisecond,
+		Version: "test", HTTPAddr: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(engine.Config{DB: db.DB, Registry: registry, Jobs: conf, InstanceID: id, Log: log,
-		PollInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	terms, watch := elector.Listen(), elector.Listen()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); eng.Run(ctx, terms.C()) }()
-	go func() { defer wg.Done(); elector.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-
-	srv := httptest.NewServer(api.NewServer(api.Config{DB: db.DB, InstanceID: id, Log: log, Jobs: conf,
-		APIToken: o.Token, ReadToken: o.ReadToken}).Handler())
+	watch := rep.Listen()
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(rep.Handler())
 	t.Cleanup(srv.Close)
 
 	// watch is not read after the first term; its buffer holds the few a test makes.
 	select {
 	case <-watch.C():
 	case <-time.After(30 * time.Second):
-		t.Fatal("testserver: the replica was not elected within 30 s")
+		t.Fatal("replicatest: the replica was not elected within 30 s")
 	}
 	return &Server{URL: srv.URL, DB: db, InstanceID: id, Jobs: len(conf)}
 }

@@ -1,0 +1,102 @@
+// Package replica assembles one scheduler replica from its parts: the HTTP API, the leader
+// elector and the run engine over the job registry, on one store. `scheduler serve` runs it,
+// and the tests that drive a whole replica (the CLI's, the dashboard's) start it in-process;
+// both get the same wiring.
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/schedulerhq/scheduler/api"
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/engine"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Config is what a replica is built from. The durations left zero take their parts'
+// defaults; the rest is required.
+type Config struct {
+	DB         *store.DB
+	InstanceID string
+	// Log is the base logger; every part adds instance_id itself.
+	Log      *slog.Logger
+	Registry *jobs.Registry
+	// Jobs are the validated job settings, one per job of Registry the replica runs.
+	Jobs    []config.Job
+	Metrics *metrics.Metrics // nil: none recorded
+
+	// The API's tokens and host names (config's SCHEDULER_API_*).
+	APIToken, APITokenNext, ReadToken string
+	APIHosts                          []string
+	IdempotencyTTL                    time.Duration
+
+	LeaseTimeout      time.Duration
+	InstanceHeartbeat time.Duration
+	PollInterval      time.Duration
+	// Version and HTTPAddr describe the replica in scheduler_instances.
+	Version, HTTPAddr string
+}
+
+// Replica is one assembled replica.
+type Replica struct {
+	handler http.Handler
+	elector *leader.Elector
+	engine  *engine.Engine
+	terms   *leader.Subscription
+}
+
+// New builds the replica's parts without touching the database, so that its API can answer
+// (/readyz 503) before the database is reachable and the schema migrated.
+func New(c Config) (*Replica, error) {
+	elector, err := leader.New(leader.Config{DB: c.DB, InstanceID: c.InstanceID, Log: c.Log,
+		LeaseTimeout: c.LeaseTimeout, InstanceHeartbeat: c.InstanceHeartbeat, Version: c.Version,
+		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain})
+	if err != nil {
+		return nil, fmt.Errorf("the elector: %w", err)
+	}
+	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
+		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics})
+	if err != nil {
+		return nil, fmt.Errorf("the run engine: %w", err)
+	}
+	handler := api.NewServer(api.Config{DB: c.DB, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
+		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
+		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics}).Handler()
+	// Subscribed before Run, so the engine cannot miss the first term.
+	return &Replica{handler: handler, elector: elector, engine: eng, terms: elector.Listen()}, nil
+}
+
+// apiLog is the API's logger: the API, unlike the elector and the engine, does not add
+// instance_id to its lines itself.
+func apiLog(log *slog.Logger, id string) *slog.Logger {
+	if log == nil {
+		return nil
+	}
+	return logging.ForInstance(log, id)
+}
+
+// Handler is the replica's HTTP API and dashboard.
+func (r *Replica) Handler() http.Handler { return r.handler }
+
+// Listen subscribes to this replica's terms of leadership (tests await the first).
+func (r *Replica) Listen() *leader.Subscription { return r.elector.Listen() }
+
+// Run takes part in the election and, while this replica leads, runs the schedule, until ctx
+// ends; then it resigns (letting its runs record what they did first) and returns once the
+// elector and the engine have stopped. Call it once the schema is migrated.
+func (r *Replica) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
+	go func() { defer wg.Done(); r.elector.Run(ctx) }()
+	wg.Wait()
+}

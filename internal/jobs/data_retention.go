@@ -183,18 +183,3 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 	}
 	return st, nil
 }
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

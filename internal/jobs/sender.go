@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
 )
@@ -81,7 +82,8 @@ type WebhookSettings struct {
 	Timeout time.Duration
 	// MaxAttempts bounds the attempts per message (1 = no retry).
 	MaxAttempts int
-	// Backoff is the wait before the first retry, doubled before each next one.
+	// Backoff is the wait before the first retry, doubled before each next one (up to 30 s),
+	// with jitter: between half and all of each step.
 	Backoff time.Duration
 }
 
@@ -90,6 +92,8 @@ const (
 	webhookTimeoutDefault     = 10 * time.Second
 	webhookMaxAttemptsDefault = 4
 	webhookBackoffDefault     = 500 * time.Millisecond
+	// webhookBackoffMax caps the wait between two attempts of one message.
+	webhookBackoffMax = 30 * time.Second
 )
 
 // WebhookSender POSTs each message as JSON to a URL, with the delivery's idempotency key in
@@ -167,7 +171,7 @@ func (w *WebhookSender) Send(ctx context.Context, m Message) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode message %d: %w", m.DeliveryID, err)
 	}
-	wait := w.s.Backoff
+	retry := backoff.New(w.s.Backoff, webhookBackoffMax)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		id, err := w.post(ctx, m, body)
@@ -178,10 +182,9 @@ func (w *WebhookSender) Send(ctx context.Context, m Message) (string, error) {
 		if errors.Is(err, errPermanent) || attempt >= w.s.MaxAttempts || ctx.Err() != nil {
 			return "", lastErr
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return "", errors.Join(lastErr, err)
+		if !backoff.Sleep(ctx, retry.Next()) {
+			return "", errors.Join(lastErr, ctx.Err())
 		}
-		wait *= 2
 	}
 }
 

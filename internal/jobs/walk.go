@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/schedulerhq/scheduler/internal/backoff"
 )
 
 // Walk is the one way a job goes through its entities (docs/design.md, "The jobs"): batch
@@ -184,8 +185,8 @@ func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args p
 		for k, v := range w.Keyset(all[len(all)-1]) {
 			args[k] = v
 		}
-		if err := sleep(ctx, w.Pause); err != nil {
-			return st, err
+		if !pause(ctx, w.Pause) {
+			return st, ctx.Err()
 		}
 	}
 }
@@ -218,7 +219,9 @@ func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedA
 					mu.Unlock()
 				})
 				if err == nil {
-					err = sleep(walkCtx, w.Pause)
+					if !pause(walkCtx, w.Pause) {
+						err = walkCtx.Err()
+					}
 				}
 				if err != nil {
 					stop(err)
@@ -396,4 +399,12 @@ func (w *Walk[R]) lock(ctx context.Context, tx pgx.Tx, rows []R) ([]R, error) {
 		}
 	}
 	return out, nil
+}
+
+// pause waits d between two batches; false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	return backoff.Sleep(ctx, d)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -116,20 +117,6 @@ func (s *appointmentSender) perAppointment(t *testing.T) map[int64]int {
 		out[p.AppointmentID]++
 	}
 	return out
-}
-
-// apptEnv is a run environment for job at now.
-func apptEnv(t *testing.T, db *testdb.DB, job string, now time.Time) *jobs.Env {
-	env := newEnv(t, db, job)
-	env.Now = now
-	return env
-}
-
-// at is env with its clock set to now.
-func at(env *jobs.Env, now time.Time) *jobs.Env {
-	e := *env
-	e.Now = now
-	return &e
 }
 
 // messageJob is one of the five jobs that send one message per appointment, with data that
@@ -239,7 +226,7 @@ func TestAppointmentMessagesThreeCopiesSendEachDueMessageOnce(t *testing.T) {
 			sender := &appointmentSender{}
 			job := tc.newJob(jobs.AppointmentSettings{BatchSize: 20}, jobs.NewPipeline(sender, jobs.SendSettings{}))
 			require.Equal(t, tc.name, job.Name())
-			env := apptEnv(t, db, tc.name, apptNow)
+			env := jobstest.NewEnv(t, db, tc.name, apptNow)
 
 			stats := runTogether(t, job, env, 3)
 			var total jobs.Stats
@@ -293,7 +280,7 @@ func TestAppointmentMessagesDryRunClaimsNothing(t *testing.T) {
 			db, pool, orgs := openAppointments(t)
 			due := tc.seed(t, pool, orgs)
 			sender := &appointmentSender{}
-			env := apptEnv(t, db, tc.name, apptNow)
+			env := jobstest.NewEnv(t, db, tc.name, apptNow)
 			env.Params.DryRun = true
 			st, err := tc.newJob(jobs.AppointmentSettings{BatchSize: 40}, jobs.NewPipeline(sender, jobs.SendSettings{})).Run(context.Background(), env)
 			require.NoError(t, err)
@@ -328,7 +315,7 @@ func TestAppointmentReminderNotClaimedForAnAppointmentCancelledAfterItsBatchWasR
 
 	// The application cancels ids[1] between the read of its batch (ahead, through the
 	// read-only pool) and the batch's transaction, which locks and claims.
-	env := apptEnv(t, db, "appointment-reminders-day", apptNow)
+	env := jobstest.NewEnv(t, db, "appointment-reminders-day", apptNow)
 	var read, cancelled atomic.Bool
 	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(_ context.Context, sql string) {
 		if strings.Contains(sql, "FROM appointments a") {
@@ -370,7 +357,7 @@ func TestNoShowDetectionThreeCopiesMarkEachOverdueAppointmentOnce(t *testing.T) 
 
 	job := jobs.NewNoShowDetection(jobs.AppointmentSettings{NoShowGrace: grace, BatchSize: 25})
 	require.Equal(t, "no-show-detection", job.Name())
-	env := apptEnv(t, db, job.Name(), apptNow)
+	env := jobstest.NewEnv(t, db, job.Name(), apptNow)
 	stats := runTogether(t, job, env, 3)
 	var total jobs.Stats
 	for _, st := range stats {
@@ -416,7 +403,7 @@ func TestNoShowDetectionLeavesAnAppointmentCheckedInDuringTheRun(t *testing.T) {
 	var st jobs.Stats
 	go func() {
 		var err error
-		st, err = jobs.NewNoShowDetection(jobs.AppointmentSettings{}).Run(ctx, apptEnv(t, db, "no-show-detection", apptNow))
+		st, err = jobs.NewNoShowDetection(jobs.AppointmentSettings{}).Run(ctx, jobstest.NewEnv(t, db, "no-show-detection", apptNow))
 		done <- err
 	}()
 	waitForLockWait(t, pool)
@@ -468,7 +455,7 @@ FROM appointments WHERE id IN ($1, $2)`, open, started)
 	sender := &idempotentSender{}
 	job := jobs.NewAppointmentRemindersHour(jobs.AppointmentSettings{ClaimTimeout: 10 * time.Minute},
 		jobs.NewPipeline(sender, jobs.SendSettings{}))
-	st, err := job.Run(ctx, apptEnv(t, db, job.Name(), apptNow))
+	st, err := job.Run(ctx, jobstest.NewEnv(t, db, job.Name(), apptNow))
 	require.NoError(t, err)
 	assert.Equal(t, map[int64]int{open: 1}, sender.perAppointment(t), "only the reminder still in its window is resent")
 	assert.EqualValues(t, 1, st.Detail["orphan_resent"])

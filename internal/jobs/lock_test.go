@@ -2,16 +2,15 @@ package jobs_test
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -19,26 +18,9 @@ import (
 // runNow is the fixed clock of the tests' runs; "today" for the membership jobs is its date.
 var runNow = time.Date(2026, 3, 15, 2, 0, 0, 0, time.UTC)
 
-// newEnv makes this test's database the leader's at epoch 1 (bypassing the elector) and
-// returns a run environment for job whose writes are fenced by that epoch.
+// newEnv is a run environment for job at runNow (jobstest.NewEnv).
 func newEnv(t *testing.T, db *testdb.DB, job string) *jobs.Env {
-	t.Helper()
-	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
-	var runID int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `
-INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), 1)
-RETURNING id`, job).Scan(&runID))
-	return &jobs.Env{
-		RunID: runID,
-		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
-		},
-		ReadOnly: db.ReadOnly(),
-		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
-		Now:      runNow,
-	}
+	return jobstest.NewEnv(t, db, job, runNow)
 }
 
 // runTogether runs job n times at once on env, released together, and returns each run's stats.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 )
 
 // rateNotice is the payload of a no-show-rate notice.
@@ -96,13 +97,13 @@ func TestNoShowRateCountsTheLastSevenLocalDaysAcrossDST(t *testing.T) {
 			// An hour before the 08:00 local hour: nothing yet.
 			sender := &appointmentSender{}
 			job := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{}))
-			env := apptEnv(t, db, job.Name(), tc.now)
-			st, err := job.Run(ctx, at(env, tc.now.Add(-time.Hour)))
+			env := jobstest.NewEnv(t, db, job.Name(), tc.now)
+			st, err := job.Run(ctx, jobstest.At(env, tc.now.Add(-time.Hour)))
 			require.NoError(t, err)
 			assert.Empty(t, sender.sent)
 
 			// In it, three copies at once: one notice.
-			stats := runTogether(t, job, at(env, tc.now.Add(59*time.Minute)), 3)
+			stats := runTogether(t, job, jobstest.At(env, tc.now.Add(59*time.Minute)), 3)
 			t.Logf("3 runs: %+v", stats)
 			notices := sender.notices(t)
 			require.Len(t, notices, 1)
@@ -120,7 +121,7 @@ func TestNoShowRateCountsTheLastSevenLocalDaysAcrossDST(t *testing.T) {
 			assert.Contains(t, to, "admin@")
 
 			// The hour after: not sent again, and nothing is too late.
-			st, err = job.Run(ctx, at(env, tc.now.Add(time.Hour)))
+			st, err = job.Run(ctx, jobstest.At(env, tc.now.Add(time.Hour)))
 			require.NoError(t, err)
 			assert.Len(t, sender.sent, 1)
 			assert.Zero(t, st.Detail["too_late"])
@@ -172,7 +173,7 @@ FROM unnest($1::bigint[]) AS o,
 		to, _ := time.Parse(time.DateOnly, span[1])
 		for now := from; now.Before(to); now = now.Add(time.Hour) {
 			before := len(sender.sent)
-			st, err := job.Run(ctx, at(env, now))
+			st, err := job.Run(ctx, jobstest.At(env, now))
 			require.NoError(t, err)
 			require.Zero(t, st.Detail["too_late"], "at %s", now)
 			for _, n := range sender.notices(t)[before:] {
@@ -214,7 +215,7 @@ func TestNoShowRateCountsAMissedEightOClockAsTooLate(t *testing.T) {
 	require.NoError(t, err)
 
 	sender := &appointmentSender{}
-	st, err := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{})).Run(ctx, apptEnv(t, db, "no-show-rate", now))
+	st, err := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{})).Run(ctx, jobstest.NewEnv(t, db, "no-show-rate", now))
 	require.NoError(t, err)
 	assert.Empty(t, sender.sent, "the 08:00 notice is not sent at 09:00")
 	assert.EqualValues(t, 1, st.Detail["too_late"])

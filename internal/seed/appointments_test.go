@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/seed"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -39,8 +39,6 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 	// Each job has work at the database's clock, right after seeding.
 	var now time.Time
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
-	_, err = db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
 	settings := jobs.AppointmentSettings{}
 	sender := jobs.NewPipeline(jobs.NewLogSender(slog.New(slog.DiscardHandler)), jobs.SendSettings{})
 	for _, job := range []jobs.Job{
@@ -51,15 +49,7 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 		jobs.NewNoShowDetection(settings),
 		jobs.NewNoShowRecovery(settings, sender),
 	} {
-		env := &jobs.Env{
-			Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-				return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
-			},
-			ReadOnly: db.ReadOnly(),
-			Log:      slog.New(slog.DiscardHandler),
-			Now:      now,
-		}
-		st, err := job.Run(ctx, env)
+		st, err := job.Run(ctx, jobstest.NewEnv(t, db, job.Name(), now))
 		require.NoError(t, err, job.Name())
 		assert.Positive(t, st.Changed, "%s has work after seeding: %+v", job.Name(), st)
 	}

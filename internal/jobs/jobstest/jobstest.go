@@ -1,0 +1,55 @@
+// Package jobstest runs job bodies in tests the way the engine does, without an elector: on
+// a test database made the leader's at epoch 1, every write fenced by that epoch, reads
+// through the read-only pool, and a run row of its own.
+package jobstest
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// Epoch is the leader's epoch the test database is given.
+const Epoch = 1
+
+// NewEnv makes db the leader's at Epoch (bypassing the elector), records a running manual run
+// of job, and returns the run's environment with its clock at now.
+func NewEnv(t testing.TB, db *testdb.DB, job string, now time.Time) *jobs.Env {
+	t.Helper()
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1`, Epoch)
+	require.NoError(t, err)
+	var runID int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), $2)
+RETURNING id`, job, Epoch).Scan(&runID))
+	return &jobs.Env{
+		RunID:    runID,
+		Tx:       FencedTx(db.DB),
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
+		Now:      now,
+	}
+}
+
+// FencedTx is jobs.Env.Tx on db, fenced by Epoch.
+func FencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) error {
+	return func(ctx context.Context, fn func(pgx.Tx) error) error {
+		return db.Fenced(ctx, Epoch, func(tx *store.Tx) error { return fn(tx) })
+	}
+}
+
+// At is env with its clock set to now.
+func At(env *jobs.Env, now time.Time) *jobs.Env {
+	e := *env
+	e.Now = now
+	return &e
+}

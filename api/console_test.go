@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 const (
@@ -159,9 +160,11 @@ func TestStepDownAsksTheLockHolder(t *testing.T) {
 	assert.Equal(t, float64(7), res.JSON(t)["epoch"])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	asked, err := session.AwaitStepDown(ctx, 7)
+	channel, payload, ok, err := session.AwaitNotification(ctx)
 	require.NoError(t, err)
-	assert.True(t, asked)
+	require.True(t, ok, "a notification arrived")
+	assert.Equal(t, store.StepDownChannel, channel)
+	assert.Equal(t, "7", payload, "the request names the leader's epoch")
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM operator_actions WHERE action = 'step-down' AND reason = 'drain node 1'`))
 }
 

@@ -318,7 +318,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		// Between heartbeats the lock session waits for an operator's step-down request
 		// (POST /v1/leader/step-down on any replica NOTIFYs it with the epoch to end).
 		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
-		asked, err := session.AwaitStepDown(wctx, term.Epoch)
+		asked, err := awaitStepDown(wctx, session, term.Epoch)
 		cancel()
 		switch {
 		case ctx.Err() != nil:

@@ -125,23 +125,18 @@ func (s *LockSession) ListenStepDown(ctx context.Context) error {
 	return nil
 }
 
-// AwaitStepDown waits until ctx ends (false, nil: nobody asked) or a step-down request for
-// epoch arrives (true). A request naming another epoch was meant for a term that has
-// already ended and is ignored. An error means the session failed.
-func (s *LockSession) AwaitStepDown(ctx context.Context, epoch int64) (bool, error) {
-	want := strconv.FormatInt(epoch, 10)
-	for {
-		n, err := s.conn.WaitForNotification(ctx)
-		switch {
-		case n != nil && n.Channel == StepDownChannel && n.Payload == want:
-			return true, nil
-		case n != nil:
-			continue
-		case ctx.Err() != nil:
-			// A timed-out wait leaves the session usable: pgx only sets a read deadline.
-			return false, nil
-		default:
-			return false, err
-		}
+// AwaitNotification waits until ctx ends (ok false, err nil) or a notification arrives on
+// the lock session, and returns its channel and payload. An error means the session failed.
+// What a notification means is the elector's to decide.
+func (s *LockSession) AwaitNotification(ctx context.Context) (channel, payload string, ok bool, err error) {
+	n, err := s.conn.WaitForNotification(ctx)
+	switch {
+	case n != nil:
+		return n.Channel, n.Payload, true, nil
+	case ctx.Err() != nil:
+		// A timed-out wait leaves the session usable: pgx only sets a read deadline.
+		return "", "", false, nil
+	default:
+		return "", "", false, err
 	}
 }

@@ -33,15 +33,15 @@ INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manu
 RETURNING id`, job, Epoch).Scan(&runID))
 	return &jobs.Env{
 		RunID:    runID,
-		Tx:       FencedTx(db.DB),
+		Tx:       fencedTx(db.DB),
 		ReadOnly: db.ReadOnly(),
 		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
 		Now:      now,
 	}
 }
 
-// FencedTx is jobs.Env.Tx on db, fenced by Epoch.
-func FencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) error {
+// fencedTx is jobs.Env.Tx on db, fenced by Epoch.
+func fencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) error {
 	return func(ctx context.Context, fn func(pgx.Tx) error) error {
 		return db.Fenced(ctx, Epoch, func(tx *store.Tx) error { return fn(tx) })
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
 
@@ -106,12 +107,17 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
-	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody)
+	// GetHead answers HEAD wherever GET is routed (probes that use HEAD).
+	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
+	router := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusMethodNotAllowed, probMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; see /openapi.yaml", r.Method, r.URL.Path))
+		allow := allowedMethods(router, r)
+		w.Header().Set("Allow", allow)
+		writeProblem(w, r, http.StatusMethodNotAllowed, probMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s); see /openapi.yaml", r.Method, r.URL.Path, allow))
 	})
 
 	r.Get("/healthz", s.healthz)
@@ -119,11 +125,14 @@ func (s *Server) Handler() http.Handler {
 	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
-	r.Method(http.MethodGet, "/ui/", ui.Handler())
-	r.Method(http.MethodGet, "/ui/{asset}", ui.Handler())
+	// The dashboard and the API it polls every second: compressed, and answered 304 when
+	// nothing changed (a maintained middleware for the first, etag for the second).
+	compress := middleware.Compress(5)
+	r.With(compress, etag).Method(http.MethodGet, "/ui/", ui.Handler())
+	r.With(compress, etag).Method(http.MethodGet, "/ui/{asset}", ui.Handler())
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, compress, etag)
 		r.Get("/leader", s.getLeader)
 		r.Get("/instances", s.listInstances)
 		r.Get("/locks", s.listLocks)

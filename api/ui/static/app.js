@@ -45,7 +45,9 @@ async function api(method, path, body) {
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res;
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+    // no-cache: the browser revalidates its copy (If-None-Match) and the replica answers 304
+    // without a body when nothing changed, which is most polls.
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-cache" });
   } catch (e) {
     throw new Problem(0, { title: "Server unreachable", detail: "the replica did not answer; is it running?" });
   }

@@ -201,8 +201,11 @@ func (s *Server) databaseProblem(w http.ResponseWriter, r *http.Request, err err
 
 // healthz says the process is alive; it never touches the database, so a database outage
 // does not make an orchestrator restart healthy replicas.
+//
+// token_required tells the dashboard whether to ask for a token before its first /v1 call,
+// so that it does not learn it from a 401.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "token_required": len(s.tokens.kinds) > 0})
 }
 
 // readyz says the replica can do its work: the database answers and its schema is at this

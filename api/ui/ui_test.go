@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,24 @@ func TestDashboard(t *testing.T) {
 		screenshot(t, operator, shots, "overview")
 	})
 
+	t.Run("a refresh keeps focus and the strip has no interactive content in an image", func(t *testing.T) {
+		run(t, operator,
+			chromedp.Navigate(srv.URL+"/ui/#/"),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)),
+			js(`document.querySelector("#step-down").focus()`),
+			refreshed("#leader"), refreshed("#leader"),
+			waitJS(`document.activeElement && document.activeElement.id === "step-down"`),
+			waitJS(`document.querySelectorAll('[role="img"] a, [role="img"] button').length === 0`),
+			waitJS(`[...document.querySelectorAll(".strip a")].every(a => a.getAttribute("aria-label") && !a.hasAttribute("aria-hidden"))`))
+		// The job page: a control that has focus keeps it across refreshes too.
+		run(t, operator,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/plan-change"),
+			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
+			js(`document.querySelector("#run-now").focus()`),
+			refreshed("#schedule-text"), refreshed("#schedule-text"),
+			waitJS(`document.activeElement && document.activeElement.id === "run-now"`))
+	})
+
 	t.Run("run now makes a run appear and finish without a reload", func(t *testing.T) {
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-1"),
@@ -84,13 +103,17 @@ func TestDashboard(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
 			chromedp.Click(chromedp.CSS("#pause")),
 			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+			waitJS(`document.querySelector("#confirm").getAttribute("aria-describedby") === "confirm-text"`),
 			chromedp.Click(chromedp.CSS("#confirm-ok")),
 			waitJS(`document.querySelector('h1 [data-badge="paused"]') !== null`),
 			waitJS(`document.querySelector("#resume").disabled === false`),
+			// Pause is now disabled: focus went to its counterpart, not to the page.
+			waitJS(`document.activeElement && document.activeElement.id === "resume"`),
 			chromedp.Click(chromedp.CSS("#resume")),
 			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
 			chromedp.Click(chromedp.CSS("#confirm-ok")),
-			waitJS(`document.querySelector('h1 [data-badge="paused"]') === null && document.querySelector("#next-runs li") !== null`))
+			waitJS(`document.querySelector('h1 [data-badge="paused"]') === null && document.querySelector("#next-runs li") !== null`),
+			waitJS(`document.activeElement && document.activeElement.id === "pause"`))
 	})
 
 	t.Run("cancel stops a long run", func(t *testing.T) {
@@ -122,6 +145,12 @@ func TestDashboard(t *testing.T) {
 		viewer := newTab(t, browser)
 		run(t, viewer, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 		screenshot(t, viewer, shots, "token")
+		// The page asked /healthz whether a token is needed: no request answered 401 (each
+		// would be an audited refusal without a token, and an error in the browser's console).
+		var refusedWithoutToken int
+		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM operator_actions WHERE action = 'refused' AND token_kind = 'none'`).Scan(&refusedWithoutToken))
+		assert.Zero(t, refusedWithoutToken, "no /v1 request before the token was entered")
 		run(t, viewer, signIn(srv.URL, readToken),
 			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)))
 		refused := func(button string) chromedp.Action[chromedp.Void] {
@@ -252,6 +281,14 @@ func signIn(base, token string) chromedp.Action[chromedp.Void] {
 		chromedp.Click(chromedp.CSS("#use-token")),
 		waitJS(`document.querySelectorAll("tr[data-job]").length > 0`),
 	)
+}
+
+// refreshed waits for the page's next refresh of the element sel: a marker attribute set on
+// it now is one the refresh's patch does not know, so it removes it.
+func refreshed(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		js(`document.querySelector(`+strconv.Quote(sel)+`).setAttribute("data-probe", "1")`),
+		waitJS(`!document.querySelector(`+strconv.Quote(sel)+`).hasAttribute("data-probe")`))
 }
 
 // setReload and noReload prove a change showed without reloading the page: a marker set on

@@ -3,7 +3,9 @@
 // Pages are hash routes (#/, #/jobs/NAME, #/runs/ID, #/locks, #/audit) so every link is a
 // real link and the server serves one file. Each page renders its controls once and then
 // refreshes only its data every second while the tab is visible, so a run finishing or a
-// new leader shows within two seconds without losing what the operator is typing.
+// new leader shows within two seconds without losing what the operator is typing. A refresh
+// patches the page in place (patch): nodes that did not change stay, so keyboard focus and
+// a screen reader's place survive it.
 //
 // The API token, when the server wants one, is asked for in the page and kept in
 // sessionStorage: it lives as long as the tab, and no cookie exists that another site could
@@ -68,7 +70,7 @@ function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    if (k.startsWith("on")) el[k] = v; // a property, which patch carries over to a kept node
     else if (k === "class") el.className = v;
     else el.setAttribute(k, v === true ? "" : v);
   }
@@ -79,8 +81,53 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
-function replace(el, ...children) {
-  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+function nodes(children) {
+  return children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+    .map((c) => (c instanceof Node ? c : document.createTextNode(String(c))));
+}
+
+// replace builds el's content anew: for a page's first render.
+function replace(el, ...children) { el.replaceChildren(...nodes(children)); }
+
+// patch makes el's content look like children while keeping every node that is the same as
+// before (same tag, and same key: id, data-job or data-run), updating its attributes, text
+// and handlers: a refresh that changed nothing touches nothing, and the control that has
+// focus keeps it.
+function patch(el, ...children) { morphChildren(el, nodes(children)); }
+
+const HANDLERS = ["onclick", "onsubmit", "onchange", "oninput"];
+
+function keyOf(n) {
+  return n.nodeType === Node.ELEMENT_NODE ? n.nodeName + "#" + (n.id || n.dataset.job || n.dataset.run || "") : "";
+}
+
+function morphChildren(parent, next) {
+  const keyed = new Map();
+  for (const c of parent.childNodes) if (keyOf(c).length > c.nodeName.length + 1) keyed.set(keyOf(c), c);
+  let cur = parent.firstChild;
+  for (const n of next) {
+    const k = keyOf(n);
+    let o = null;
+    if (k.length > n.nodeName.length + 1) o = keyed.get(k) || null;
+    else if (cur && cur.nodeName === n.nodeName && keyOf(cur) === k) o = cur;
+    if (!o) { parent.insertBefore(n, cur); continue; }
+    keyed.delete(k);
+    morph(o, n);
+    if (o === cur) cur = cur.nextSibling;
+    else parent.insertBefore(o, cur);
+  }
+  while (cur) { const rest = cur.nextSibling; cur.remove(); cur = rest; }
+}
+
+function morph(o, n) {
+  if (o.nodeType !== Node.ELEMENT_NODE) {
+    if (o.nodeValue !== n.nodeValue) o.nodeValue = n.nodeValue;
+    return;
+  }
+  for (const a of [...o.attributes]) if (!n.hasAttribute(a.name)) o.removeAttribute(a.name);
+  for (const a of n.attributes) if (o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+  for (const ev of HANDLERS) if (o[ev] !== n[ev]) o[ev] = n[ev];
+  morphChildren(o, [...n.childNodes]);
 }
 
 function pad(n) { return String(n).padStart(2, "0"); }
@@ -160,10 +207,18 @@ function confirmAction(title, text, okLabel) {
   });
 }
 
+// refocus gives focus back to the control that opened a dialog once the page has caught up
+// with the action, or, when the action disabled it (Pause), to fallback.
+function refocus(opener, fallback) {
+  const target = opener && opener.isConnected && !opener.disabled ? opener : fallback;
+  if (target && target.isConnected && !target.disabled) target.focus();
+}
+
 // act runs an action after confirmation and says what happened; a refusal (read-only token:
 // 403) is shown as such, with the server's own title and detail.
-async function act(title, text, okLabel, fn) {
-  if (!(await confirmAction(title, text, okLabel))) return;
+async function act(title, text, okLabel, fn, fallback) {
+  const opener = document.activeElement;
+  if (!(await confirmAction(title, text, okLabel))) { refocus(opener); return; }
   try {
     const msg = await fn();
     say(msg, false);
@@ -171,7 +226,8 @@ async function act(title, text, okLabel, fn) {
     if (e.status === 403) say(`Refused: ${okLabel} — ${e.message}`, true);
     else if (e.status !== 401) say(`Failed: ${okLabel} — ${e.message}`, true);
   }
-  refreshNow();
+  await refreshNow();
+  refocus(opener, fallback && fallback());
 }
 
 // ---- token --------------------------------------------------------------------------------
@@ -180,7 +236,7 @@ function renderSession() {
   const el = document.getElementById("session");
   if (sessionStorage.getItem(TOKEN_KEY)) {
     replace(el, "Using an API token for this tab · ",
-      h("button", { type: "button", onclick: () => { sessionStorage.removeItem(TOKEN_KEY); renderSession(); route(); } }, "Forget token"));
+      h("button", { type: "button", onclick: () => { sessionStorage.removeItem(TOKEN_KEY); start(); } }, "Forget token"));
   } else {
     replace(el);
   }
@@ -189,6 +245,8 @@ function renderSession() {
 function askToken(why) {
   stopTimer();
   page = null;
+  if (main.dataset.view === "token") return; // already asking: keep what is being typed
+  main.dataset.view = "token";
   const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "off", required: true, size: 40 });
   replace(main,
     h("h1", {}, "API token"),
@@ -198,6 +256,7 @@ function askToken(why) {
       class: "actions", onsubmit: (ev) => {
         ev.preventDefault();
         sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+        delete main.dataset.view;
         renderSession();
         route();
       },
@@ -234,9 +293,11 @@ function overviewPage() {
     for (const r of s.runs) counts[r.status] = (counts[r.status] || 0) + 1;
     const summary = Object.entries(counts).map(([k, v]) => `${v} ${k.replace("_", " ")}`).join(", ");
     // Oldest on the left, as time reads.
+    // Out of the tab order (twenty stops a row would drown the page's controls), but each
+    // run is a link a screen reader lists and reads by its label.
     const cells = [...s.runs].reverse().map((r) =>
-      h("a", { href: `#/runs/${r.id}`, class: `s-${r.status}`, title: `run ${r.id}: ${r.status}`, "aria-hidden": "true", tabindex: "-1" }, SYMBOL[r.status] || "?"));
-    return h("span", { class: "strip", role: "img", "aria-label": `last ${s.runs.length} runs: ${summary}` }, cells);
+      h("a", { href: `#/runs/${r.id}`, class: `s-${r.status}`, title: `run ${r.id}: ${r.status}`, "aria-label": `run ${r.id}: ${r.status.replace("_", " ")}`, tabindex: "-1" }, SYMBOL[r.status] || "?"));
+    return h("span", { class: "strip", role: "group", "aria-label": `last ${s.runs.length} runs: ${summary}` }, cells);
   }
 
   async function refresh() {
@@ -245,7 +306,7 @@ function overviewPage() {
     if (jobs.status === "rejected") throw jobs.reason;
 
     const l = leader.status === "fulfilled" ? leader.value.data : null;
-    replace(leaderEl,
+    patch(leaderEl,
       h("h2", { id: "leader-h" }, "Leader"),
       l ? h("p", { id: "leader" },
         h("strong", { class: "mono" }, l.instance_id), h("span", { class: "badge leader" }, "leader"),
@@ -261,7 +322,7 @@ function overviewPage() {
 
     const js = jobs.value.data.jobs;
     await Promise.allSettled(js.map(loadStrip));
-    replace(jobsEl, table("stack jobs", ["Job", "Schedule", "Next run", "Last run", "Last 20"], js.map((j) =>
+    patch(jobsEl, table("stack jobs", ["Job", "Schedule", "Next run", "Last run", "Last 20"], js.map((j) =>
       h("tr", { "data-job": j.name },
         td("Job", h("a", { href: `#/jobs/${encodeURIComponent(j.name)}` }, j.name), badges(j)),
         td("Schedule", j.schedule_text, h("div", { class: "muted mono" }, j.schedule)),
@@ -272,7 +333,7 @@ function overviewPage() {
         td("Last 20", strip(j.name))))));
 
     const list = instances.status === "fulfilled" ? instances.value.data.instances : [];
-    replace(instancesEl, table("stack", ["Instance", "Host", "Version", "Address", "Started", "Last heartbeat"], list.map((i) =>
+    patch(instancesEl, table("stack", ["Instance", "Host", "Version", "Address", "Started", "Last heartbeat"], list.map((i) =>
       h("tr", {},
         td("Instance", h("span", { class: "mono" }, i.instance_id), i.is_leader ? h("span", { class: "badge leader" }, "leader") : null,
           i.is_self ? h("span", { class: "muted" }, " (this page's replica)") : null),
@@ -321,15 +382,16 @@ function jobPage(name) {
 
   pauseBtn.addEventListener("click", () => act(`Pause ${name}?`,
     "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause",
-    async () => { await api("POST", `${path}/pause`); return `${name} is paused.`; }));
+    async () => { await api("POST", `${path}/pause`); return `${name} is paused.`; }, () => resumeBtn));
   resumeBtn.addEventListener("click", () => act(`Resume ${name}?`,
     "Scheduled runs start again from the next slot.", "Resume",
-    async () => { await api("POST", `${path}/resume`); return `${name} is resumed.`; }));
+    async () => { await api("POST", `${path}/resume`); return `${name} is resumed.`; }, () => pauseBtn));
 
   const onFilter = () => { cursors = []; cursor = null; refreshNow(); };
   statusSel.addEventListener("change", onFilter);
   triggerSel.addEventListener("change", onFilter);
 
+  patch(head, h("h1", {}, name));
   replace(main,
     h("p", {}, h("a", { href: "#/" }, "← Overview")),
     head, runNow, facts,
@@ -346,10 +408,10 @@ function jobPage(name) {
     if (cursor) q.set("cursor", cursor);
     const [j, runs] = await Promise.all([api("GET", path), api("GET", `${path}/runs?${q}`)]);
     job = j.data;
-    replace(head, h("h1", {}, name, badges(job)));
+    patch(head, h("h1", {}, name, badges(job)));
     pauseBtn.disabled = job.paused;
     resumeBtn.disabled = !job.paused;
-    replace(facts, h("div", { class: "cards" },
+    patch(facts, h("div", { class: "cards" },
       h("div", { class: "card" }, h("h2", {}, "Schedule"),
         h("dl", { class: "facts" },
           h("dt", {}, "When"), h("dd", { id: "schedule-text" }, job.schedule_text),
@@ -370,10 +432,10 @@ function jobPage(name) {
       td("Slot / created", when(r.scheduled_at || r.created_at)),
       td("Duration", duration(r.duration_ms)),
       td("Reason", r.reason || r.error || "")));
-    replace(historyEl, table("stack history", ["Run", "Status", "Trigger", "Slot / created", "Duration", "Reason / error"], rows, "No runs match."));
-    replace(pager,
-      cursors.length ? h("button", { type: "button", onclick: () => { cursors = []; cursor = null; refreshNow(); } }, "Newest") : null,
-      cursors.length ? h("button", { type: "button", onclick: () => { cursor = cursors.pop() || null; if (!cursors.length) cursor = null; refreshNow(); } }, "Newer") : null,
+    patch(historyEl, table("stack history", ["Run", "Status", "Trigger", "Slot / created", "Duration", "Reason / error"], rows, "No runs match."));
+    patch(pager,
+      cursors.length ? h("button", { type: "button", id: "newest", onclick: () => { cursors = []; cursor = null; refreshNow(); } }, "Newest") : null,
+      cursors.length ? h("button", { type: "button", id: "newer", onclick: () => { cursor = cursors.pop() || null; if (!cursors.length) cursor = null; refreshNow(); } }, "Newer") : null,
       runs.data.next_cursor ? h("button", { type: "button", id: "older", onclick: () => { cursors.push(cursor); cursor = runs.data.next_cursor; refreshNow(); } }, "Older") : null);
   }
   // Older pages do not change under the reader; only the newest one is live.
@@ -397,12 +459,13 @@ function statsView(stats) {
 
 function runPage(id) {
   const body = h("div");
+  let active = true; // until the first answer says otherwise
   replace(main, body);
   async function refresh() {
     const { data: r } = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
-    const active = r.status === "queued" || r.status === "running";
+    active = r.status === "queued" || r.status === "running";
     const dt = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
-    replace(body,
+    patch(body,
       h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(r.job)}` }, `← ${r.job}`)),
       h("h1", {}, `Run #${r.id} `, h("span", { id: "run-status" }, status(r.status))),
       active ? h("div", { class: "actions" }, h("button", {
@@ -426,7 +489,8 @@ function runPage(id) {
       r.error ? [h("h2", {}, "Error"), h("pre", { id: "run-error" }, r.error)] : null,
       h("h2", {}, "Counts"), statsView(r.stats));
   }
-  return { refresh };
+  // A finished run does not change: it is not polled any more.
+  return { refresh, live: () => active };
 }
 
 // ---- locks and audit ----------------------------------------------------------------------
@@ -438,7 +502,7 @@ function locksPage() {
     body);
   async function refresh() {
     const { data } = await api("GET", "/v1/locks");
-    replace(body, table("stack locks", ["Lock", "Held", "Instance", "PID", "Since", "Key"], data.locks.map((l) =>
+    patch(body, table("stack locks", ["Lock", "Held", "Instance", "PID", "Since", "Key"], data.locks.map((l) =>
       h("tr", {},
         td("Lock", l.name ? h("strong", {}, l.name) : "per-entity", l.meaning ? h("div", { class: "muted" }, l.meaning) : null),
         td("Held", l.granted ? "held" : "waiting"),
@@ -462,7 +526,7 @@ function auditPage() {
     const q = new URLSearchParams({ limit: "50" });
     if (cursor) q.set("cursor", cursor);
     const { data } = await api("GET", `/v1/audit?${q}`);
-    replace(body, table("stack audit", ["When", "Action", "Job", "Run", "Token", "Reason", "Request", "Client"], data.actions.map((a) =>
+    patch(body, table("stack audit", ["When", "Action", "Job", "Run", "Token", "Reason", "Request", "Client"], data.actions.map((a) =>
       h("tr", {},
         td("When", when(a.at)),
         td("Action", h("strong", {}, a.action)),
@@ -472,9 +536,9 @@ function auditPage() {
         td("Reason", a.reason || "—"),
         td("Request", h("span", { class: "mono" }, a.request_id)),
         td("Client", h("span", { class: "mono" }, a.remote_addr)))), "No action recorded yet."));
-    replace(pager,
-      cursors.length ? h("button", { type: "button", onclick: () => { cursors = []; cursor = null; refreshNow(); } }, "Newest") : null,
-      data.next_cursor ? h("button", { type: "button", onclick: () => { cursors.push(cursor); cursor = data.next_cursor; refreshNow(); } }, "Older") : null);
+    patch(pager,
+      cursors.length ? h("button", { type: "button", id: "audit-newest", onclick: () => { cursors = []; cursor = null; refreshNow(); } }, "Newest") : null,
+      data.next_cursor ? h("button", { type: "button", id: "audit-older", onclick: () => { cursors.push(cursor); cursor = data.next_cursor; refreshNow(); } }, "Older") : null);
   }
   return { refresh, live: () => cursors.length === 0 };
 }
@@ -512,6 +576,7 @@ function schedule() {
 function route() {
   stopTimer();
   clearSay();
+  delete main.dataset.view;
   const hash = location.hash.replace(/^#/, "") || "/";
   const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
   let nav = "overview";
@@ -526,7 +591,19 @@ function route() {
   refreshNow().then(() => { if (page) schedule(); });
 }
 
+// start asks the replica (/healthz, open to all) whether /v1 wants a token, so that a page
+// without one asks for it instead of learning it from 401 answers.
+async function start() {
+  renderSession();
+  if (!sessionStorage.getItem(TOKEN_KEY)) {
+    try {
+      const res = await fetch("/healthz", { cache: "no-store" });
+      if (res.ok && (await res.json()).token_required) { askToken("This server needs an API token."); return; }
+    } catch (e) { /* unreachable: route() says so */ }
+  }
+  route();
+}
+
 window.addEventListener("hashchange", route);
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshNow(); });
-renderSession();
-route();
+start();

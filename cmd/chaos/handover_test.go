@@ -2,21 +2,15 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"math/rand/v2"
-	"net/http/httptest"
-	"os"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // TestChaosVoluntaryHandOverMidWaveLosesAndRepeatsNothing: two real replicas send the hour
@@ -36,37 +30,9 @@ func TestChaosVoluntaryHandOverMidWaveLosesAndRepeatsNothing(t *testing.T) {
 			const due = 1000
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			url, pool := reminderWave(ctx, t, due)
-			rc := &receiver{latency: 50 * time.Millisecond, posts: map[string]int{}, keys: map[int64][]string{},
-				reached: make(chan struct{}), after: due / 4}
-			srv := httptest.NewServer(rc)
-			defer srv.Close()
-
-			dir := t.TempDir()
-			r := &runner{
-				cfg: Config{
-					DatabaseURL: url, Binary: binary, WorkDir: dir,
-					Jobs: map[string]string{"appointment-reminders-hour": "@every 1s"},
-					Env: []string{
-						"SCHEDULER_SENDER=webhook", "SCHEDULER_WEBHOOK_URL=" + srv.URL,
-						"SCHEDULER_WEBHOOK_TIMEOUT=1s", "SCHEDULER_WEBHOOK_MAX_ATTEMPTS=2", "SCHEDULER_WEBHOOK_BACKOFF=100ms",
-						// Nothing may rely on the orphan resend: only what the hand-over recorded
-						// and gave back can go out within this test.
-						"SCHEDULER_ABANDON_CLAIM_TIMEOUT=10m",
-					},
-					Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-				},
-				pool: pool, rng: rand.New(rand.NewPCG(1, 2)),
-			}
-			defer r.stopAll(syscall.SIGKILL)
-			for i := range 2 {
-				require.NoError(t, r.start(i))
-			}
-			select {
-			case <-rc.reached:
-			case <-ctx.Done():
-				t.Fatalf("the wave did not reach %d messages; replica logs: %s", rc.after, dir)
-			}
+			// Nothing may rely on the orphan resend: only what the hand-over recorded and gave
+			// back can go out within this test.
+			rc, r, pool, dir := startReminderWave(ctx, t, binary, due, "10m")
 			epoch, leaderID, _, err := r.leader(ctx)
 			require.NoError(t, err)
 			leader := r.byID(leaderID)
@@ -107,25 +73,4 @@ FROM message_deliveries WHERE template = 'appointment-reminder-hour'`).Scan(&sen
 			assert.Zero(t, failed)
 		})
 	}
-}
-
-// reminderWave makes a test database with due BOOKED appointments whose hour reminder is due
-// and 50 cancelled ones, and returns its URL and a pool on it.
-func reminderWave(ctx context.Context, t *testing.T, due int) (string, *pgxpool.Pool) {
-	t.Helper()
-	url := testdb.New(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pool.Exec(ctx, `
-INSERT INTO organizations (name, timezone, admin_email) VALUES ('chaos clinic', 'Europe/Paris', 'admin@chaos.example')`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `
-INSERT INTO appointments (organization_id, contact_email, host_email, start_at, end_at, status, booked_at)
-SELECT o.id, 'contact-' || i || '@chaos.example', 'host@chaos.example',
-       now() + interval '10 minutes' + i * interval '1 second', now() + interval '1 hour',
-       CASE WHEN i > $1 THEN 'CANCELLED' ELSE 'BOOKED' END, now() - interval '1 day'
-FROM organizations o, generate_series(1, $1 + 50) AS i`, due)
-	require.NoError(t, err)
-	return url, pool
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,38 +82,8 @@ func TestChaosLeaderKilledMidWaveDeliversEveryReminderOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	const due = 1000
-	url, pool := reminderWave(ctx, t, due)
-
-	rc := &receiver{latency: 50 * time.Millisecond, posts: map[string]int{}, keys: map[int64][]string{},
-		reached: make(chan struct{}), after: due / 4}
-	srv := httptest.NewServer(rc)
-	defer srv.Close()
-
-	dir := t.TempDir()
-	r := &runner{
-		cfg: Config{
-			DatabaseURL: url, Binary: binary, WorkDir: dir,
-			Jobs: map[string]string{"appointment-reminders-hour": "@every 1s"},
-			Env: []string{
-				"SCHEDULER_SENDER=webhook", "SCHEDULER_WEBHOOK_URL=" + srv.URL,
-				"SCHEDULER_WEBHOOK_TIMEOUT=1s", "SCHEDULER_WEBHOOK_MAX_ATTEMPTS=2", "SCHEDULER_WEBHOOK_BACKOFF=100ms",
-				// Claims older than this are orphans: the dead leader's are resent after it.
-				"SCHEDULER_ABANDON_CLAIM_TIMEOUT=3s",
-			},
-			Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		},
-		pool: pool, rng: rand.New(rand.NewPCG(1, 2)),
-	}
-	defer r.stopAll(syscall.SIGKILL)
-	for i := range 2 {
-		require.NoError(t, r.start(i))
-	}
-
-	select {
-	case <-rc.reached:
-	case <-ctx.Done():
-		t.Fatalf("the wave did not reach %d messages; replica logs: %s", rc.after, dir)
-	}
+	// Claims older than 3 s are orphans: the dead leader's are resent after that.
+	rc, r, pool, dir := startReminderWave(ctx, t, binary, due, "3s")
 	_, leaderID, _, err := r.leader(ctx)
 	require.NoError(t, err)
 	leader := r.byID(leaderID)
@@ -158,4 +129,62 @@ func pending(ctx context.Context, t *testing.T, pool *pgxpool.Pool) int {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_deliveries WHERE status = 'PENDING'`).Scan(&n))
 	return n
+}
+
+// startReminderWave starts two real replicas sending the hour reminders of due appointments
+// (and ignoring 50 cancelled ones) to a webhook receiver answering in 50 ms, with the given
+// claim timeout, and returns once a quarter of the wave has been delivered. Everything stops
+// when the test ends.
+func startReminderWave(ctx context.Context, t *testing.T, binary string, due int, claimTimeout string) (*receiver, *runner, *pgxpool.Pool, string) {
+	t.Helper()
+	url, pool := reminderWave(ctx, t, due)
+	rc := &receiver{latency: 50 * time.Millisecond, posts: map[string]int{}, keys: map[int64][]string{},
+		reached: make(chan struct{}), after: due / 4}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	r := &runner{
+		cfg: Config{
+			DatabaseURL: url, Binary: binary, WorkDir: dir,
+			Jobs: map[string]string{"appointment-reminders-hour": "@every 1s"},
+			Env: []string{
+				"SCHEDULER_SENDER=webhook", "SCHEDULER_WEBHOOK_URL=" + srv.URL,
+				"SCHEDULER_WEBHOOK_TIMEOUT=1s", "SCHEDULER_WEBHOOK_MAX_ATTEMPTS=2", "SCHEDULER_WEBHOOK_BACKOFF=100ms",
+				"SCHEDULER_ABANDON_CLAIM_TIMEOUT=" + claimTimeout,
+			},
+			Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		},
+		pool: pool, rng: rand.New(rand.NewPCG(1, 2)),
+	}
+	t.Cleanup(func() { r.stopAll(syscall.SIGKILL) })
+	for i := range 2 {
+		require.NoError(t, r.start(i))
+	}
+	select {
+	case <-rc.reached:
+	case <-ctx.Done():
+		t.Fatalf("the wave did not reach %d messages; replica logs: %s", rc.after, dir)
+	}
+	return rc, r, pool, dir
+}
+
+// reminderWave makes a test database with due BOOKED appointments whose hour reminder is due
+// and 50 cancelled ones, and returns its URL and a pool on it.
+func reminderWave(ctx context.Context, t *testing.T, due int) (string, *pgxpool.Pool) {
+	t.Helper()
+	url := testdb.New(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(ctx, `
+INSERT INTO organizations (name, timezone, admin_email) VALUES ('chaos clinic', 'Europe/Paris', 'admin@chaos.example')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+INSERT INTO appointments (organization_id, contact_email, host_email, start_at, end_at, status, booked_at)
+SELECT o.id, 'contact-' || i || '@chaos.example', 'host@chaos.example',
+       now() + interval '10 minutes' + i * interval '1 second', now() + interval '1 hour',
+       CASE WHEN i > $1 THEN 'CANCELLED' ELSE 'BOOKED' END, now() - interval '1 day'
+FROM organizations o, generate_series(1, $1 + 50) AS i`, due)
+	require.NoError(t, err)
+	return url, pool
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/schedulerhq/scheduler/api/ui"
@@ -92,24 +93,32 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
-	r.Use(s.requestID, s.observe, s.recoverPanics, limitBody)
+	// GetHead answers HEAD on every GET route, as RFC 9110 asks of every server.
+	r.Use(s.requestID, s.observe, s.recoverPanics, limitBody, middleware.GetHead, compress)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusMethodNotAllowed, probMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; see /openapi.yaml", r.Method, r.URL.Path))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req))
+		writeProblem(w, req, http.StatusMethodNotAllowed, probMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; see /openapi.yaml", req.Method, req.URL.Path))
 	})
 
+	dashboard := ui.Handler(len(s.tokens.kinds) > 0)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
-	r.Method(http.MethodGet, "/ui/", ui.Handler())
-	r.Method(http.MethodGet, "/ui/{asset}", ui.Handler())
+	r.Method(http.MethodGet, "/ui/", dashboard)
+	r.Method(http.MethodGet, "/ui/{asset}", dashboard)
+	// Declared in openapi.yaml for the probes that use them; GetHead serves the same.
+	r.Head("/healthz", s.healthz)
+	r.Head("/readyz", s.readyz)
+	r.Method(http.MethodHead, "/ui/", dashboard)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
+		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
+		r.Use(s.authenticate, conditionalGET)
 		r.Get("/leader", s.getLeader)
 		r.Get("/instances", s.listInstances)
 		r.Get("/locks", s.listLocks)

@@ -8,22 +8,33 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 )
 
-// etag answers GET requests with a weak ETag over the body and a 304 without body when the
-// client's If-None-Match names it: the console polls its pages every second, and most
-// answers have not changed since the last. The ETag is weak because the same JSON may travel
-// compressed or not.
-func etag(next http.Handler) http.Handler {
+// compress gzips (or deflates) what is worth it for a client that accepts it: the JSON
+// answers, problems, the OpenAPI document and the dashboard's files. An open dashboard
+// polls several routes every second, so this is most of what it costs on the wire.
+// /metrics compresses itself (promhttp), and Compress leaves an encoded answer alone.
+var compress = middleware.Compress(5,
+	"application/json", "application/problem+json", "application/yaml",
+	"text/html", "text/css", "text/javascript", "text/plain")
+
+// conditionalGET gives each successful GET (and HEAD) answer a weak ETag, a hash of its
+// body, and answers 304 with no body when the client's If-None-Match already names it.
+// The dashboard re-polls every second an answer that rarely changes; this way an unchanged
+// one costs a few headers. The ETag is weak because the compressed and the plain answer
+// are the same content in two encodings. Cache-Control: no-cache makes any cache on the
+// way ask again each time instead of serving a stale answer.
+func conditionalGET(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			next.ServeHTTP(w, r)
 			return
 		}
-		buf := &bufferedWriter{header: http.Header{}, status: http.StatusOK}
+		buf := &bufferedAnswer{ResponseWriter: w}
 		next.ServeHTTP(buf, r)
-		for k, v := range buf.header {
-			w.Header()[k] = v
+		if buf.status == 0 {
+			buf.status = http.StatusOK
 		}
 		if buf.status != http.StatusOK {
 			w.WriteHeader(buf.status)
@@ -31,9 +42,11 @@ func etag(next http.Handler) http.Handler {
 			return
 		}
 		sum := sha256.Sum256(buf.body.Bytes())
-		tag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`
+		tag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
 		w.Header().Set("ETag", tag)
-		if matchesETag(r.Header.Get("If-None-Match"), tag) {
+		w.Header().Set("Cache-Control", "no-cache")
+		if etagListed(r.Header.Get("If-None-Match"), tag) {
+			// RFC 9110 §15.4.5: a 304 carries the validators, not the content's headers.
 			w.Header().Del("Content-Type")
 			w.Header().Del("Content-Length")
 			w.WriteHeader(http.StatusNotModified)
@@ -44,10 +57,10 @@ func etag(next http.Handler) http.Handler {
 	})
 }
 
-// matchesETag reports whether an If-None-Match header names tag (weak comparison, RFC 9110
-// 13.1.2).
-func matchesETag(header, tag string) bool {
-	for _, t := range strings.Split(header, ",") {
+// etagListed reports whether an If-None-Match value names tag, by the weak comparison
+// RFC 9110 §13.1.2 prescribes for it ("*" names any).
+func etagListed(ifNoneMatch, tag string) bool {
+	for _, t := range strings.Split(ifNoneMatch, ",") {
 		t = strings.TrimSpace(t)
 		if t == "*" || strings.TrimPrefix(t, "W/") == strings.TrimPrefix(tag, "W/") {
 			return true
@@ -56,28 +69,42 @@ func matchesETag(header, tag string) bool {
 	return false
 }
 
-// bufferedWriter holds an answer until the handler is done, so its ETag can be computed.
-type bufferedWriter struct {
-	header http.Header
+// bufferedAnswer holds a handler's status and body until the whole answer is known.
+type bufferedAnswer struct {
+	http.ResponseWriter
 	status int
 	body   bytes.Buffer
 }
 
-func (b *bufferedWriter) Header() http.Header         { return b.header }
-func (b *bufferedWriter) WriteHeader(status int)      { b.status = status }
-func (b *bufferedWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedAnswer) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
 
-// allowedMethods lists the methods router answers on r's path, for the Allow header that a
-// 405 must carry (RFC 9110 15.5.6). HEAD goes wherever GET does.
-func allowedMethods(router chi.Routes, r *http.Request) string {
-	var out []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-		if router.Match(chi.NewRouteContext(), m, r.URL.Path) {
-			out = append(out, m)
-			if m == http.MethodGet {
-				out = append(out, http.MethodHead)
-			}
+func (b *bufferedAnswer) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// allowedMethods lists the methods routes answers at the request's path, for the Allow
+// header every 405 must carry (RFC 9110 §15.5.6). Every GET route answers HEAD too.
+func allowedMethods(routes chi.Routes, r *http.Request) string {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		routed := routes.Match(chi.NewRouteContext(), m, path)
+		if m == http.MethodHead {
+			routed = routed || routes.Match(chi.NewRouteContext(), http.MethodGet, path)
+		}
+		if routed {
+			allow = append(allow, m)
 		}
 	}
-	return strings.Join(out, ", ")
+	return strings.Join(allow, ", ")
 }

@@ -173,6 +173,11 @@ func (a *testAPI) validate(req *http.Request, res response) {
 	vreq.URL.Scheme, vreq.URL.Host = "", ""
 	vreq.Host = ""
 	route, params, err := a.router.FindRoute(vreq)
+	if err != nil && req.Method == http.MethodHead {
+		// Every GET route answers HEAD; openapi.yaml lists HEAD only where probes use it.
+		vreq.Method = http.MethodGet
+		route, params, err = a.router.FindRoute(vreq)
+	}
 	if err != nil {
 		// Not a route of the API (a test of the 404/405 answers): only the problem shape.
 		require.Equal(a.t, "application/problem+json", res.Header.Get("Content-Type"))
@@ -188,12 +193,35 @@ func (a *testAPI) validate(req *http.Request, res response) {
 		Body:   io.NopCloser(bytes.NewReader(res.Body)),
 		Options: &openapi3filter.Options{
 			IncludeResponseStatus: true,
-			ExcludeResponseBody:   route.Path == "/metrics" || route.Path == "/openapi.yaml" || strings.HasPrefix(route.Path, "/ui"),
+			ExcludeResponseBody:   req.Method == http.MethodHead || route.Path == "/metrics" || route.Path == "/openapi.yaml" || strings.HasPrefix(route.Path, "/ui"),
 			MultiError:            true,
 		},
 	}
 	require.NoError(a.t, openapi3filter.ValidateResponse(context.Background(), in),
 		"%s %s answered %d against openapi.yaml; body: %s", req.Method, req.URL.Path, res.Status, res.Body)
+	a.requireDeclaredHeaders(req, route.Operation, res)
+}
+
+// apiHeaders are the response headers of the API's own that a client reads; a generated
+// client exposes only the headers openapi.yaml declares for the answer's status.
+var apiHeaders = []string{"X-Request-Id", "Retry-After", "Idempotent-Replayed", "ETag", "Location", "WWW-Authenticate"}
+
+// requireDeclaredHeaders fails when the answer carries one of apiHeaders that openapi.yaml
+// does not declare for its route and status.
+func (a *testAPI) requireDeclaredHeaders(req *http.Request, op *openapi3.Operation, res response) {
+	a.t.Helper()
+	ref := op.Responses.Status(res.Status)
+	require.NotNil(a.t, ref, "%s %s: status %d is not in openapi.yaml", req.Method, req.URL.Path, res.Status)
+	declared := map[string]bool{}
+	for name := range ref.Value.Headers {
+		declared[http.CanonicalHeaderKey(name)] = true
+	}
+	for _, name := range apiHeaders {
+		if res.Header.Get(name) != "" {
+			require.True(a.t, declared[http.CanonicalHeaderKey(name)],
+				"%s %s answered %d with %s, which openapi.yaml does not declare for that answer", req.Method, req.URL.Path, res.Status, name)
+		}
+	}
 }
 
 // exec runs SQL on the test database (playing the engine's part).

@@ -107,32 +107,34 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
-	// GetHead answers HEAD wherever GET is routed (probes that use HEAD).
-	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody, middleware.GetHead)
+	// GetHead answers HEAD on every GET route, as RFC 9110 asks of every server.
+	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody, middleware.GetHead, compress)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
-	router := r
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		allow := allowedMethods(router, r)
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		allow := allowedMethods(r, req)
 		w.Header().Set("Allow", allow)
-		writeProblem(w, r, http.StatusMethodNotAllowed, probMethodNotAllowed,
-			fmt.Sprintf("%s is not allowed on %s (allowed: %s); see /openapi.yaml", r.Method, r.URL.Path, allow))
+		writeProblem(w, req, http.StatusMethodNotAllowed, probMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s); see /openapi.yaml", req.Method, req.URL.Path, allow))
 	})
 
+	dashboard := ui.Handler(len(s.tokens.kinds) > 0)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
-	// The dashboard and the API it polls every second: compressed, and answered 304 when
-	// nothing changed (a maintained middleware for the first, etag for the second).
-	compress := middleware.Compress(5)
-	r.With(compress, etag).Method(http.MethodGet, "/ui/", ui.Handler())
-	r.With(compress, etag).Method(http.MethodGet, "/ui/{asset}", ui.Handler())
+	r.Method(http.MethodGet, "/ui/", dashboard)
+	r.Method(http.MethodGet, "/ui/{asset}", dashboard)
+	// Declared in openapi.yaml for the probes that use them; GetHead serves the same.
+	r.Head("/healthz", s.healthz)
+	r.Head("/readyz", s.readyz)
+	r.Method(http.MethodHead, "/ui/", dashboard)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate, compress, etag)
+		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
+		r.Use(s.authenticate, conditionalGET)
 		r.Get("/leader", s.getLeader)
 		r.Get("/instances", s.listInstances)
 		r.Get("/locks", s.listLocks)
@@ -201,11 +203,8 @@ func (s *Server) databaseProblem(w http.ResponseWriter, r *http.Request, err err
 
 // healthz says the process is alive; it never touches the database, so a database outage
 // does not make an orchestrator restart healthy replicas.
-//
-// token_required tells the dashboard whether to ask for a token before its first /v1 call,
-// so that it does not learn it from a 401.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "token_required": len(s.tokens.kinds) > 0})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz says the replica can do its work: the database answers and its schema is at this

@@ -29,6 +29,13 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
     echo "test.sh: ${missing[*]} could not be installed; the tests that need them will skip" >&2
 fi
 
+# The dashboard's browser test audits every page with axe-core when it finds it in tmp/axe (a
+# test-only install, nothing the binary serves); without npm it checks by DOM assertions only.
+if [ ! -f tmp/axe/node_modules/axe-core/axe.min.js ] && command -v npm >/dev/null 2>&1; then
+  npm install --silent --no-audit --no-fund --prefix tmp/axe axe-core@4.14 >/dev/null 2>&1 ||
+    echo "test.sh: axe-core could not be installed; the dashboard's pages are not audited with it" >&2
+fi
+
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...
 if [ -d tmp/ui-screenshots ]; then echo "test.sh: the dashboard's screenshots are in $(pwd)/tmp/ui-screenshots"; fi

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,8 +46,18 @@ func TestDashboard(t *testing.T) {
 	shots := screenshotDir(t)
 	seedHistory(t, srv)
 
+	axe := axeSource(t)
+
 	operator := newTab(t, browser)
-	run(t, operator, signIn(srv.URL, fullToken))
+	t.Run("no request answers 401 before the token is given", func(t *testing.T) {
+		net := watch(t, operator)
+		run(t, operator, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+		axeClean(t, operator, axe, "the token form")
+		run(t, operator, signIn(srv.URL, fullToken), refreshes(1))
+		assert.NotContains(t, net.statuses("/v1/"), int64(http.StatusUnauthorized))
+		assert.NotEmpty(t, net.statuses("/v1/jobs"), "the overview loads once the token is given")
+		assert.Empty(t, net.errorLines(), "the console shows errors")
+	})
 
 	t.Run("overview lists the jobs and the leader", func(t *testing.T) {
 		run(t, operator,
@@ -57,24 +67,38 @@ func TestDashboard(t *testing.T) {
 			waitJS(`document.querySelector('tr[data-job="rounds-open"] [data-badge="paused"]') !== null`),
 			waitJS(`document.querySelector('tr[data-job="plan-change"]').textContent.includes("every day at 02:00 UTC")`))
 		screenshot(t, operator, shots, "overview")
+		axeClean(t, operator, axe, "the overview")
 	})
 
-	t.Run("a refresh keeps focus and the strip has no interactive content in an image", func(t *testing.T) {
+	t.Run("the last-20 strip is a list of runs a keyboard reaches", func(t *testing.T) {
+		strip := `document.querySelector('tr[data-job="plan-change"] .strip')`
 		run(t, operator,
-			chromedp.Navigate(srv.URL+"/ui/#/"),
-			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)),
-			js(`document.querySelector("#step-down").focus()`),
-			refreshed("#leader"), refreshed("#leader"),
-			waitJS(`document.activeElement && document.activeElement.id === "step-down"`),
-			waitJS(`document.querySelectorAll('[role="img"] a, [role="img"] button').length === 0`),
-			waitJS(`[...document.querySelectorAll(".strip a")].every(a => a.getAttribute("aria-label") && !a.hasAttribute("aria-hidden"))`))
-		// The job page: a control that has focus keeps it across refreshes too.
+			waitJS(strip+`.querySelectorAll("a").length === 20`),
+			// No link hides inside an image or from assistive technology, and each says which run it is.
+			waitJS(`document.querySelectorAll('[role="img"] a, a[aria-hidden="true"]').length === 0`),
+			waitJS(`[...`+strip+`.querySelectorAll("a")].every((a) => /^run #\d+: /.test(a.getAttribute("aria-label")))`),
+			// One tab stop per strip, on the newest run; the arrow keys move along it.
+			waitJS(`[...`+strip+`.querySelectorAll("a")].filter((a) => a.tabIndex === 0).length === 1`),
+			js(strip+`.querySelector('a[tabindex="0"]').focus()`),
+			waitJS(`document.activeElement === `+strip+`.querySelector("li:last-child a")`),
+			chromedp.KeyEvent(kb.ArrowLeft),
+			waitJS(`document.activeElement === `+strip+`.querySelector("li:nth-last-child(2) a")`),
+			chromedp.KeyEvent(kb.Home),
+			waitJS(`document.activeElement === `+strip+`.querySelector("li:first-child a")`))
+		viewport(t, operator, shots, "focus-strip")
+	})
+
+	t.Run("focus stays where the operator put it while the overview refreshes", func(t *testing.T) {
 		run(t, operator,
-			chromedp.Navigate(srv.URL+"/ui/#/jobs/plan-change"),
-			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
-			js(`document.querySelector("#run-now").focus()`),
-			refreshed("#schedule-text"), refreshed("#schedule-text"),
-			waitJS(`document.activeElement && document.activeElement.id === "run-now"`))
+			keepsFocus(`document.querySelector("#step-down")`),
+			keepsFocus(`document.querySelector('tr[data-job="plan-change"] td a')`),
+			keepsFocus(`document.querySelector('tr[data-job="quick-2"] .strip li:nth-child(5) a')`))
+	})
+
+	t.Run("a re-poll of an unchanged answer is a 304", func(t *testing.T) {
+		net := watch(t, operator)
+		run(t, operator, refreshes(2))
+		assert.Contains(t, net.statuses("/v1/jobs"), int64(http.StatusNotModified))
 	})
 
 	t.Run("run now makes a run appear and finish without a reload", func(t *testing.T) {
@@ -95,25 +119,58 @@ func TestDashboard(t *testing.T) {
 			waitJS(`document.querySelector("#run-status").textContent.includes("succeeded")`),
 			waitJS(`document.body.textContent.includes("Per tenant")`))
 		screenshot(t, operator, shots, "run")
+		axeClean(t, operator, axe, "a run's page")
 	})
 
-	t.Run("pause then resume change the badge", func(t *testing.T) {
+	t.Run("pause then resume change the badge, and the focus returns to the button", func(t *testing.T) {
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-2"),
 			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
-			chromedp.Click(chromedp.CSS("#pause")),
-			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
-			waitJS(`document.querySelector("#confirm").getAttribute("aria-describedby") === "confirm-text"`),
-			chromedp.Click(chromedp.CSS("#confirm-ok")),
+			confirmByKeyboard("#pause"),
 			waitJS(`document.querySelector('h1 [data-badge="paused"]') !== null`),
-			waitJS(`document.querySelector("#resume").disabled === false`),
-			// Pause is now disabled: focus went to its counterpart, not to the page.
-			waitJS(`document.activeElement && document.activeElement.id === "resume"`),
-			chromedp.Click(chromedp.CSS("#resume")),
-			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
-			chromedp.Click(chromedp.CSS("#confirm-ok")),
+			waitJS(enabled("#resume")),
+			refreshes(2),
+			focusedOn("#pause"))
+		viewport(t, operator, shots, "focus-after-pause")
+		run(t, operator,
+			confirmByKeyboard("#resume"),
 			waitJS(`document.querySelector('h1 [data-badge="paused"]') === null && document.querySelector("#next-runs li") !== null`),
-			waitJS(`document.activeElement && document.activeElement.id === "pause"`))
+			refreshes(2),
+			focusedOn("#resume"))
+	})
+
+	t.Run("the dialog describes itself and gives the focus back after a step-down", func(t *testing.T) {
+		run(t, operator,
+			chromedp.Navigate(srv.URL+"/ui/#/"),
+			waitJS(`document.querySelector("#leader").textContent.includes("`+srv.InstanceID+`")`),
+			waitJS(`document.querySelector("#confirm").getAttribute("aria-describedby") === "confirm-text"`),
+			js(`window.epochBefore = document.querySelector("#leader").textContent`),
+			confirmByKeyboard("#step-down"),
+			waitJS(`document.querySelector("#flash").textContent.includes("step down")`),
+			waitJS(`document.querySelector("#leader").textContent.includes("`+srv.InstanceID+`") && document.querySelector("#leader").textContent !== window.epochBefore`),
+			refreshes(2),
+			focusedOn("#step-down"))
+	})
+
+	t.Run("focus stays on a run and on the pager while the history grows", func(t *testing.T) {
+		_, err := srv.DB.Pool.Exec(context.Background(), `
+			INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, instance_id, epoch, stats)
+			SELECT 'quick-6', 'manual', 'succeeded', now() - i * interval '1 minute', now() - i * interval '1 minute',
+			       now() - i * interval '1 minute' + interval '20 ms', 'console-test-0', 1, '{}'
+			FROM generate_series(1, 30) AS i`)
+		require.NoError(t, err)
+		run(t, operator,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-6"),
+			waitJS(`document.querySelectorAll("tr[data-run]").length === 25`),
+			keepsFocus(`document.querySelector("#older")`),
+			js(`window.focusedForTest = document.querySelector("tr[data-run] a"); window.focusedForTest.focus()`))
+		first := latestRun(t, srv.URL, "quick-6")
+		id := trigger(t, srv.URL, fullToken, "quick-6")
+		run(t, operator,
+			waitJS(fmt.Sprintf(`document.querySelector("tr[data-run]").dataset.run === "%d"`, id)),
+			refreshes(2),
+			waitJS(fmt.Sprintf(`document.activeElement === window.focusedForTest && document.activeElement.closest("tr").dataset.run === "%d"`, first)))
+		axeClean(t, operator, axe, "a job's page")
 	})
 
 	t.Run("cancel stops a long run", func(t *testing.T) {
@@ -121,12 +178,29 @@ func TestDashboard(t *testing.T) {
 		run(t, operator,
 			chromedp.Navigate(fmt.Sprintf("%s/ui/#/runs/%d", srv.URL, id)),
 			waitJS(`document.querySelector("#run-status").textContent.includes("running")`),
-			chromedp.Click(chromedp.CSS("#cancel")),
-			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
-			chromedp.Click(chromedp.CSS("#confirm-ok")),
+			confirmByKeyboard("#cancel"),
 			waitJS(`document.querySelector("#run-status").textContent.includes("cancelled")`),
-			waitJS(`document.querySelector("#cancel") === null`))
+			waitJS(`document.querySelector("#cancel") === null`),
+			// The button gone, the focus goes to the run's heading, not to the page's body.
+			waitJS(`document.activeElement === document.querySelector("h1")`))
 		screenshot(t, operator, shots, "run-cancelled")
+	})
+
+	t.Run("a finished run's page stops polling", func(t *testing.T) {
+		// A second tab on the overview is the clock: three of its refreshes take more than two
+		// of the run page's polling intervals.
+		clock := newTab(t, browser)
+		run(t, clock, signIn(srv.URL, fullToken))
+		id := latestRun(t, srv.URL, "slow-export")
+		fetches := fmt.Sprintf(`performance.getEntriesByType("resource").filter((e) => e.name.endsWith("/v1/runs/%d")).length`, id)
+		run(t, operator,
+			chromedp.Navigate(fmt.Sprintf("%s/ui/#/runs/%d", srv.URL, id)),
+			waitJS(`document.querySelector("#run-status").textContent.includes("cancelled")`),
+			js(`performance.clearResourceTimings()`))
+		run(t, clock, refreshes(3))
+		n, err := chromedp.Run(operator, chromedp.Evaluate[int](fetches))
+		require.NoError(t, err)
+		assert.Zero(t, n, "the finished run was fetched again")
 	})
 
 	t.Run("locks and audit pages", func(t *testing.T) {
@@ -134,23 +208,20 @@ func TestDashboard(t *testing.T) {
 			chromedp.Navigate(srv.URL+"/ui/#/locks"),
 			waitJS(`document.body.textContent.includes("scheduler-leader")`))
 		screenshot(t, operator, shots, "locks")
+		axeClean(t, operator, axe, "the locks page")
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/audit"),
 			waitJS(`document.querySelectorAll("table.audit tbody tr").length >= 4`),
-			waitJS(`document.body.textContent.includes("check after deploy")`))
+			waitJS(`document.body.textContent.includes("check after deploy")`),
+			keepsFocus(`document.querySelector("table.audit a")`))
 		screenshot(t, operator, shots, "audit")
+		axeClean(t, operator, axe, "the audit page")
 	})
 
 	t.Run("the read-only token sees everything and every action is refused", func(t *testing.T) {
 		viewer := newTab(t, browser)
 		run(t, viewer, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 		screenshot(t, viewer, shots, "token")
-		// The page asked /healthz whether a token is needed: no request answered 401 (each
-		// would be an audited refusal without a token, and an error in the browser's console).
-		var refusedWithoutToken int
-		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM operator_actions WHERE action = 'refused' AND token_kind = 'none'`).Scan(&refusedWithoutToken))
-		assert.Zero(t, refusedWithoutToken, "no /v1 request before the token was entered")
 		run(t, viewer, signIn(srv.URL, readToken),
 			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)))
 		refused := func(button string) chromedp.Action[chromedp.Void] {
@@ -167,11 +238,11 @@ func TestDashboard(t *testing.T) {
 		require.Equal(t, http.StatusOK, post(t, srv.URL, fullToken, "/v1/jobs/quick-3/pause"))
 		run(t, viewer,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-3"),
-			waitJS(`document.querySelector("#resume") && document.querySelector("#resume").disabled === false`),
+			waitJS(enabled("#resume")),
 			refused("#run-now"), refused("#resume"))
 		require.Equal(t, http.StatusOK, post(t, srv.URL, fullToken, "/v1/jobs/quick-3/resume"))
 		run(t, viewer,
-			waitJS(`document.querySelector("#pause").disabled === false`),
+			waitJS(enabled("#pause")),
 			refused("#pause"))
 		id := trigger(t, srv.URL, fullToken, "slow-export")
 		run(t, viewer,
@@ -187,6 +258,11 @@ func TestDashboard(t *testing.T) {
 		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM operator_actions WHERE token_kind = 'read' AND action = 'refused'`).Scan(&n))
 		assert.Positive(t, n, "its refused attempts are audited")
+		// The page knew a token was needed before its first request: nothing was refused
+		// for want of one.
+		require.NoError(t, srv.DB.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM operator_actions WHERE action = 'refused' AND token_kind = 'none'`).Scan(&n))
+		assert.Zero(t, n, "no /v1 request before the token was entered")
 	})
 
 	t.Run("a phone-sized screen", func(t *testing.T) {
@@ -195,7 +271,12 @@ func TestDashboard(t *testing.T) {
 			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)))
 		screenshot(t, phone, shots, "overview-390px")
 		viewport(t, phone, shots, "overview-390px-top")
-		run(t, phone, chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-1"), chromedp.WaitVisible(chromedp.CSS("tr[data-run]")))
+		run(t, phone, slowAPI(srv.URL, 500), recordLayoutShifts(), chromedp.Navigate("about:blank"),
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-1"), chromedp.WaitVisible(chromedp.CSS("tr[data-run]")), refreshes(1))
+		shift, err := chromedp.Run(phone, chromedp.Evaluate[float64](`window.layoutShiftTotal()`))
+		require.NoError(t, err)
+		t.Logf("the job page's Cumulative Layout Shift at 390 px: %.3f", shift)
+		assert.Less(t, shift, 0.05, "the job page's layout shifts as it loads (Cumulative Layout Shift)")
 		screenshot(t, phone, shots, "job-390px")
 		viewport(t, phone, shots, "job-390px-top")
 		// Nothing may be wider than the screen but the scrolling tables.
@@ -281,14 +362,6 @@ func signIn(base, token string) chromedp.Action[chromedp.Void] {
 		chromedp.Click(chromedp.CSS("#use-token")),
 		waitJS(`document.querySelectorAll("tr[data-job]").length > 0`),
 	)
-}
-
-// refreshed waits for the page's next refresh of the element sel: a marker attribute set on
-// it now is one the refresh's patch does not know, so it removes it.
-func refreshed(sel string) chromedp.Action[chromedp.Void] {
-	return chromedp.Steps(
-		js(`document.querySelector(`+strconv.Quote(sel)+`).setAttribute("data-probe", "1")`),
-		waitJS(`!document.querySelector(`+strconv.Quote(sel)+`).hasAttribute("data-probe")`))
 }
 
 // setReload and noReload prove a change showed without reloading the page: a marker set on

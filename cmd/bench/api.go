@@ -60,52 +60,45 @@ func benchAPI(ctx context.Context, b *bench) error {
 	defer ts.Close()
 	client := ts.Client()
 
-	// A deep cursor: the API's own first-page cursor with its id moved 90 % of the way back.
-	first, err := getJSON(ctx, client, ts.URL+"/v1/jobs/plan-change/runs")
-	if err != nil {
-		return err
-	}
-	cur, _ := first["next_cursor"].(string)
-	raw, err := base64.RawURLEncoding.DecodeString(cur)
-	if err != nil || !strings.Contains(string(raw), ".") {
-		return fmt.Errorf("first page has no usable next_cursor: %v", first["next_cursor"])
-	}
-	var minID, maxID int64
 	pool, err := pgxpool.New(ctx, b.url(full))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := pool.QueryRow(ctx, `SELECT min(id), max(id) FROM job_runs WHERE job = 'plan-change'`).Scan(&minID, &maxID); err != nil {
+	deep, err := deepCursor(ctx, client, ts.URL, pool)
+	if err != nil {
 		return err
 	}
-	_, fp, _ := strings.Cut(string(raw), ".")
-	deepID := minID + (maxID-minID)/10
-	deep := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(deepID, 10) + "." + fp))
 
 	data := fmt.Sprintf("%s rows in job_runs", count(n))
 	for _, page := range []struct{ name, path string }{
 		{"first page", "/v1/jobs/plan-change/runs"},
 		{"deep page (cursor 90 % back)", "/v1/jobs/plan-change/runs?cursor=" + deep},
 	} {
-		lat, err := paced(ctx, b.sz.requests, historyRate, func() error {
-			res, err := getJSON(ctx, client, ts.URL+page.path)
+		// Repeated: one run's p99 rests on its slowest 1 %, a few requests that a busy
+		// shared machine can slow on its own; the median of the repetitions' p99 is reported.
+		var p50s, p99s []time.Duration
+		for range b.sz.reps {
+			lat, err := paced(ctx, b.sz.requests, historyRate, func() error {
+				res, err := getJSON(ctx, client, ts.URL+page.path)
+				if err != nil {
+					return err
+				}
+				if runs, _ := res["runs"].([]any); len(runs) != 50 {
+					return fmt.Errorf("%s: %d runs, want a full page of 50", page.name, len(runs))
+				}
+				return nil
+			})
 			if err != nil {
-				return err
+				return fmt.Errorf("history %s: %w", page.name, err)
 			}
-			if runs, _ := res["runs"].([]any); len(runs) != 50 {
-				return fmt.Errorf("%s: %d runs, want a full page of 50", page.name, len(runs))
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("history %s: %w", page.name, err)
+			p50s, p99s = append(p50s, percentile(lat, 50)), append(p99s, percentile(lat, 99))
 		}
-		p99 := percentile(lat, 99)
+		p99 := median(p99s)
 		b.report.add(row{name: "API GET /v1/jobs/{name}/runs, " + page.name + ": p99", data: data,
 			value: dur(p99), target: "p99 < 10 ms", pass: verdict(p99 < 10*time.Millisecond),
-			note: fmt.Sprintf("p50 %s; %d requests at %d/s from an in-process Go client over loopback (httptest server with the real handler)",
-				dur(percentile(lat, 50)), len(lat), historyRate)})
+			note: fmt.Sprintf("median of %d repetitions (p99 each: %s; median p50 %s); %d requests each at %d/s from an in-process Go client over loopback (httptest server with the real handler)",
+				len(p99s), durs(p99s), dur(median(p50s)), b.sz.requests, historyRate)})
 	}
 
 	// Trigger: POST a manual run, then cancel it (untimed) so the next POST queues a new one.
@@ -226,4 +219,25 @@ func paced(ctx context.Context, count, rate int, fn func() error, opts ...pacedO
 		return lat, errs[0]
 	}
 	return lat, nil
+}
+
+// deepCursor is a history cursor 90 % of the way back through plan-change's runs: the API's
+// own first-page cursor with its id moved back.
+func deepCursor(ctx context.Context, client *http.Client, base string, pool *pgxpool.Pool) (string, error) {
+	first, err := getJSON(ctx, client, base+"/v1/jobs/plan-change/runs")
+	if err != nil {
+		return "", err
+	}
+	cur, _ := first["next_cursor"].(string)
+	raw, err := base64.RawURLEncoding.DecodeString(cur)
+	if err != nil || !strings.Contains(string(raw), ".") {
+		return "", fmt.Errorf("first page has no usable next_cursor: %v", first["next_cursor"])
+	}
+	var minID, maxID int64
+	if err := pool.QueryRow(ctx, `SELECT min(id), max(id) FROM job_runs WHERE job = 'plan-change'`).Scan(&minID, &maxID); err != nil {
+		return "", err
+	}
+	_, fp, _ := strings.Cut(string(raw), ".")
+	deepID := minID + (maxID-minID)/10
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(deepID, 10) + "." + fp)), nil
 }

@@ -33,6 +33,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tiny := sizes{members: 2000, naiveSample: 100, groups: 300, retention: 3000, historyRows: 3000,
+		loadRows: 3000, loadDuration: time.Second,
 		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond,
 		messages: 300, slowWindow: 500 * time.Millisecond, appointments: 2000}
 	// Any database of the cluster serves as the admin connection that creates the others.
@@ -44,7 +45,8 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		name string
 		run  func(context.Context, *bench) error
 	}{{"members", benchMembers}, {"messages", benchMessages}, {"rounds", benchRounds},
-		{"appointments", benchAppointments}, {"retention", benchRetention}, {"api", benchAPI}} {
+		{"appointments", benchAppointments}, {"retention", benchRetention}, {"api", benchAPI},
+		{"apiload", benchAPILoad}} {
 		require.NoError(t, s.run(ctx, b), s.name)
 	}
 	var names []string
@@ -61,6 +63,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		"no-show-rate job ÷ raw SQL claim + record",
 		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
 		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
+		"API under load: p99 of an open-loop mix of history pages and job views",
 	} {
 		assert.Contains(t, names, want)
 	}

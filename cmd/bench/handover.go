@@ -22,6 +22,7 @@ const handoverReplicas = 3
 // proc is one scheduler serve process.
 type proc struct {
 	id   string
+	addr string // its HTTP API's host:port
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -60,7 +61,7 @@ func (c *cluster) start(slot int) error {
 		logFile.Close()
 		return err
 	}
-	p := &proc{id: id, cmd: cmd, done: make(chan struct{})}
+	p := &proc{id: id, addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logFile.Close(); close(p.done) }()
 	for len(c.procs) <= slot {
 		c.procs = append(c.procs, nil)
@@ -145,17 +146,28 @@ type trial struct {
 	beyondDue time.Duration // that start − the later of the signal and the run's slot
 }
 
+// buildScheduler builds the scheduler into a new temporary directory, which the caller
+// removes.
+func buildScheduler(ctx context.Context, name string) (dir, binary string, err error) {
+	dir, err = os.MkdirTemp("", "scheduler-bench-"+name+"-")
+	if err != nil {
+		return "", "", err
+	}
+	binary = filepath.Join(dir, "scheduler")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/scheduler")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("go build ./cmd/scheduler (run the bench from the module root): %v: %s", err, out)
+	}
+	return dir, binary, nil
+}
+
 func benchHandover(ctx context.Context, b *bench) error {
-	dir, err := os.MkdirTemp("", "scheduler-bench-handover-")
+	dir, binary, err := buildScheduler(ctx, "handover")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	binary := filepath.Join(dir, "scheduler")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/scheduler")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/scheduler (run the bench from the module root): %v: %s", err, out)
-	}
 	full, err := b.migratedDB(ctx, "handover")
 	if err != nil {
 		return err

@@ -27,15 +27,17 @@ import (
 
 // sizes are the data-set sizes and repetition counts of one bench run.
 type sizes struct {
-	members      int // due members for plan-change and status-sync
-	naiveSample  int // members the naive per-member loop processes (extrapolated to members)
-	groups       int // groups for rounds-open
-	retention    int // old job_runs rows data-retention deletes
-	historyRows  int // job_runs rows behind the history API
-	reps         int // repetitions of each timed measurement
-	requests     int // requests per API measurement
-	handovers    int // kill -9 and SIGTERM trials each
-	delaySlots   int // one-second slots for the schedule delay
+	members      int           // due members for plan-change and status-sync
+	naiveSample  int           // members the naive per-member loop processes (extrapolated to members)
+	groups       int           // groups for rounds-open
+	retention    int           // old job_runs rows data-retention deletes
+	historyRows  int           // job_runs rows behind the history API
+	loadRows     int           // job_runs rows behind the API under load
+	loadDuration time.Duration // how long each repetition of the API load lasts
+	reps         int           // repetitions of each timed measurement
+	requests     int           // requests per API measurement
+	handovers    int           // kill -9 and SIGTERM trials each
+	delaySlots   int           // one-second slots for the schedule delay
 	writerWindow time.Duration
 	messages     int           // abandoned leads, one message each, for the message pipeline
 	appointments int           // appointments for the appointment jobs (a tenth due for each)
@@ -45,12 +47,12 @@ type sizes struct {
 var (
 	fullSizes = sizes{
 		members: 1_000_000, naiveSample: 20_000, groups: 100_000, retention: 10_000_000,
-		historyRows: 10_000_000, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
+		historyRows: 10_000_000, loadRows: 1_000_000, loadDuration: 20 * time.Second, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
 		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second, appointments: 1_000_000,
 	}
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
-		historyRows: 1_000_000, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
+		historyRows: 1_000_000, loadRows: 100_000, loadDuration: 5 * time.Second, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
 		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second, appointments: 100_000,
 	}
 )
@@ -66,6 +68,7 @@ var sections = []struct {
 	{"appointments", benchAppointments},
 	{"retention", benchRetention},
 	{"api", benchAPI},
+	{"apiload", benchAPILoad},
 	{"handover", benchHandover},
 }
 
@@ -75,7 +78,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
-	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,handover); default all")
+	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover); default all")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -154,10 +154,10 @@ func buildScheduler(ctx context.Context, name string) (dir, binary string, err e
 		return "", "", err
 	}
 	binary = filepath.Join(dir, "scheduler")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/scheduler")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/schedulerhq/scheduler/cmd/scheduler")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", "", fmt.Errorf("go build ./cmd/scheduler (run the bench from the module root): %v: %s", err, out)
+		return "", "", fmt.Errorf("go build the scheduler (run the bench inside the module): %v: %s", err, out)
 	}
 	return dir, binary, nil
 }

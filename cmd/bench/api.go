@@ -16,10 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/replica"
 )
 
 // Request rates of the load generator: fixed, so latencies are not inflated by the
@@ -54,9 +55,15 @@ func benchAPI(ctx context.Context, b *bench) error {
 		}
 		jobsConf = append(jobsConf, config.Job{Name: name, Schedule: s, Enabled: true, Timeout: time.Hour, Catchup: 24 * time.Hour})
 	}
-	srv := api.NewServer(api.Config{DB: db, InstanceID: "bench-api", Jobs: jobsConf,
-		Log: slog.New(slog.DiscardHandler), Metrics: http.NotFoundHandler()})
-	ts := httptest.NewServer(srv.Handler())
+	// The replica's own API, as serve assembles it; its elector and engine are not run.
+	log := slog.New(slog.DiscardHandler)
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-api", Log: log,
+		Registry: jobs.Builtin(jobs.Settings{}, log), Jobs: jobsConf, LeaseTimeout: config.LeaseTimeoutDefault,
+		PollInterval: config.PollIntervalDefault})
+	if err != nil {
+		return err
+	}
+	ts := httptest.NewServer(rep.Handler())
 	defer ts.Close()
 	client := ts.Client()
 

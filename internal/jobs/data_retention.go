@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // RetentionSettings are data-retention's windows (rows older than these go) and pacing.
@@ -77,44 +78,12 @@ func (*DataRetention) Defaults() Defaults {
 	return Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
 }
 
-// Each table's purge is a read of the next batch of expired rows after @after_id — at most
-// @limit rows older than @cutoff, locked FOR UPDATE SKIP LOCKED, so that rows another
-// transaction is writing are left for the next run instead of waited for — and a delete of
-// exactly those rows.
+// The leads purge: a read of the next batch of expired rows after @after_id (at most @limit
+// rows older than @cutoff, locked FOR UPDATE SKIP LOCKED, so that rows another transaction
+// is writing are left for the next run instead of waited for) and a delete of exactly those
+// rows. The scheduler's own tables are purged the same way with the store's statements
+// (store.Purge*).
 const (
-	expiredIdempotencyKeysSQL = `
-SELECT id FROM idempotency_keys
-WHERE expires_at < @cutoff AND id > @after_id
-ORDER BY id LIMIT @limit
-FOR UPDATE SKIP LOCKED`
-	deleteIdempotencyKeysSQL = `DELETE FROM idempotency_keys WHERE id = ANY(@ids)`
-
-	// Queued and running runs are never deleted, however old: they are the engine's live state.
-	// Nor are the slot rows catch-up decides from (docs/design.md guarantee 2): each job's
-	// newest slot row, however old (without it a new leader would find the job's latest slot
-	// unrecorded and run it again: a yearly job's, a month after it ran), and every slot row
-	// inside its job's catch-up window (@jobs, @windows). The newest-row test is one probe of
-	// job_runs_slot_key per candidate.
-	expiredJobRunsSQL = `
-SELECT r.id
-FROM job_runs r
-LEFT JOIN unnest(@jobs::text[], @windows::interval[]) AS w (job, catchup) ON w.job = r.job
-WHERE r.status NOT IN ('queued', 'running')
-  AND coalesce(r.finished_at, r.created_at) < @cutoff AND r.id > @after_id
-  AND (r.scheduled_at IS NULL OR (
-        r.scheduled_at < @now::timestamptz - coalesce(w.catchup, interval '0')
-        AND EXISTS (SELECT 1 FROM job_runs n WHERE n.job = r.job AND n.scheduled_at > r.scheduled_at)))
-ORDER BY r.id LIMIT @limit
-FOR UPDATE OF r SKIP LOCKED`
-	deleteJobRunsSQL = `DELETE FROM job_runs WHERE id = ANY(@ids)`
-
-	expiredMessageDeliveriesSQL = `
-SELECT id FROM message_deliveries
-WHERE created_at < @cutoff AND id > @after_id
-ORDER BY id LIMIT @limit
-FOR UPDATE SKIP LOCKED`
-	deleteMessageDeliveriesSQL = `DELETE FROM message_deliveries WHERE id = ANY(@ids)`
-
 	// Only abandoned leads that were never submitted: a submitted lead is a customer's record.
 	expiredLeadsSQL = `
 SELECT id FROM leads
@@ -122,13 +91,6 @@ WHERE submitted_at IS NULL AND abandoned_at < @cutoff AND id > @after_id
 ORDER BY id LIMIT @limit
 FOR UPDATE SKIP LOCKED`
 	deleteLeadsSQL = `DELETE FROM leads WHERE id = ANY(@ids)`
-
-	expiredOperatorActionsSQL = `
-SELECT id FROM operator_actions
-WHERE at < @cutoff AND id > @after_id
-ORDER BY id LIMIT @limit
-FOR UPDATE SKIP LOCKED`
-	deleteOperatorActionsSQL = `DELETE FROM operator_actions WHERE id = ANY(@ids)`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
@@ -145,12 +107,14 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 		cutoff              time.Time
 		args                pgx.NamedArgs
 	}{
-		{"idempotency_keys", expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL, env.Now, nil},
-		{"job_runs", expiredJobRunsSQL, deleteJobRunsSQL, env.Now.Add(-j.s.JobRuns),
+		{"idempotency_keys", store.PurgeIdempotencyKeys.ReadExpired, store.PurgeIdempotencyKeys.Delete, env.Now, nil},
+		{"job_runs", store.PurgeJobRuns.ReadExpired, store.PurgeJobRuns.Delete, env.Now.Add(-j.s.JobRuns),
 			pgx.NamedArgs{"now": env.Now, "jobs": windowJobs, "windows": windows}},
-		{"message_deliveries", expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL, env.Now.Add(-j.s.MessageDeliveries), nil},
+		{"message_deliveries", store.PurgeMessageDeliveries.ReadExpired, store.PurgeMessageDeliveries.Delete,
+			env.Now.Add(-j.s.MessageDeliveries), nil},
 		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads), nil},
-		{"operator_actions", expiredOperatorActionsSQL, deleteOperatorActionsSQL, env.Now.Add(-j.s.OperatorActions), nil},
+		{"operator_actions", store.PurgeOperatorActions.ReadExpired, store.PurgeOperatorActions.Delete,
+			env.Now.Add(-j.s.OperatorActions), nil},
 	}
 	for _, p := range purges {
 		args := pgx.NamedArgs{"cutoff": p.cutoff}

@@ -136,9 +136,11 @@ type Triggered struct {
 // TriggerManualRun queues a manual run of t.Job (QueueManualRun: the job's active run is
 // answered instead of a second one) and records t.Audit, in one transaction. With a key, the
 // idempotent-trigger protocol runs in that transaction too: claim the key, queue the run,
-// then note the run on the key (t.Wait) or store its answer. A concurrent duplicate blocks on the key's unique index until this commits
-// and then finds the record, so one run is queued for every key; nothing of a failed
-// attempt stays behind.
+// then note the run on the key (t.Wait) or store its answer, which the caller renders
+// (t.Answer) inside the transaction on purpose: a concurrent duplicate blocks on the key's
+// unique index until this commits and then replays that very answer, so one run is queued
+// for every key and every copy gets the first answer; nothing of a failed attempt stays
+// behind.
 func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered, error) {
 	var out Triggered
 	err := pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {

@@ -189,8 +189,12 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		return
 	}
 	e.conf.Metrics.Entities(run.Job, stats.Processed, stats.Changed, stats.SkippedLocked, stats.Errors)
-	log.Info("run finished", "status", status, "elapsed", elapsed, "error", runErr,
-		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors)
+	attrs := []any{"status", status, "elapsed", elapsed,
+		"processed", stats.Processed, "changed", stats.Changed, "skipped_locked", stats.SkippedLocked, "errors", stats.Errors}
+	if runErr != nil { // a succeeded run's line carries no error=<nil>
+		attrs = append(attrs, "error", runErr)
+	}
+	log.Info("run finished", attrs...)
 }
 
 // recordFinish records the run's end, retrying with backoff while this replica leads

@@ -107,7 +107,7 @@ func (s *Server) mayAct(next http.Handler) http.Handler {
 		if tokenKind(r.Context()) == tokenRead {
 			s.refused(r, probReadOnly)
 			writeProblem(w, r, http.StatusForbidden, probReadOnly,
-				"the read-only token (SCHEDULER_API_READ_TOKEN) cannot trigger, cancel, pause, resume or step down; use SCHEDULER_API_TOKEN")
+				"the read-only token (SCHEDULER_API_READ_TOKEN) cannot trigger, cancel, pause, resume, step down, or create, replace or delete jobs; use SCHEDULER_API_TOKEN")
 			return
 		}
 		next.ServeHTTP(w, r)

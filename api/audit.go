@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,6 +25,9 @@ type actionView struct {
 	Reason     *string   `json:"reason"`
 	RequestID  string    `json:"request_id"`
 	RemoteAddr string    `json:"remote_addr"`
+	// Detail is a definition change's {"before": ..., "after": ...} (definitions, or null),
+	// absent on the actions that have none.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // auditCursorScope ties audit cursors to this route, so a run-history cursor is refused here.
@@ -68,7 +72,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	views := make([]actionView, len(list))
 	for i, a := range list {
 		views[i] = actionView{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID,
-			TokenKind: a.TokenKind, Reason: a.Reason, RequestID: a.RequestID, RemoteAddr: a.RemoteAddr}
+			TokenKind: a.TokenKind, Reason: a.Reason, RequestID: a.RequestID, RemoteAddr: a.RemoteAddr, Detail: a.Detail}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
 }

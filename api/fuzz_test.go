@@ -49,6 +49,15 @@ func FuzzRequestInput(f *testing.F) {
 		{2, "-9223372036854775808", "", "", "Bearer " + testToken, "", ``},
 		{3, "9223372036854775807", "", "", "Bearer " + testToken, "", ``},
 		{4, "plan-change", "", "", "Bearer " + testToken, "", ``},
+		{5, "", "", "", "Bearer " + testToken, "application/json", `{"name":"fuzz","schedule":"@every 1m","http":{"url":"https://a.example"}}`},
+		{5, "", "dry_run=true", "", "Bearer " + testToken, "application/json", `{"name":"fuzz","schedule":"0 2 * * *","time_zone":"Europe/Paris","sql":{"statements":"SELECT 1"}}`},
+		{5, "", "", "", "Bearer " + testToken, "application/json", `{"name":"x","description":"\u0000","schedule":"@every 1m","http":{"url":"https://a.example","body":"\u0000"}}`},
+		{5, "", "", "", "Bearer " + testToken, "application/json", `{"name":"x","schedule":"@every 1m","retry":{"max_attempts":1e999}}`},
+		{6, "fuzz", "", "", "Bearer " + testToken, "application/json", `{"schedule":"@every 1m","http":{"url":"https://a.example","method":"PATCH"}}`},
+		{6, "plan-change", "", "", "Bearer " + testToken, "application/json", `{"schedule":"@every 1m"}`},
+		{6, "%00", "dry_run=true", "", "Bearer " + testToken, "application/json", `{"schedule":"@every 1m"}`},
+		{7, "fuzz", "", "", "Bearer " + testToken, "", ``},
+		{7, "%00", "", "", "Bearer " + testToken, "", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.route, s.segment, s.query, s.key, s.auth, s.contentType, []byte(s.body))
@@ -57,7 +66,7 @@ func FuzzRequestInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, segment, query, key, auth, contentType string, body []byte) {
 		seg := url.PathEscape(segment)
 		var method, path string
-		switch route % 5 {
+		switch route % 8 {
 		case 0:
 			method, path = "POST", "/v1/jobs/"+seg+"/runs"
 		case 1:
@@ -66,8 +75,14 @@ func FuzzRequestInput(f *testing.F) {
 			method, path = "GET", "/v1/runs/"+seg
 		case 3:
 			method, path = "POST", "/v1/runs/"+seg+"/cancel"
-		default:
+		case 4:
 			method, path = "POST", "/v1/jobs/"+seg+"/pause"
+		case 5:
+			method, path = "POST", "/v1/jobs"
+		case 6:
+			method, path = "PUT", "/v1/jobs/"+seg
+		default:
+			method, path = "DELETE", "/v1/jobs/"+seg
 		}
 		target := path
 		if query != "" {

@@ -204,7 +204,7 @@ func (a *testAPI) validate(req *http.Request, res response) {
 
 // apiHeaders are the response headers of the API's own that a client reads; a generated
 // client exposes only the headers openapi.yaml declares for the answer's status.
-var apiHeaders = []string{"X-Request-Id", "Retry-After", "Idempotent-Replayed", "ETag", "Location", "WWW-Authenticate"}
+var apiHeaders = []string{"X-Request-Id", "Retry-After", "Idempotent-Replayed", "ETag", "Location", "WWW-Authenticate", "X-Job-Version"}
 
 // requireDeclaredHeaders fails when the answer carries one of apiHeaders that openapi.yaml
 // does not declare for its route and status.

@@ -2,29 +2,118 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// job returns the {name} job, or answers 404 and returns nil.
-func (s *Server) job(w http.ResponseWriter, r *http.Request) *config.Job {
+// jobRef is the job a {name} route names: a built-in job, or a runtime job with its stored
+// definition.
+type jobRef struct {
+	conf config.Job
+	// stored is a runtime job's row; nil for a built-in job.
+	stored *store.StoredDefinition
+	// def is the stored definition decoded; nil for a built-in job, or a row that does not
+	// decode.
+	def *definition.Definition
+	// invalid says why a stored definition no longer passes the check (the engine does not
+	// run it); empty when it does.
+	invalid string
+}
+
+// enabled reports whether the job's slots fire and a trigger may run it.
+func (j *jobRef) enabled() bool { return j.conf.Enabled && j.invalid == "" }
+
+// runtimeJob is a stored definition as the API shows it. It is checked with an Env that
+// checks nothing outside the definition (secrets, addresses and the SQL role are the
+// engine's to check when the job runs, as the engine itself loads it), so the view says
+// what the engine runs.
+func runtimeJob(sd store.StoredDefinition) jobRef {
+	ref := jobRef{conf: config.Job{Name: sd.Name}, stored: &sd}
+	def, err := definition.Decode(sd.Definition)
+	if err != nil {
+		ref.invalid = err.Error()
+		return ref
+	}
+	ref.def = &def
+	ref.conf.Enabled = def.IsEnabled()
+	j, errs := definition.Check(def, definition.Env{SQLEnabled: true})
+	if errs != nil {
+		ref.invalid = errs.Error()
+		return ref
+	}
+	ref.conf = j.Config()
+	return ref
+}
+
+// runtimeNameRE is internal/definition's rule for a runtime job's name. A {name} that
+// breaks it cannot be stored, so it is answered 404 without a query (and a NUL in it never
+// reaches PostgreSQL, which would refuse the text with an error).
+var runtimeNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// job returns the {name} job, built-in or runtime, or answers (404, 503) and returns nil.
+func (s *Server) job(w http.ResponseWriter, r *http.Request) *jobRef {
 	name := chi.URLParam(r, "name")
-	j, ok := s.jobs[name]
-	if !ok {
-		writeProblem(w, r, http.StatusNotFound, probJobNotFound,
-			fmt.Sprintf("no job named %q; GET /v1/jobs lists them", name), FieldError{Field: "name", Detail: "unknown job"})
-		return nil
+	j, err := s.findJob(r.Context(), name)
+	switch {
+	case err != nil:
+		s.databaseProblem(w, r, err)
+	case j == nil:
+		jobNotFound(w, r, name)
 	}
 	return j
 }
 
+// findJob returns the named job, or nil when no job has the name.
+func (s *Server) findJob(ctx context.Context, name string) (*jobRef, error) {
+	if j, ok := s.jobs[name]; ok {
+		return &jobRef{conf: *j}, nil
+	}
+	if !runtimeNameRE.MatchString(name) {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	sd, err := s.cfg.DB.Definition(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrDefinitionNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	ref := runtimeJob(sd)
+	return &ref, nil
+}
+
+func jobNotFound(w http.ResponseWriter, r *http.Request, name string) {
+	writeProblem(w, r, http.StatusNotFound, probJobNotFound,
+		fmt.Sprintf("no job named %q; GET /v1/jobs lists them", name), FieldError{Field: "name", Detail: "unknown job"})
+}
+
+// listJobs lists the built-in jobs in configuration order, then the runtime jobs by name.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	views, err := s.jobViews(r.Context(), s.cfg.Jobs...)
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	stored, err := s.cfg.DB.Definitions(ctx)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	refs := make([]jobRef, 0, len(s.cfg.Jobs)+len(stored))
+	for _, j := range s.cfg.Jobs {
+		refs = append(refs, jobRef{conf: j})
+	}
+	for _, sd := range stored {
+		refs = append(refs, runtimeJob(sd))
+	}
+	views, err := s.views(ctx, s.cfg.DB, refs...)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -62,42 +151,59 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		action = store.ActionPause
 	}
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
-		if err := ex.SetPaused(ctx, j.Name, paused); err != nil {
+		if err := ex.SetPaused(ctx, j.conf.Name, paused); err != nil {
 			return err
 		}
-		return ex.RecordAction(ctx, s.action(r, action, j.Name, reason))
+		return ex.RecordAction(ctx, s.action(r, action, j.conf.Name, reason))
 	})
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.Name, "paused", paused, "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.conf.Name, "paused", paused, "request_id", requestID(ctx))
 	s.writeJob(w, r, j)
 }
 
-func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, j *config.Job) {
-	views, err := s.jobViews(r.Context(), *j)
+func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, j *jobRef) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	views, err := s.views(ctx, s.cfg.DB, *j)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, views[0])
+	writeJobView(w, http.StatusOK, views[0])
 }
 
-func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]Job, error) {
-	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
-	defer cancel()
-	names := make([]string, len(list))
-	for i, j := range list {
-		names[i] = j.Name
+// writeJobView answers one job. A runtime job's answer names its version in X-Job-Version:
+// GET answers keep the weak ETag of their content (conditionalGET), which also changes
+// when the job's state does (paused, last run), so the version travels beside it for
+// If-Match.
+func writeJobView(w http.ResponseWriter, status int, v Job) {
+	if v.Version != nil {
+		w.Header().Set("X-Job-Version", fmt.Sprint(*v.Version))
 	}
-	now, paused, last, err := s.cfg.DB.JobStates(ctx, names)
+	writeJSON(w, status, v)
+}
+
+// views shows jobs with their state read through ex: the pool, or the transaction that
+// just changed a definition, so the answer shows what committed.
+func (s *Server) views(ctx context.Context, ex store.Executor, refs ...jobRef) ([]Job, error) {
+	names := make([]string, len(refs))
+	for i, j := range refs {
+		names[i] = j.conf.Name
+	}
+	now, paused, last, err := ex.JobStates(ctx, names)
 	if err != nil {
 		return nil, err
 	}
-	views := make([]Job, len(list))
-	for i := range list {
-		views[i] = newJobView(&list[i], now, paused[list[i].Name], last[list[i].Name])
+	views := make([]Job, len(refs))
+	for i := range refs {
+		j := &refs[i]
+		views[i] = newJobView(&j.conf, now, paused[j.conf.Name], last[j.conf.Name])
+		if j.stored != nil {
+			addRuntimeView(&views[i], j)
+		}
 	}
 	return views, nil
 }

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
 )
 
 func TestOpenRoutesNeedNoToken(t *testing.T) {
@@ -35,6 +38,7 @@ func TestEveryV1RouteNeedsTheToken(t *testing.T) {
 		{"GET", "/v1/jobs/plan-change"}, {"POST", "/v1/jobs/plan-change/pause"}, {"POST", "/v1/jobs/plan-change/resume"},
 		{"POST", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/jobs/plan-change/runs"}, {"GET", "/v1/runs/1"},
 		{"POST", "/v1/runs/1/cancel"}, {"GET", "/v1/audit"}, {"POST", "/v1/leader/step-down"},
+		{"POST", "/v1/jobs"}, {"PUT", "/v1/jobs/daily-report"}, {"DELETE", "/v1/jobs/daily-report"},
 	}
 	for _, rt := range routes {
 		for _, auth := range []string{"", "Bearer wrong-token", "Bearer " + testToken + "x", "Basic " + testToken, "Bearer "} {
@@ -47,6 +51,7 @@ func TestEveryV1RouteNeedsTheToken(t *testing.T) {
 	// Nothing was changed by the refused requests.
 	assert.Zero(t, a.count(`SELECT count(*) FROM job_runs`))
 	assert.Zero(t, a.count(`SELECT count(*) FROM job_settings`))
+	assert.Zero(t, a.count(`SELECT count(*) FROM job_definitions`))
 
 	// The scheme is case-insensitive (RFC 9110); the token is not.
 	res := a.do("GET", "/v1/jobs", "", header{"Authorization": "bearer " + testToken})
@@ -136,4 +141,15 @@ func TestPauseAndResumePersist(t *testing.T) {
 		assert.Equal(t, "job-not-found", res.problemType(t))
 	}
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_settings`))
+}
+
+// jobViews shows built-in jobs as another replica's API would.
+func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]Job, error) {
+	refs := make([]jobRef, len(list))
+	for i, j := range list {
+		refs[i] = jobRef{conf: j}
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	return s.views(ctx, s.cfg.DB, refs...)
 }

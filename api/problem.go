@@ -30,6 +30,11 @@ var (
 	probJobDisabled         = problemType{"job-disabled", "The job is disabled"}
 	probRunFinished         = problemType{"run-finished", "The run has already finished"}
 	probNoLeader            = problemType{"no-leader", "No replica has been elected leader yet"}
+	probInvalidDefinition   = problemType{"invalid-definition", "The job definition is invalid"}
+	probJobExists           = problemType{"job-exists", "A job with this name exists"}
+	probBuiltinJob          = problemType{"builtin-job", "Built-in jobs cannot be replaced or deleted"}
+	probVersionMismatch     = problemType{"version-mismatch", "The job's version is not the one If-Match names"}
+	probTooManyJobs         = problemType{"too-many-jobs", "The scheduler holds its maximum number of runtime jobs"}
 	probDatabaseUnavailable = problemType{"database-unavailable", "The database did not answer"}
 	probInternal            = problemType{"internal", "Internal error"}
 )

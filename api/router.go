@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,13 +18,18 @@ import (
 
 	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 const (
-	// maxBodyBytes caps every request body; a trigger body is a reason and a few params.
+	// maxBodyBytes caps every request body but a job definition's; a trigger body is a
+	// reason and a few params.
 	maxBodyBytes = 64 << 10
+	// maxDefinitionBytes caps a job definition (POST /v1/jobs, PUT /v1/jobs/{name}): its
+	// HTTP body and its SQL statements may each be 64 KiB, and JSON escaping grows them.
+	maxDefinitionBytes = 256 << 10
 	// maxWait caps ?wait on a trigger; NewHTTPServer's WriteTimeout is above it.
 	maxWait = 5 * time.Minute
 	// queryTimeout bounds each database call of a request, so a stuck database turns into a
@@ -55,6 +61,12 @@ type Config struct {
 	// Recorder counts requests by route and Idempotency-Key replays and conflicts; nil
 	// records nothing.
 	Recorder *metrics.Metrics
+	// Runtime checks the runtime jobs that POST and PUT define: NewServer sets IsBuiltin
+	// from Jobs, and a zero Now means the time of each check. HasSecret, CheckURL and
+	// SQLEnabled are used as given (nil checks nothing).
+	Runtime definition.Env
+	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS; 0: config's default).
+	MaxJobs int
 }
 
 // Server holds the API's dependencies.
@@ -92,6 +104,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxJobs <= 0 {
+		cfg.MaxJobs = config.MaxJobsDefault
+	}
 	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB}, waitRecheck: waitRecheck,
 		refusals: rate.NewLimiter(refusalsPerSecond, refusalsBurst)}
 	for i := range cfg.Jobs {
@@ -99,6 +114,7 @@ func NewServer(cfg Config) *Server {
 		s.jobs[j.Name] = j
 		s.names = append(s.names, j.Name)
 	}
+	s.cfg.Runtime.IsBuiltin = func(name string) bool { _, ok := s.jobs[name]; return ok }
 	s.tokens = newAccessTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
 	return s
 }
@@ -145,6 +161,9 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/audit", s.listAudit)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
+			r.Post("/jobs", s.createJob)
+			r.Put("/jobs/{name}", s.putJob)
+			r.Delete("/jobs/{name}", s.deleteJob)
 			r.Post("/jobs/{name}/pause", s.pauseJob)
 			r.Post("/jobs/{name}/resume", s.resumeJob)
 			r.Post("/jobs/{name}/runs", s.triggerRun)
@@ -159,14 +178,28 @@ func (s *Server) Handler() http.Handler {
 // which readBody turns into a 413.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > maxBodyBytes {
+		limit := bodyLimit(r)
+		if r.ContentLength > limit {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, probBodyTooLarge,
-				fmt.Sprintf("the body has %d bytes; at most %d are accepted", r.ContentLength, maxBodyBytes))
+				fmt.Sprintf("the body has %d bytes; at most %d are accepted", r.ContentLength, limit))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyLimit is maxDefinitionBytes for the routes that take a job definition, else
+// maxBodyBytes. It runs before routing, so it matches the paths itself: POST /v1/jobs and
+// PUT /v1/jobs/{name} (a {name} holds no slash).
+func bodyLimit(r *http.Request) int64 {
+	rest, isJob := strings.CutPrefix(r.URL.Path, "/v1/jobs")
+	switch {
+	case r.Method == http.MethodPost && isJob && rest == "",
+		r.Method == http.MethodPut && isJob && len(rest) > 1 && rest[0] == '/' && !strings.Contains(rest[1:], "/"):
+		return maxDefinitionBytes
+	}
+	return maxBodyBytes
 }
 
 // recoverPanics turns a handler's panic into a 500 problem and a log line, so one bad

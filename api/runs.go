@@ -26,15 +26,15 @@ var (
 )
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	j := s.job(w, r)
-	if j == nil {
+	name, ok := s.jobWithHistory(w, r)
+	if !ok {
 		return
 	}
 	q, ok := queryParams(w, r)
 	if !ok {
 		return
 	}
-	f := store.RunFilter{Job: j.Name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
+	f := store.RunFilter{Job: name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
 		return
@@ -103,6 +103,34 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"runs": views, "next_cursor": next})
 }
 
+// jobWithHistory returns {name} when a job has that name, or had it: a deleted runtime
+// job's runs stay listed under its name. It answers 404 for a name no job and no run has.
+func (s *Server) jobWithHistory(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := chi.URLParam(r, "name")
+	j, err := s.findJob(r.Context(), name)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return "", false
+	}
+	if j != nil {
+		return name, true
+	}
+	if runtimeNameRE.MatchString(name) {
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		defer cancel()
+		runs, err := s.cfg.DB.ListRuns(ctx, store.RunFilter{Job: name, Limit: 1})
+		if err != nil {
+			s.databaseProblem(w, r, err)
+			return "", false
+		}
+		if len(runs) > 0 {
+			return name, true
+		}
+	}
+	jobNotFound(w, r, name)
+	return "", false
+}
+
 // runID parses {id}, or answers 400 and returns 0.
 func runID(w http.ResponseWriter, r *http.Request) int64 {
 	v := chi.URLParam(r, "id")
@@ -128,7 +156,14 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.databaseProblem(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, newRunView(run))
+		attempts, err := s.cfg.DB.Attempts(ctx, run.ID)
+		if err != nil {
+			s.databaseProblem(w, r, err)
+			return
+		}
+		v := newRunView(run)
+		v.Attempts = newAttemptViews(attempts)
+		writeJSON(w, http.StatusOK, v)
 	}
 }
 

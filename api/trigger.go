@@ -40,10 +40,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if j == nil {
 		return
 	}
-	if !j.Enabled {
-		writeProblem(w, r, http.StatusConflict, probJobDisabled, fmt.Sprintf(
-			"job %s is disabled by SCHEDULER_JOB_%s_ENABLED=false on this replica; enable it to run it",
-			j.Name, strings.ToUpper(strings.ReplaceAll(j.Name, "-", "_"))))
+	if !j.enabled() {
+		writeProblem(w, r, http.StatusConflict, probJobDisabled, disabledDetail(j))
 		return
 	}
 	q, ok := queryParams(w, r)
@@ -79,13 +77,13 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	scope := "POST /v1/jobs/{name}/runs:" + j.Name
+	scope := "POST /v1/jobs/{name}/runs:" + j.conf.Name
 	hash := requestHash(body)
 	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
-		Job: j.Name, Reason: reason, Params: paramsJSON,
+		Job: j.conf.Name, Reason: reason, Params: paramsJSON,
 		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
 		// Also when the job already had an active run: the operator did ask for a run.
-		Audit: new(s.action(r, store.ActionTrigger, j.Name, reason)),
+		Audit: new(s.action(r, store.ActionTrigger, j.conf.Name, reason)),
 		Answer: func(run *store.Run, created bool) (int, []byte) {
 			answer, _ := json.Marshal(newRunView(run))
 			return triggerStatus(created), answer
@@ -118,6 +116,20 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeRawRun(w, status, run.ID, answer)
+}
+
+// disabledDetail says why a disabled job does not run, and how to enable it.
+func disabledDetail(j *jobRef) string {
+	switch {
+	case j.stored == nil:
+		return fmt.Sprintf("job %s is disabled by SCHEDULER_JOB_%s_ENABLED=false on this replica; enable it to run it",
+			j.conf.Name, strings.ToUpper(strings.ReplaceAll(j.conf.Name, "-", "_")))
+	case j.invalid != "":
+		return fmt.Sprintf("job %s does not run: its stored definition no longer passes the check (%s); replace it with PUT /v1/jobs/%s",
+			j.conf.Name, j.invalid, j.conf.Name)
+	}
+	return fmt.Sprintf(`job %s is disabled by its definition ("enabled": false); replace it with "enabled": true (PUT /v1/jobs/%s) to run it`,
+		j.conf.Name, j.conf.Name)
 }
 
 // triggerStatus: 202 for a newly queued run, 200 for the job's already active one.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -30,6 +31,33 @@ type Run struct {
 	CreatedAt       time.Time       `json:"created_at"`
 	CancelRequested bool            `json:"cancel_requested"`
 	RecoversRunID   *int64          `json:"recovers_run_id"`
+	// DefinitionVersion is the version of a runtime job's definition the run ran; null for
+	// a built-in job, and for a run not started yet.
+	DefinitionVersion *int64 `json:"definition_version"`
+	// Attempts are a runtime HTTP job's call attempts: GET /v1/runs/{id} always sets them
+	// (empty for other jobs); lists of runs leave them out.
+	Attempts []Attempt `json:"attempts,omitzero"`
+}
+
+// Attempt is one call attempt of a runtime HTTP job's run.
+type Attempt struct {
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	// StatusCode is null when no answer came (Error says why).
+	StatusCode *int `json:"status_code"`
+	// Body is the first 4 KiB of the answer's body.
+	Body  *string `json:"body"`
+	Error *string `json:"error"`
+}
+
+func newAttemptViews(list []store.Attempt) []Attempt {
+	views := make([]Attempt, len(list))
+	for i, a := range list {
+		views[i] = Attempt{Attempt: a.Number, StartedAt: a.StartedAt.UTC(), DurationMS: a.Duration.Milliseconds(),
+			StatusCode: a.StatusCode, Body: a.Body, Error: a.Error}
+	}
+	return views
 }
 
 func newRunView(r *store.Run) *Run {
@@ -48,7 +76,7 @@ func newRunView(r *store.Run) *Run {
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), DurationMS: r.DurationMS(),
 		InstanceID: r.InstanceID, Epoch: r.Epoch, Stats: stats, Error: r.Error, Reason: r.Reason,
 		Params: params, CreatedAt: r.CreatedAt.UTC(), CancelRequested: r.CancelRequested,
-		RecoversRunID: r.RecoversRunID,
+		RecoversRunID: r.RecoversRunID, DefinitionVersion: r.DefinitionVersion,
 	}
 }
 
@@ -80,7 +108,29 @@ type Job struct {
 	// NextRuns are the next nextRunsShown slots; empty while disabled or paused.
 	NextRuns []time.Time `json:"next_runs"`
 	LastRun  *Run        `json:"last_run"`
+	// Kind is "builtin" for a compiled job, else the runtime job's kind ("http", "sql").
+	Kind string `json:"kind"`
+
+	// The rest is a runtime job's only (absent for a built-in job).
+
+	// Version counts the definition's changes; PUT and DELETE take it in If-Match.
+	Version     *int64            `json:"version,omitzero"`
+	Description *string           `json:"description,omitzero"`
+	Labels      map[string]string `json:"labels,omitzero"`
+	// Target is what the job calls or runs, in one line for lists:
+	// "POST https://billing.internal/reports/daily", "SQL: REFRESH MATERIALIZED VIEW ...".
+	Target  string `json:"target,omitzero"`
+	Overlap string `json:"overlap,omitzero"`
+	// Definition is the normalised definition as stored: it names secrets and never holds
+	// their values (it has none to hold).
+	Definition *definition.Definition `json:"definition,omitzero"`
+	// DefinitionError says why a stored definition no longer passes the check (a row
+	// written by hand, or under older rules); such a job does not run until replaced.
+	DefinitionError string `json:"definition_error,omitzero"`
 }
+
+// KindBuiltin is the kind of a compiled job.
+const KindBuiltin = "builtin"
 
 // nextRunsShown is how many coming slots a job view lists.
 const nextRunsShown = 5
@@ -88,7 +138,7 @@ const nextRunsShown = 5
 func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) Job {
 	v := Job{
 		Name: j.Name, Enabled: j.Enabled, Paused: paused, Timeout: j.Timeout.String(),
-		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last),
+		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last), Kind: KindBuiltin,
 	}
 	v.NextRuns = []time.Time{}
 	if j.Schedule != nil {

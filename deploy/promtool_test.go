@@ -77,6 +77,9 @@ func exercisedExposition(t *testing.T) []byte {
 	m.LockAcquired("leader_row", 2*time.Millisecond)
 	m.IdempotencyReplay()
 	m.IdempotencyConflict()
+	m.TargetCall("billing.internal", "2xx", 20*time.Millisecond)
+	m.TargetCall("billing.internal", "error", time.Second)
+	m.ExportCallsWaiting(func() int64 { return 3 })
 
 	m.HTTPRequest("/v1/jobs/{name}", http.MethodGet, http.StatusOK, 3*time.Millisecond)
 

@@ -14,12 +14,14 @@ import (
 
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
 // Config is what a replica is built from. The durations left zero take their parts'
@@ -44,6 +46,9 @@ type Config struct {
 	PollInterval      time.Duration
 	// Version and HTTPAddr describe the replica in scheduler_instances.
 	Version, HTTPAddr string
+	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
+	// SCHEDULER_SQL_ROLE, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
+	Runtime config.Runtime
 }
 
 // Replica is one assembled replica.
@@ -63,14 +68,25 @@ func New(c Config) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the elector: %w", err)
 	}
+	guard, err := targets.NewGuard(c.Runtime.HTTPAllow)
+	if err != nil {
+		return nil, fmt.Errorf("SCHEDULER_HTTP_ALLOW: %w", err)
+	}
+	caller := targets.NewCaller(targets.Config{Guard: guard, Concurrency: c.Runtime.HTTPConcurrency,
+		HostConcurrency: c.Runtime.HTTPHostConcurrency, OnCall: c.Metrics.TargetCall})
+	c.Metrics.ExportCallsWaiting(caller.Waiting)
 	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
-		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics})
+		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics,
+		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLRole: c.Runtime.SQLRole}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}
+	hasSecret := func(name string) bool { return c.Runtime.Secrets[name] != "" }
 	handler := api.NewServer(api.Config{DB: c.DB, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
-		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics}).Handler()
+		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics,
+		Runtime: definition.Env{HasSecret: hasSecret, CheckURL: guard.CheckURL, SQLEnabled: c.Runtime.SQLRole != ""},
+		MaxJobs: c.Runtime.MaxJobs}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, elector: elector, engine: eng, terms: elector.Listen()}, nil
 }

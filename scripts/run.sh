@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # run.sh N — a local cluster of N scheduler replicas on ports HTTP_PORT (8080) and up, against
 # $DATABASE_URL or the project's own PostgreSQL in .pgdata (started when not running), with
-# demo data. Ctrl-C stops the replicas, and the local PostgreSQL too when this script started
-# it (its data stays in .pgdata; make clean deletes it).
+# demo data and two demo runtime jobs: an HTTP job calling the example receiver
+# (examples/receiver, on RECEIVER_PORT, 8099) and a SQL job. Ctrl-C stops the replicas and the
+# receiver, and the local PostgreSQL too when this script started it (its data stays in
+# .pgdata; make clean deletes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 replicas=${1:-3}
 base=${HTTP_PORT:-8080}
+receiver_port=${RECEIVER_PORT:-8099}
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for i in $(seq 0 $((replicas - 1))); do
-  if port_taken $((base + i)); then
-    echo "run.sh: port $((base + i)) is already in use (another make run?); stop it, or pick other ports: make run HTTP_PORT=9080" >&2
+for i in $(seq 0 $((replicas - 1))) receiver; do
+  port=$((base + i))
+  if [ "$i" = receiver ]; then port=$receiver_port; fi
+  if port_taken "$port"; then
+    echo "run.sh: port $port is already in use (another make run?); stop it, or pick other ports: make run HTTP_PORT=9080 RECEIVER_PORT=9099" >&2
     exit 1
   fi
 done
@@ -43,6 +48,24 @@ trap stop INT TERM EXIT
 bin/scheduler migrate up
 bin/scheduler seed
 
+# The demo runtime jobs: the HTTP one signs its calls with a secret the receiver checks; the
+# SQL one runs as a role of its own, which needs a user that may create roles (the local
+# cluster's does; another DATABASE_URL's may not, and then the SQL demo is left out).
+mkdir -p .run
+go build -o bin/receiver ./examples/receiver
+signing="whsec_$(head -c 24 /dev/urandom | base64)"
+RECEIVER_ADDR="127.0.0.1:${receiver_port}" RECEIVER_SIGNING_SECRET="$signing" \
+  bin/receiver > >(sed -u "s/^/[receiver] /") 2>&1 &
+pids+=("$!")
+sql_role=""
+psql=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
+if [ -x "$psql" ] && "$psql" -qX -v ON_ERROR_STOP=1 "$DATABASE_URL" -f scripts/demo-sql-role.sql >/dev/null 2>.run/sql-role.err; then
+  sql_role=scheduler_demo_jobs
+else
+  echo "run.sh: could not create the demo SQL job's role ($(head -n 1 .run/sql-role.err)); the demo SQL job is left out" >&2
+fi
+export SCHEDULER_SECRET_DEMO_SIGNING="$signing" SCHEDULER_HTTP_ALLOW="127.0.0.1/32" SCHEDULER_SQL_ROLE="$sql_role"
+
 for i in $(seq 1 "$replicas"); do
   port=$((base + i - 1))
   SCHEDULER_HTTP_ADDR="127.0.0.1:${port}" \
@@ -59,9 +82,38 @@ for i in $(seq 1 "$replicas"); do
     sleep 0.2
   done
 done
+cat > .run/demo-jobs.yaml <<YAML
+jobs:
+- name: demo-webhook
+  description: Calls the example receiver every 30 seconds; it checks the signature and applies each slot once.
+  schedule: "@every 30s"
+  labels: {team: demo}
+  http:
+    url: http://127.0.0.1:${receiver_port}/ping
+    headers: {Content-Type: application/json}
+    body: '{"hello": "from the scheduler"}'
+    signing_secret: DEMO_SIGNING
+YAML
+if [ -n "$sql_role" ]; then
+  cat >> .run/demo-jobs.yaml <<'YAML'
+- name: demo-member-counts
+  description: Counts members by status every minute into demo_member_counts, exactly once per slot.
+  schedule: "* * * * *"
+  labels: {team: demo}
+  sql:
+    statements: >-
+      INSERT INTO demo_member_counts
+      SELECT coalesce(nullif(current_setting('scheduler.scheduled_at'), '')::timestamptz,
+                      date_trunc('second', now())), status, count(*)
+      FROM members GROUP BY status
+YAML
+fi
+SCHEDULER_URL="http://127.0.0.1:${base}" bin/scheduler apply -f .run/demo-jobs.yaml
+
 echo
 echo "replicas:"
 for i in $(seq 1 "$replicas"); do echo "  replica-${i}: http://127.0.0.1:$((base + i - 1))"; done
 echo "try:  curl -s http://127.0.0.1:${base}/v1/leader; curl -s -XPOST http://127.0.0.1:${base}/v1/jobs/status-sync/runs?wait=30s"
+echo "runtime jobs: demo-webhook (HTTP, receiver on 127.0.0.1:${receiver_port})${sql_role:+ and demo-member-counts (SQL)}; bin/scheduler get demo-webhook"
 echo "Ctrl-C stops everything."
 wait "${pids[@]}"

@@ -70,6 +70,26 @@ func (c *cluster) start(slot int) error {
 	return nil
 }
 
+// startAll starts handoverReplicas replicas and returns once a leader has run a scheduled
+// slot, so that nothing is measured before the cluster works.
+func (c *cluster) startAll(ctx context.Context) error {
+	for i := range handoverReplicas {
+		if err := c.start(i); err != nil {
+			return err
+		}
+	}
+	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
+		var ok bool
+		err := c.pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM job_runs
+			               WHERE status = 'succeeded' AND trigger = 'schedule' AND started_at > now() - interval '1 minute')`).Scan(&ok)
+		return ok, err
+	}); err != nil {
+		return fmt.Errorf("no scheduled run succeeded after the replicas started (logs in %s): %w", c.dir, err)
+	}
+	return nil
+}
+
 // stop signals every live process and waits for it (SIGKILL after 10 s).
 func (c *cluster) stop() {
 	for _, p := range c.procs {
@@ -182,18 +202,8 @@ func benchHandover(ctx context.Context, b *bench) error {
 	defer pool.Close()
 	c := &cluster{binary: binary, url: b.url(full), dir: dir, pool: pool}
 	defer c.stop()
-	for i := range handoverReplicas {
-		if err := c.start(i); err != nil {
-			return err
-		}
-	}
-	// A leader, and a first run, before anything is measured.
-	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
-		var ok bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE status = 'succeeded')`).Scan(&ok)
-		return ok, err
-	}); err != nil {
-		return fmt.Errorf("no run succeeded after the replicas started (logs in %s): %w", dir, err)
+	if err := c.startAll(ctx); err != nil {
+		return err
 	}
 
 	// Schedule delay: started_at − scheduled_at of consecutive one-second slots under a

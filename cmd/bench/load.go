@@ -46,17 +46,8 @@ func benchAPILoad(ctx context.Context, b *bench) error {
 	defer pool.Close()
 	c := &cluster{binary: binary, url: b.url(full), dir: dir, pool: pool}
 	defer c.stop()
-	for i := range handoverReplicas {
-		if err := c.start(i); err != nil {
-			return err
-		}
-	}
-	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
-		var ok bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE status = 'succeeded' AND trigger = 'schedule' AND started_at > now() - interval '1 minute')`).Scan(&ok)
-		return ok, err
-	}); err != nil {
-		return fmt.Errorf("the leader ran nothing after the replicas started (logs in %s): %w", dir, err)
+	if err := c.startAll(ctx); err != nil {
+		return err
 	}
 	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
 		for _, p := range c.procs {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -32,6 +33,7 @@ const (
 // cli is one client command's context: where to send requests, where to write, and how.
 type cli struct {
 	c      *client
+	stdin  io.Reader // apply -f -
 	stdout io.Writer
 	stderr io.Writer
 	json   bool
@@ -57,6 +59,18 @@ var clientCommands = []clientCommand{
 	{"resume", "NAME", "start a paused job's scheduled runs again", 1, pauseFlags(false)},
 	{"status", "", "the leader, its epoch, and every replica", 0, statusFlags},
 	{"step-down", "", "make the leader resign now; a follower takes over", 0, stepDownFlags},
+	{"apply", "-f FILE", "create or update the runtime jobs a YAML file defines (--prune deletes the others)", 0, applyFlags},
+	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, getFlags},
+	{"delete", "NAME", "delete a runtime job (its runs stay in the history)", 1, deleteFlags},
+}
+
+// outputFormats are the -o values a command takes, its default first. get prints a
+// definition, whose readable form is the YAML that apply reads.
+func outputFormats(cmd string) []string {
+	if cmd == "get" {
+		return []string{"yaml", "json"}
+	}
+	return []string{"table", "json"}
 }
 
 const clientUsage = `
@@ -86,11 +100,17 @@ func findClientCommand(name string) (clientCommand, bool) {
 
 // runClient parses a client command's flags (before or after its arguments) and runs it.
 func runClient(ctx context.Context, cmd clientCommand, args, environ []string, stdout, stderr io.Writer) int {
+	return runClientWith(ctx, cmd, args, environ, os.Stdin, stdout, stderr)
+}
+
+// runClientWith is runClient reading stdin from a given reader (tests).
+func runClientWith(ctx context.Context, cmd clientCommand, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	env := config.NewEnv(environ)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("url", env.String("SCHEDULER_URL", urlDefault), "the replica's base URL (SCHEDULER_URL)")
-	output := fs.String("o", "table", "output: table or json")
+	formats := outputFormats(cmd.name)
+	output := fs.String("o", formats[0], "output: "+strings.Join(formats, " or "))
 	runCmd := cmd.flags(fs)
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
@@ -113,8 +133,8 @@ func runClient(ctx context.Context, cmd clientCommand, args, environ []string, s
 		usage(stderr)
 		return exitUsage
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "scheduler %s: -o must be table or json, not %q\n", cmd.name, *output)
+	if !slices.Contains(formats, *output) {
+		fmt.Fprintf(stderr, "scheduler %s: -o must be %s, not %q\n", cmd.name, strings.Join(formats, " or "), *output)
 		return exitUsage
 	}
 	u, err := url.Parse(*base)
@@ -123,8 +143,8 @@ func runClient(ctx context.Context, cmd clientCommand, args, environ []string, s
 		return exitUsage
 	}
 	x := &cli{
-		c:      &client{base: strings.TrimRight(*base, "/"), token: env.String("SCHEDULER_API_TOKEN", ""), http: &http.Client{Timeout: serverMaxWait + time.Minute}},
-		stdout: stdout, stderr: stderr, json: *output == "json", now: time.Now,
+		c:     &client{base: strings.TrimRight(*base, "/"), token: env.String("SCHEDULER_API_TOKEN", ""), http: &http.Client{Timeout: serverMaxWait + time.Minute}},
+		stdin: stdin, stdout: stdout, stderr: stderr, json: *output == "json", now: time.Now,
 	}
 	return runCmd(ctx, x, positional)
 }

@@ -106,7 +106,8 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	rep, err := replica.New(replica.Config{DB: db, InstanceID: cfg.InstanceID, Log: base, Registry: registry,
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
 		ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
-		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr})
+		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,
+		Runtime: cfg.Runtime})
 	if err != nil {
 		log.Error("cannot build the replica", "error", err)
 		return exitFailure

@@ -88,8 +88,9 @@ func (e *Engine) orphans(ctx context.Context, term leader.Term) ([]int64, error)
 // It returns, per job, the latest slot it considered, from which startTimers ticks the
 // slots that come due before its timers fire.
 func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger) map[string]time.Time {
-	upTo := make(map[string]time.Time, len(e.order))
-	for _, en := range e.order {
+	enabled := e.enabledEntries()
+	upTo := make(map[string]time.Time, len(enabled))
+	for _, en := range enabled {
 		log := log.With("job", en.conf.Name)
 		sched := en.conf.Schedule
 		var (
@@ -111,6 +112,14 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			first, err := tx.FirstSlot(ctx, en.conf.Name)
 			if err != nil {
 				return err
+			}
+			if en.def != nil && latest.Before(en.since) {
+				// The slot came before this version of the definition: it was another
+				// schedule's, or the job did not exist yet.
+				return nil
+			}
+			if en.def != nil && first.Before(en.since) {
+				first = en.since
 			}
 			// Newest first. A job that never recorded a slot has no known gap before its
 			// latest slot.
@@ -143,7 +152,7 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			}
 			out, err = tx.ClaimSlot(ctx, store.Claim{
 				Job: en.conf.Name, ScheduledAt: latest, Trigger: store.TriggerCatchUp, MinGap: en.conf.MinGap,
-				InstanceID: e.conf.InstanceID,
+				InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef(),
 			})
 			return err
 		})

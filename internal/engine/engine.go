@@ -13,12 +13,15 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/google/uuid"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
@@ -55,12 +58,37 @@ type Config struct {
 	RescueInterval time.Duration
 	// Metrics, when set, counts runs and their outcomes.
 	Metrics *metrics.Metrics
+	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
+	Runtime *Runtime
 }
 
-// entry is one configured job.
+// entry is one configured job: a built-in job, or one version of a runtime job's
+// definition.
 type entry struct {
 	job  jobs.Job
 	conf config.Job
+	// def is the runtime job's checked definition; nil for a built-in job.
+	def *definition.Job
+	// version is the runtime definition's version, and since when it holds (database
+	// clock): the slots before since belonged to an earlier definition.
+	version int64
+	since   time.Time
+	// waiting is set while a slot of a queue-one job waits for the job's active run.
+	waiting atomic.Bool
+}
+
+// versionRef is the definition version a run of the entry records (nil: built-in).
+func (en *entry) versionRef() *int64 {
+	if en.def == nil {
+		return nil
+	}
+	v := en.version
+	return &v
+}
+
+// queueOne reports the queue-one overlap policy.
+func (en *entry) queueOne() bool {
+	return en.def != nil && en.def.Def.Overlap == definition.OverlapQueueOne
 }
 
 // runningRun is a run executing on this replica: its job, for the log, and how to cancel it.
@@ -83,6 +111,14 @@ type Engine struct {
 
 	mu      sync.Mutex
 	running map[int64]runningRun // by run id
+	// idle has, per job with a queue-one slot waiting, a channel closed when a run of the
+	// job ends.
+	idle map[string]chan struct{}
+
+	// runtime are the runtime jobs' entries, by name, replaced as their definitions change;
+	// the built-in ones (jobs, order) never change.
+	runtimeMu sync.RWMutex
+	runtime   map[string]*entry
 
 	// claiming is held for reading from before a run becomes running in the database
 	// (a claim, a pick-up) until it is in running, and for writing by the rescuer while it
@@ -120,6 +156,8 @@ func New(conf Config) (*Engine, error) {
 		jobs:     map[string]*entry{},
 		running:  map[int64]runningRun{},
 		catchUps: map[string]time.Duration{},
+		idle:     map[string]chan struct{}{},
+		runtime:  map[string]*entry{},
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {
@@ -187,6 +225,8 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	log := e.log.With("epoch", term.Epoch)
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
+	e.loadDefinitions(termCtx, log)
+	e.prepareSQLRole(termCtx, term, log)
 	e.loadJobHistories(termCtx, log)
 	e.rescue(termCtx, term, log)
 	caughtUpTo := e.catchUp(termCtx, term, log)
@@ -196,16 +236,19 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 		// failure loud. It is a bug (schedules were validated), not an operating condition.
 		log.Error("starting the timers failed; scheduled runs will not fire this term", "error", err)
 	} else {
-		defer func() {
-			if err := timers.Shutdown(); err != nil {
-				log.Warn("stopping the timers", "error", err)
-			}
-		}()
+		defer timers.stop(log)
 	}
 	e.testSignals.leading.Send(term.Epoch)
 
 	wake := make(chan struct{}, 1)
 	var wg sync.WaitGroup
+	if timers != nil && e.conf.Runtime != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.watchDefinitions(termCtx, term, log, timers)
+		}()
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -227,10 +270,15 @@ func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
 	if e.conf.Metrics == nil {
 		return
 	}
-	names := make([]string, len(e.conf.Jobs))
-	for i, jc := range e.conf.Jobs {
-		names[i] = jc.Name
+	names := make([]string, 0, len(e.conf.Jobs))
+	for _, jc := range e.conf.Jobs {
+		names = append(names, jc.Name)
 	}
+	e.runtimeMu.RLock()
+	for name := range e.runtime {
+		names = append(names, name)
+	}
+	e.runtimeMu.RUnlock()
 	histories, err := e.conf.DB.JobHistories(ctx, names)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -244,43 +292,31 @@ func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// startTimers creates this term's gocron scheduler: one cron job per enabled job, firing at
+// startTimers creates this term's gocron scheduler: one timer per enabled job, firing at
 // the job's own slots. A firing only names its slot; the claim decides whether it runs.
 // Slots that came due between the catch-up and the timers' start are ticked here, so the
 // hand-over leaves no slot without a row; each tick in its own goroutine, as gocron's are,
 // since a tick retries while the database does not answer.
-func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Logger, caughtUpTo map[string]time.Time) (gocron.Scheduler, error) {
+func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Logger, caughtUpTo map[string]time.Time) (*timers, error) {
 	s, err := gocron.NewScheduler(gocron.WithLocation(time.UTC), gocron.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	for _, en := range e.order {
-		sched := en.conf.Schedule
-		task := gocron.NewTask(func() {
-			e.tick(ctx, term, log, en, sched.Nearest(time.Now()), store.TriggerSchedule)
-		})
-		if _, err := s.NewJob(gocron.CronJob(sched.String(), true), task,
-			gocron.WithCronImplementation(sched), gocron.WithName(en.conf.Name)); err != nil {
+	t := &timers{e: e, s: s, ctx: ctx, term: term, log: log, ids: map[string]uuid.UUID{}}
+	enabled := e.enabledEntries()
+	for _, en := range enabled {
+		if err := t.add(en); err != nil {
 			_ = s.Shutdown()
-			return nil, fmt.Errorf("timer for job %s: %w", en.conf.Name, err)
+			return nil, err
 		}
 	}
 	s.Start()
-	now := time.Now()
-	for _, en := range e.order {
-		from, ok := caughtUpTo[en.conf.Name]
-		if !ok {
-			continue
-		}
-		for slot := en.conf.Schedule.Next(from); !slot.IsZero() && !slot.After(now); slot = en.conf.Schedule.Next(slot) {
-			e.runs.Add(1)
-			go func() {
-				defer e.runs.Done()
-				e.tick(ctx, term, log, en, slot, store.TriggerSchedule)
-			}()
+	for _, en := range enabled {
+		if from, ok := caughtUpTo[en.conf.Name]; ok {
+			t.tickDue(en, from)
 		}
 	}
-	return s, nil
+	return t, nil
 }
 
 // tick claims one slot and starts its run if the claim won (docs/design.md guarantee 10). A
@@ -292,13 +328,30 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
 	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
 	periodEnd := en.conf.Schedule.Next(slot)
+	if en.def != nil {
+		// The job's fixed jitter spreads the calls of jobs sharing a slot; the slot keeps
+		// its nominal time.
+		if off := en.def.Offset(); off > 0 {
+			backoff.Sleep(ctx, time.Until(slot.Add(off)))
+		}
+	}
+	// A queue-one job keeps one slot waiting for its active run; the slots after it are
+	// skipped as overlaps, as for every other job.
+	queueOne := en.queueOne() && en.waiting.CompareAndSwap(false, true)
+	if queueOne {
+		defer en.waiting.Store(false)
+	}
 	retry := backoff.New(retryMin, retryMax)
 	for {
-		err := e.claim(ctx, term, log, en, slot, trigger)
+		err := e.claim(ctx, term, log, en, slot, trigger, queueOne)
 		var early *earlyError
 		switch {
 		case err == nil:
 			return
+		case errors.Is(err, errBusy):
+			log.Info("the job is still running; the slot waits for it (overlap queue-one)")
+			e.awaitIdle(ctx, en.conf.Name)
+			continue
 		case errors.As(err, &early):
 			// This replica's clock runs ahead of the database's: the slot has not come yet.
 			log.Warn("the slot is still in the future by the database clock; claiming it when it comes",
@@ -321,8 +374,9 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	}
 }
 
-// claim makes one attempt at claiming slot and starts the run when it won.
-func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) error {
+// claim makes one attempt at claiming slot and starts the run when it won. With queueOne, a
+// slot that comes due while the job runs is left unrecorded and claim returns errBusy.
+func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string, queueOne bool) error {
 	e.claiming.RLock()
 	defer e.claiming.RUnlock()
 	var out store.ClaimOutcome
@@ -330,7 +384,7 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 		var err error
 		out, err = tx.ClaimSlot(ctx, store.Claim{
 			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
-			InstanceID: e.conf.InstanceID,
+			InstanceID: e.conf.InstanceID, QueueOne: queueOne, DefinitionVersion: en.versionRef(),
 		})
 		return err
 	})
@@ -339,6 +393,8 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 		return err
 	case out.Early > 0:
 		return &earlyError{by: out.Early}
+	case out.Busy:
+		return errBusy
 	case out.Taken:
 		log.Debug("slot already claimed")
 	case out.Skipped != "":
@@ -353,6 +409,9 @@ func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, 
 	}
 	return nil
 }
+
+// errBusy is a queue-one claim of a slot that came due while the job runs.
+var errBusy = errors.New("the job has an active run")
 
 // earlyError is a claim of a slot that has not come yet by the database's clock.
 type earlyError struct{ by time.Duration }

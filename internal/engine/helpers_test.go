@@ -166,6 +166,7 @@ type nodeOptions struct {
 	tracer         pgx.QueryTracer  // store.Options.Tracer: faults injected into the node's statements
 	log            *slog.Logger     // default: stderr, errors only unless TEST_LOG is set
 	metrics        *metrics.Metrics // default: none
+	runtime        *Runtime         // runtime jobs; nil: none run
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
@@ -196,7 +197,8 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	el, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
 	en, err := New(Config{DB: db.DB, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
-		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics})
+		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
+		Runtime: opts.runtime})
 	require.NoError(t, err)
 	en.testSignals.init()
 	n := &node{t: t, id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}

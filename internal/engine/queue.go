@@ -81,7 +81,7 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 			e.conf.Metrics.RunStarted(run.Job, run.Trigger, 0)
 			e.finish(ctx, term, e.runLog(term, run), run, jobs.Stats{},
 				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID),
-				nil, time.Now())
+				nil, time.Now(), &finishing{})
 			e.untrack(run.ID)
 		}
 	}
@@ -101,7 +101,7 @@ func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.R
 		return nil, false, err
 	}
 	e.runLog(term, run).Info("queued run picked")
-	en := e.jobs[run.Job]
+	en := e.entry(run.Job)
 	if en == nil {
 		e.track(run, func(error) {})
 		return run, true, nil

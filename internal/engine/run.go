@@ -84,12 +84,16 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	var delay time.Duration
 	if run.ScheduledAt != nil {
 		delay = run.StartedAt.Sub(*run.ScheduledAt)
+		if en.def != nil {
+			delay -= en.def.Offset() // a jittered job starts late on purpose
+		}
 	}
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
+	fin := finishing{version: en.versionRef()}
 	params, err := jobs.ParseParams(run.Params)
 	if err != nil {
-		e.finish(ctx, term, log, run, jobs.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started)
+		e.finish(ctx, term, log, run, jobs.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started, &fin)
 		return
 	}
 	env := &jobs.Env{
@@ -101,8 +105,15 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 		Log:      log,
 		Now:      *run.StartedAt,
 		Params:   params,
-		// Read-only: every run shares the map.
-		CatchUpWindows: e.catchUps,
+	}
+	if en.def == nil {
+		env.CatchUpWindows = e.catchUpWindows()
+	}
+	if en.def != nil {
+		if env.Call, err = e.call(runCtx, term, en, run, &fin); err != nil {
+			e.finish(ctx, term, log, run, jobs.Stats{}, err, nil, started, &fin)
+			return
+		}
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
 	stats, runErr := runJob(runCtx, en.job, env)
@@ -110,7 +121,71 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	if runCtx.Err() != nil {
 		cause = context.Cause(runCtx)
 	}
-	e.finish(ctx, term, log, run, stats, runErr, cause, started)
+	e.finish(ctx, term, log, run, stats, runErr, cause, started, &fin)
+	if en.def != nil && en.def.Def.PauseAfterFailures > 0 && (fin.status == store.StatusFailed || fin.status == store.StatusTimedOut) {
+		e.pauseIfFailing(ctx, term, log, en, run)
+	}
+}
+
+// finishing is what execute and finish share about a run's end: the definition version to
+// record, whether the job recorded its end itself (Call.Finish), and the final status.
+type finishing struct {
+	version *int64
+	inTx    bool
+	status  string
+}
+
+// call is what a runtime job's run gets besides a built-in job's Env.
+func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *store.Run, fin *finishing) (jobs.Call, error) {
+	key, slot, err := e.callKey(ctx, run)
+	if err != nil {
+		return jobs.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
+	}
+	c := jobs.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(en, run)}
+	c.RecordAttempt = func(ctx context.Context, a store.Attempt) error {
+		return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
+	}
+	c.Finish = func(ctx context.Context, fn func(pgx.Tx) (jobs.Stats, error)) (jobs.Stats, error) {
+		var stats jobs.Stats
+		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+			var err error
+			if stats, err = fn(tx); err != nil {
+				return err
+			}
+			return tx.FinishRun(ctx, run.ID, store.StatusSucceeded, statsJSON(stats), nil, fin.version)
+		})
+		fin.inTx = err == nil
+		return stats, err
+	}
+	return c, nil
+}
+
+// pauseIfFailing pauses a runtime job whose last pause_after_failures runs all failed, and
+// records why in the audit log, in one fenced transaction.
+func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, run *store.Run) {
+	n := en.def.Def.PauseAfterFailures
+	var paused bool
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		failing, err := tx.ConsecutiveFailures(ctx, en.conf.Name, n)
+		if err != nil || !failing {
+			return err
+		}
+		if err := tx.SetPaused(ctx, en.conf.Name, true); err != nil {
+			return err
+		}
+		job, runID := en.conf.Name, run.ID
+		reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
+		paused = true
+		return tx.RecordAction(ctx, store.Action{Action: store.ActionAutoPause, Job: &job, RunID: &runID,
+			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: e.conf.InstanceID})
+	})
+	switch {
+	case err != nil:
+		log.Warn("checking whether to pause the failing job failed; the next failed run checks again", "error", err)
+	case paused:
+		e.conf.Metrics.SetJobPaused(en.conf.Name, true)
+		log.Warn("job paused after failed runs in a row", "pause_after_failures", n)
+	}
 }
 
 // runLog is the logger of every line about one run, the job's own lines included: one
@@ -137,12 +212,13 @@ func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats,
 // marks it abandoned and recovers it. Every run that was started (RunStarted) passes here
 // exactly once.
 func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	stats jobs.Stats, runErr, cause error, started time.Time) {
+	stats jobs.Stats, runErr, cause error, started time.Time, fin *finishing) {
 	elapsed := time.Since(started)
 	status := store.StatusSucceeded
 	// The running gauge falls whatever happens; an interrupted run is counted as such here
 	// and as abandoned by the leader that finds it.
 	defer func() {
+		fin.status = status
 		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed)
 		// Signalled after the metrics, so a test awaiting the signal sees them.
 		if status == statusInterrupted {
@@ -151,7 +227,10 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 			e.testSignals.finished.Send(run.ID)
 		}
 	}()
-	if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
+	if fin.inTx {
+		// The job recorded its success with its own writes (Call.Finish): nothing to add.
+		runErr, cause = nil, nil
+	} else if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
 		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)
@@ -184,7 +263,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
 		defer cancel()
 	}
-	if !e.recordFinish(ctx, term, log, run, status, statsJSON, errText) {
+	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON, errText, fin.version) {
 		status = statusInterrupted
 		return
 	}
@@ -202,11 +281,11 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 // run running, which would block every later slot of its job as an overlap until the next
 // election. It reports false when the term ended first.
 func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	status string, stats json.RawMessage, errText *string) bool {
+	status string, stats json.RawMessage, errText *string, version *int64) bool {
 	retry := backoff.New(retryMin, retryMax)
 	for {
 		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			return tx.FinishRun(ctx, run.ID, status, stats, errText)
+			return tx.FinishRun(ctx, run.ID, status, stats, errText, version)
 		})
 		switch {
 		case err == nil:
@@ -235,6 +314,12 @@ func (e *Engine) track(run *store.Run, cancel context.CancelCauseFunc) {
 func (e *Engine) untrack(id int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if r, ok := e.running[id]; ok {
+		if ch := e.idle[r.job]; ch != nil {
+			close(ch) // a queue-one slot waiting for the job claims now
+			delete(e.idle, r.job)
+		}
+	}
 	delete(e.running, id)
 }
 

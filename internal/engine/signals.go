@@ -9,6 +9,8 @@ type testSignals struct {
 	finished    testsignal.Signal[int64] // a run's end was recorded
 	interrupted testsignal.Signal[int64] // a run was left for the next leader
 	rescued     testsignal.Signal[int]   // a rescuer pass ended, with how many runs it abandoned
+	// definitionLoaded: a runtime job's definition took effect ("name@version")
+	definitionLoaded testsignal.Signal[string]
 }
 
 func (s *testSignals) init() {
@@ -16,4 +18,5 @@ func (s *testSignals) init() {
 	s.finished.Init()
 	s.interrupted.Init()
 	s.rescued.Init()
+	s.definitionLoaded.Init()
 }

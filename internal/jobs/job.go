@@ -57,6 +57,25 @@ type Env struct {
 	// CatchUpWindows are every configured job's catch-up windows: data-retention keeps the
 	// job_runs rows catch-up decides from.
 	CatchUpWindows map[string]time.Duration
+	// Call is what a runtime job's run needs besides; zero for a built-in job.
+	Call Call
+}
+
+// Call is what the engine gives a runtime job's run (internal/engine/runtime.go).
+type Call struct {
+	// IdempotencyKey names the slot (or the manual run) the run does: the same for every
+	// attempt, and for the recovery run after a failover.
+	IdempotencyKey string
+	// ScheduledAt is the slot's time; zero for a manual run.
+	ScheduledAt time.Time
+	// Deadline is when the next slot is due: the retries of a slot end before it. Zero for a
+	// manual run, which only its timeout bounds.
+	Deadline time.Time
+	// RecordAttempt records one attempt of an outbound call with the run.
+	RecordAttempt func(ctx context.Context, a store.Attempt) error
+	// Finish runs fn in the fenced transaction that records the run succeeded, with the
+	// stats fn returns: fn's writes commit if and only if the run's success does.
+	Finish func(ctx context.Context, fn func(pgx.Tx) (Stats, error)) (Stats, error)
 }
 
 // Params are what a manual trigger may pass to a job.

@@ -70,6 +70,11 @@ type Metrics struct {
 
 	httpRequestsTotal   *prometheus.CounterVec
 	httpRequestDuration *prometheus.HistogramVec
+
+	// Runtime HTTP jobs' outbound calls, by target host (bounded by the jobs defined) and
+	// status class.
+	targetCallsTotal   *prometheus.CounterVec
+	targetCallDuration *prometheus.HistogramVec
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -167,6 +172,15 @@ func New() *Metrics {
 			Namespace: namespace, Name: "http_requests_total",
 			Help: "HTTP requests answered, by route pattern, method and status code.",
 		}, []string{"route", "method", "code"}),
+		targetCallsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "target_calls_total",
+			Help: "Attempts of runtime HTTP jobs' calls, by target host and status class (error: no answer).",
+		}, []string{"host", "class"}),
+		targetCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "target_call_duration_seconds",
+			Help:    "Duration of runtime HTTP jobs' call attempts, by status class.",
+			Buckets: httpDurationBuckets,
+		}, []string{"class"}),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
 			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
@@ -183,8 +197,31 @@ func New() *Metrics {
 		m.entitiesTotal, m.lockWaitSeconds,
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
+		m.targetCallsTotal, m.targetCallDuration,
 	)
 	return m
+}
+
+// TargetCall counts one attempt of a runtime HTTP job's call: its target host, its status
+// class ("2xx" ... "5xx", or "error" when no answer came) and its duration.
+func (m *Metrics) TargetCall(host, class string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.targetCallsTotal.WithLabelValues(host, class).Inc()
+	m.targetCallDuration.WithLabelValues(class).Observe(d.Seconds())
+}
+
+// ExportCallsWaiting exposes scheduler_target_calls_waiting: how many calls wait for a
+// concurrency slot (SCHEDULER_HTTP_CONCURRENCY, SCHEDULER_HTTP_HOST_CONCURRENCY) now.
+func (m *Metrics) ExportCallsWaiting(waiting func() int64) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "target_calls_waiting",
+		Help: "Runtime HTTP jobs' calls waiting for a concurrency slot.",
+	}, func() float64 { return float64(waiting()) }))
 }
 
 // Handler serves the registry in the Prometheus exposition format (GET /metrics).

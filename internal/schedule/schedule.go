@@ -33,12 +33,14 @@ var prevWindows = []time.Duration{
 }
 
 const validForms = `a 5-field cron expression such as "0 2 * * *", a 6-field one with seconds first such as "*/10 * * * * *", ` +
-	`"@every 30s", or @hourly/@daily/@weekly/@monthly/@yearly, optionally prefixed by "CRON_TZ=Europe/Berlin "`
+	`"@every 30s", @hourly/@daily/@weekly/@monthly/@yearly, optionally prefixed by "CRON_TZ=Europe/Berlin ", ` +
+	`or a one-time "@at 2026-12-01T09:00:00Z"`
 
 // Schedule is a parsed job schedule. It is immutable and safe for concurrent use.
 type Schedule struct {
 	spec  string
 	every time.Duration  // > 0 for "@every": slots at whole multiples since the Unix epoch
+	at    time.Time      // non-zero for "@at": the one slot
 	cron  cron.Schedule  // otherwise
 	loc   *time.Location // the cron time zone
 }
@@ -52,7 +54,9 @@ var (
 // (seconds first), "@every <Go duration>" or a cron descriptor (@hourly,
 // @daily, @weekly, @monthly, @yearly), with an optional "CRON_TZ=<IANA zone> "
 // prefix (UTC by default). It refuses a schedule with no slot in the next
-// five years, such as "0 0 30 2 *".
+// five years, such as "0 0 30 2 *". "@at <RFC 3339 time>" has one slot, that
+// instant (whole seconds); it parses even once it has passed, so a one-time job
+// that ran stays valid.
 //
 // Cron slots follow robfig/cron in the schedule's zone: a wall-clock time
 // skipped when clocks go forward has no slot that day; a wall-clock time
@@ -76,6 +80,14 @@ func Parse(spec string) (*Schedule, error) {
 		s.loc = loc
 	}
 
+	if at, ok := strings.CutPrefix(rest, "@at"); ok {
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(at))
+		if err != nil || t.Nanosecond() != 0 {
+			return fail(`@at needs an RFC 3339 time in whole seconds with its offset (e.g. "@at 2026-12-01T09:00:00Z")`)
+		}
+		s.at = t.UTC()
+		return s, nil
+	}
 	if d, ok := strings.CutPrefix(rest, "@every"); ok {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil || every < time.Second || every%time.Second != 0 {
@@ -115,6 +127,12 @@ func (s *Schedule) String() string { return s.spec }
 // Next returns the first slot strictly after t, or the zero time if there is
 // none within five years.
 func (s *Schedule) Next(t time.Time) time.Time {
+	if s.Once() {
+		if t.Before(s.at) {
+			return s.at
+		}
+		return time.Time{}
+	}
 	if s.every > 0 {
 		d := int64(s.every / time.Second)
 		return time.Unix((floorDiv(t.Unix(), d)+1)*d, 0).UTC()
@@ -154,6 +172,12 @@ func (s *Schedule) repeatsWallClock(n time.Time) bool {
 // none within five years.
 func (s *Schedule) Prev(t time.Time) time.Time {
 	t = t.Truncate(time.Second) // slots are whole seconds, so slot <= t iff slot <= this
+	if s.Once() {
+		if !s.at.After(t) {
+			return s.at
+		}
+		return time.Time{}
+	}
 	if s.every > 0 {
 		d := int64(s.every / time.Second)
 		return time.Unix(floorDiv(t.Unix(), d)*d, 0).UTC()
@@ -199,6 +223,9 @@ func (s *Schedule) Nearest(t time.Time) time.Time {
 // current period, used as its default catch-up window. When there is no
 // earlier slot within the horizon it falls back to the gap after Prev(t).
 func (s *Schedule) Period(t time.Time) time.Duration {
+	if s.Once() {
+		return 0 // a single slot has no period
+	}
 	if s.every > 0 {
 		return s.every
 	}
@@ -217,6 +244,9 @@ func (s *Schedule) Period(t time.Time) time.Duration {
 	}
 	return 0
 }
+
+// Once reports whether the schedule is a one-time "@at" with a single slot.
+func (s *Schedule) Once() bool { return !s.at.IsZero() }
 
 // IsValid lets *Schedule serve as gocron v2's Cron (which also needs Next,
 // whose signature already matches), so gocron fires exactly at our slots:

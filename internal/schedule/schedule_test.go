@@ -203,3 +203,27 @@ func TestParseRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A one-time schedule has exactly its one slot, in both directions, and still parses once
+// that slot has passed (the job that ran stays listed).
+func TestAtHasOneSlot(t *testing.T) {
+	s, err := schedule.Parse("@at 2026-12-01T10:00:00+01:00")
+	require.NoError(t, err)
+	slot := utc("2026-12-01T09:00:00Z")
+	assert.True(t, s.Once())
+	assert.Equal(t, slot, s.Next(slot.Add(-time.Hour)))
+	assert.True(t, s.Next(slot).IsZero(), "nothing after the one slot")
+	assert.Equal(t, slot, s.Prev(slot.Add(time.Hour)))
+	assert.True(t, s.Prev(slot.Add(-time.Second)).IsZero(), "nothing before it")
+	assert.Equal(t, time.Duration(0), s.Period(slot))
+	assert.Equal(t, "once, at 2026-12-01 09:00:00 UTC", s.Text())
+
+	past, err := schedule.Parse("@at 2001-01-01T00:00:00Z")
+	require.NoError(t, err, "a passed one-time slot still parses")
+	assert.True(t, past.Next(time.Now()).IsZero())
+
+	for _, bad := range []string{"@at tomorrow", "@at 2026-12-01T09:00:00", "@at 2026-12-01T09:00:00.5Z"} {
+		_, err := schedule.Parse(bad)
+		assert.Error(t, err, bad)
+	}
+}

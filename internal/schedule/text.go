@@ -29,6 +29,9 @@ func (s *Schedule) Text() string {
 		_, rest, _ = strings.Cut(rest, " ")
 		rest = strings.TrimSpace(rest)
 	}
+	if s.Once() {
+		return "once, at " + s.at.Format("2006-01-02 15:04:05") + " UTC"
+	}
 	if s.every > 0 {
 		return "every " + durationWords(s.every)
 	}

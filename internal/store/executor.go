@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,17 @@ type Executor interface {
 	JobStates(ctx context.Context, jobs []string) (now time.Time, paused map[string]bool, last map[string]*Run, err error)
 	JobHistories(ctx context.Context, jobs []string) ([]JobHistory, error)
 	SetPaused(ctx context.Context, job string, paused bool) error
+
+	// job_definitions (definitions.go) and run_attempts (attempts.go)
+	CreateDefinition(ctx context.Context, name, kind string, def json.RawMessage, maxJobs int) (StoredDefinition, error)
+	ReplaceDefinition(ctx context.Context, name, kind string, def json.RawMessage, ifVersion int64) (before, after StoredDefinition, err error)
+	DeleteDefinition(ctx context.Context, name string, ifVersion int64) (StoredDefinition, error)
+	Definition(ctx context.Context, name string) (StoredDefinition, error)
+	Definitions(ctx context.Context) ([]StoredDefinition, error)
+	DefinitionVersions(ctx context.Context) (map[string]int64, error)
+	Attempts(ctx context.Context, runID int64) ([]Attempt, error)
+	CallKeySource(ctx context.Context, runID int64) (CallKeySource, error)
+	ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error)
 
 	// scheduler_leader (leader.go)
 	Leader(ctx context.Context) (LeaderRow, error)

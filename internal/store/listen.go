@@ -40,12 +40,21 @@ func (db *DB) Listen(ctx context.Context, channel string) (*Listener, error) {
 // Wait blocks until the next notification and returns its payload as a run id (0 when the
 // payload is not one). An error means the session is gone: close it and listen again.
 func (l *Listener) Wait(ctx context.Context) (int64, error) {
-	n, err := l.conn.WaitForNotification(ctx)
+	payload, err := l.WaitPayload(ctx)
 	if err != nil {
 		return 0, err
 	}
-	id, _ := strconv.ParseInt(n.Payload, 10, 64)
+	id, _ := strconv.ParseInt(payload, 10, 64)
 	return id, nil
+}
+
+// WaitPayload blocks until the next notification and returns its payload as sent.
+func (l *Listener) WaitPayload(ctx context.Context) (string, error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return "", err
+	}
+	return n.Payload, nil
 }
 
 // Close ends the session.

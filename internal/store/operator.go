@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -22,6 +23,9 @@ type Action struct {
 	Reason     *string
 	RequestID  string
 	RemoteAddr string
+	// Detail is a definition change's before and after ({"before": ..., "after": ...}), or
+	// nil.
+	Detail json.RawMessage
 }
 
 // Operator action names.
@@ -33,15 +37,21 @@ const (
 	ActionStepDown = "step-down"
 	// ActionRefused is a request refused for its credentials or origin (401, 403).
 	ActionRefused = "refused"
+	// Runtime job definitions: created, replaced, deleted; and a job the engine paused after
+	// its failed runs in a row.
+	ActionCreate    = "create"
+	ActionUpdate    = "update"
+	ActionDelete    = "delete"
+	ActionAutoPause = "auto-pause"
 )
 
 const insertActionSQL = `
-INSERT INTO operator_actions (action, job, run_id, token_kind, reason, request_id, remote_addr)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`
+INSERT INTO operator_actions (action, job, run_id, token_kind, reason, request_id, remote_addr, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // RecordAction appends a to the audit log.
 func (q queries) RecordAction(ctx context.Context, a Action) error {
-	_, err := q.q.Exec(ctx, insertActionSQL, a.Action, a.Job, a.RunID, a.TokenKind, a.Reason, a.RequestID, a.RemoteAddr)
+	_, err := q.q.Exec(ctx, insertActionSQL, a.Action, a.Job, a.RunID, a.TokenKind, a.Reason, a.RequestID, a.RemoteAddr, a.Detail)
 	if err != nil {
 		return fmt.Errorf("record the %s action in operator_actions: %w", a.Action, err)
 	}
@@ -51,7 +61,7 @@ func (q queries) RecordAction(ctx context.Context, a Action) error {
 // listActionsSQL is one keyset page, newest first: a backward range scan of the primary key
 // from the cursor, however long the log is.
 const listActionsSQL = `
-SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr
+SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr, detail
 FROM operator_actions
 WHERE id < $1
 ORDER BY id DESC
@@ -68,7 +78,7 @@ func (q queries) Actions(ctx context.Context, beforeID int64, limit int) ([]Acti
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Action, error) {
 		var a Action
-		err := row.Scan(&a.ID, &a.At, &a.Action, &a.Job, &a.RunID, &a.TokenKind, &a.Reason, &a.RequestID, &a.RemoteAddr)
+		err := row.Scan(&a.ID, &a.At, &a.Action, &a.Job, &a.RunID, &a.TokenKind, &a.Reason, &a.RequestID, &a.RemoteAddr, &a.Detail)
 		return a, err
 	})
 	if err != nil {

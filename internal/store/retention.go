@@ -37,7 +37,10 @@ WHERE r.status NOT IN ('queued', 'running')
         AND EXISTS (SELECT 1 FROM job_runs n WHERE n.job = r.job AND n.scheduled_at > r.scheduled_at)))
 ORDER BY r.id LIMIT @limit
 FOR UPDATE OF r SKIP LOCKED`
-	deleteJobRunsSQL = `DELETE FROM job_runs WHERE id = ANY(@ids)`
+	// A run's HTTP attempts go with it.
+	deleteJobRunsSQL = `
+WITH gone AS (DELETE FROM job_runs WHERE id = ANY(@ids) RETURNING id)
+DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM gone)`
 
 	expiredMessageDeliveriesSQL = `
 SELECT id FROM message_deliveries

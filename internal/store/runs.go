@@ -51,6 +51,9 @@ type Run struct {
 	Params          json.RawMessage
 	RecoversRunID   *int64
 	CancelRequested bool
+	// DefinitionVersion is the runtime job definition's version the run ran (nil for a
+	// built-in job, and for a runtime job's run not started yet).
+	DefinitionVersion *int64
 }
 
 // DurationMS is finished_at - started_at in milliseconds, nil while unfinished.
@@ -69,14 +72,14 @@ func (r *Run) Finished() bool {
 
 // runColumns lists job_runs' columns in the order scanRun expects.
 const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
-	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested`
+	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version`
 
 // scanRun scans one row selected with runColumns.
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-		&r.RecoversRunID, &r.CancelRequested)
+		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,12 @@ type Claim struct {
 	Trigger     string    // TriggerSchedule or TriggerCatchUp
 	MinGap      time.Duration
 	InstanceID  string
+	// QueueOne leaves a slot that comes due while the job runs unrecorded (Busy) instead of
+	// skipped, for a caller that waits for the run and claims it again (overlap queue-one).
+	QueueOne bool
+	// DefinitionVersion is the runtime job definition's version the run follows (nil for a
+	// built-in job).
+	DefinitionVersion *int64
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
@@ -40,6 +46,8 @@ type ClaimOutcome struct {
 	// Early, when above 0, is how far the slot still lies in the future by the database's
 	// clock: nothing was recorded, and the caller claims again once it has come.
 	Early time.Duration
+	// Busy, for a QueueOne claim, says the job has an active run: nothing was recorded.
+	Busy bool
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md
@@ -61,8 +69,8 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	// ON CONFLICT without a target covers both unique indexes: an existing slot row and
 	// another active run of the job (inserted since the check above) both leave no row.
 	const insert = `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
-		VALUES ($1, $2, 'running', $3, now(), $4, $5)
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
+		VALUES ($1, $2, 'running', $3, now(), $4, $5, $6)
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
@@ -97,6 +105,9 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	if err := tx.QueryRow(ctx, active, c.Job).Scan(&isActive); err != nil {
 		return ClaimOutcome{}, fmt.Errorf("check active runs: %w", err)
 	}
+	if isActive && c.QueueOne {
+		return ClaimOutcome{Busy: true}, nil
+	}
 	if isActive {
 		return skip(ReasonOverlap)
 	}
@@ -108,13 +119,16 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 			return skip(ReasonMinGap)
 		}
 	}
-	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch))
+	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, c.DefinitionVersion))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
 		}
 		if exists {
 			return ClaimOutcome{Taken: true}, nil
+		}
+		if c.QueueOne {
+			return ClaimOutcome{Busy: true}, nil
 		}
 		return skip(ReasonOverlap)
 	}
@@ -188,16 +202,18 @@ func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, i
 // FinishRun records a run's end. Called inside the run's fenced transaction, so a deposed
 // leader cannot overwrite what the next leader decided about the run; only a running run
 // is finished. The finish is announced on RunFinishedChannel, delivered at commit, so the
-// API's ?wait answers at once.
-func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json.RawMessage, errText *string) error {
+// API's ?wait answers at once. version, when set, records the runtime definition the run
+// ran (a manual run learns it only when the leader starts it).
+func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json.RawMessage, errText *string, version *int64) error {
 	const update = `
 		WITH finished AS (
-			UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4
+			UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4,
+			                    definition_version = coalesce($5, definition_version)
 			WHERE id = $1 AND status = 'running'
 			RETURNING id
 		)
 		SELECT pg_notify('` + RunFinishedChannel + `', id::text) FROM finished`
-	tag, err := tx.Exec(ctx, update, id, status, stats, errText)
+	tag, err := tx.Exec(ctx, update, id, status, stats, errText, version)
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}

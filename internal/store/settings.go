@@ -118,3 +118,21 @@ func (q queries) SetPaused(ctx context.Context, job string, paused bool) error {
 	}
 	return nil
 }
+
+// ConsecutiveFailures reports whether job's last n finished runs since it was last resumed
+// all failed or timed out (skipped and missed slots are not runs), while it is not paused
+// already: a resumed job gets n more tries. One backward probe of job_runs_job_id_idx.
+func (q queries) ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error) {
+	const last = `
+		SELECT count(*) = $2 AND bool_and(status IN ('failed', 'timed_out'))
+		       AND NOT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)
+		FROM (SELECT status FROM job_runs
+		      WHERE job = $1 AND status IN ('succeeded', 'failed', 'timed_out', 'cancelled', 'abandoned')
+		        AND created_at > coalesce((SELECT updated_at FROM job_settings WHERE job = $1), '-infinity')
+		      ORDER BY id DESC LIMIT $2) AS r`
+	var failing *bool
+	if err := q.q.QueryRow(ctx, last, job, n).Scan(&failing); err != nil {
+		return false, fmt.Errorf("read the last runs of %s: %w", job, err)
+	}
+	return failing != nil && *failing, nil
+}

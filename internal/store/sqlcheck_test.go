@@ -26,8 +26,9 @@ import (
 // statements and the demo data's.
 var sqlPackages = []string{"internal/store", "internal/jobs", "internal/seed"}
 
-// sqlStart tells a string that is a statement from one that is not.
-var sqlStart = regexp.MustCompile(`(?is)^\s*(--[^\n]*\n\s*)*(SELECT|INSERT|UPDATE|DELETE|WITH)\b`)
+// sqlStart tells a string that is a statement from one that is not (such as the audit
+// log's action names "update" and "delete": a statement has more than its first word).
+var sqlStart = regexp.MustCompile(`(?is)^\s*(--[^\n]*\n\s*)*(SELECT|INSERT|UPDATE|DELETE|WITH)\s+\S`)
 
 // statement is one SQL statement found in the source, and where.
 type statement struct {

@@ -27,6 +27,8 @@ type Options struct {
 	Extra []jobs.Job
 	// Paused names jobs paused before the replica starts (so no catch-up run makes noise).
 	Paused []string
+	// Runtime configures runtime jobs (allowed addresses, secrets, the SQL role).
+	Runtime config.Runtime
 }
 
 // Server is a running replica.
@@ -64,7 +66,7 @@ func Start(t testing.TB, o Options) *Server {
 	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Registry: registry, Jobs: conf,
 		APIToken: o.Token, ReadToken: o.ReadToken, LeaseTimeout: 2 * time.Second,
 		InstanceHeartbeat: 500 * time.Millisecond, PollInterval: 200 * time.Millisecond,
-		Version: "test", HTTPAddr: "127.0.0.1"})
+		Version: "test", HTTPAddr: "127.0.0.1", Runtime: o.Runtime})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,509 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Runtime jobs: POST /v1/jobs, PUT and DELETE /v1/jobs/{name}. A definition is checked in
+// full before anything is stored (every wrong field in one 422), and stored with its audit
+// row in one transaction, so no change commits unaudited. A job's version is its ETag on
+// the answers of POST and PUT, and what If-Match names.
+
+// targetRunes caps a view's one-line target.
+const targetRunes = 80
+
+// ifMatch is a request's If-Match condition.
+type ifMatch struct {
+	given bool
+	// version is the version the job must be at; 0 with given is "*" (any version: the
+	// job must exist); noVersion is an entity tag that names no version.
+	version int64
+}
+
+// noVersion can match no version (versions start at 1): the store answers it
+// ErrVersionMismatch.
+const noVersion = -1
+
+// parseIfMatch reads If-Match: the job's version as an entity tag ("3"), also taken bare (3)
+// or weak (W/"3") since clients copy it from X-Job-Version or the view's version; or "*".
+// Another entity tag (such as the weak content ETag of a GET) matches no version, so the
+// request fails its precondition (412); a value that is not an entity tag is a 400.
+func parseIfMatch(w http.ResponseWriter, r *http.Request) (ifMatch, bool) {
+	values := r.Header.Values("If-Match")
+	if len(values) == 0 {
+		return ifMatch{}, true
+	}
+	v := strings.TrimSpace(strings.Join(values, ","))
+	if v == "*" {
+		return ifMatch{given: true}, true
+	}
+	tag, weak := strings.CutPrefix(v, "W/")
+	quoted := len(tag) >= 2 && tag[0] == '"' && tag[len(tag)-1] == '"' && !strings.Contains(tag[1:len(tag)-1], `"`)
+	if quoted {
+		tag = tag[1 : len(tag)-1]
+	}
+	n, err := strconv.ParseInt(tag, 10, 64)
+	switch {
+	case (quoted || !weak) && err == nil && n > 0:
+		return ifMatch{given: true, version: n}, true
+	case quoted:
+		return ifMatch{given: true, version: noVersion}, true
+	}
+	fieldProblem(w, r, probInvalidRequest, "If-Match", fmt.Sprintf(
+		`If-Match must name one version of the job, such as "3" (its ETag, X-Job-Version or version); got %q`, v))
+	return ifMatch{}, false
+}
+
+// parseDryRun reads ?dry_run.
+func parseDryRun(w http.ResponseWriter, r *http.Request, q url.Values) (bool, bool) {
+	v := q.Get("dry_run")
+	if v == "" {
+		return false, true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		fieldProblem(w, r, probInvalidRequest, "dry_run", fmt.Sprintf("dry_run must be true or false; got %q", v))
+		return false, false
+	}
+	return b, true
+}
+
+// readDefinition reads the body of POST and PUT: one job definition, strictly (an unknown
+// or misspelt member is a 400, not a setting silently left at its default).
+func readDefinition(w http.ResponseWriter, r *http.Request) (definition.Definition, bool) {
+	var d definition.Definition
+	body, ok := readBody(w, r)
+	if !ok {
+		return d, false
+	}
+	if body == nil {
+		writeProblem(w, r, http.StatusBadRequest, probInvalidJSON,
+			"the body must be a job definition in JSON; see JobDefinition in /openapi.yaml",
+			FieldError{Field: "(body)", Detail: "required"})
+		return d, false
+	}
+	return d, decodeStrict(w, r, body, &d)
+}
+
+// checkDefinition checks d against this scheduler (its built-in names, secrets, outbound
+// guard and SQL role) and answers 422 listing every wrong field, fields first.
+func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...FieldError) (*definition.Job, bool) {
+	env := s.cfg.Runtime
+	if env.Now.IsZero() {
+		env.Now = time.Now()
+	}
+	j, errs := definition.Check(d, env)
+	for _, e := range errs {
+		fields = append(fields, FieldError{Field: e.Field, Detail: e.Message})
+	}
+	fields = append(fields, nulFields(&d)...)
+	if len(fields) == 0 {
+		return j, true
+	}
+	problems := "problems"
+	if len(fields) == 1 {
+		problems = "problem"
+	}
+	writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidDefinition,
+		fmt.Sprintf("the job definition has %d %s; see errors", len(fields), problems), fields...)
+	return nil, false
+}
+
+// nulFields reports the free-text fields that hold a NUL character, which a jsonb column
+// cannot store (the check leaves them free): refused here, they are a 422 rather than a
+// failed insert.
+func nulFields(d *definition.Definition) []FieldError {
+	texts := map[string]string{"description": d.Description}
+	if d.HTTP != nil {
+		texts["http.url"], texts["http.body"] = d.HTTP.URL, d.HTTP.Body
+	}
+	var fields []FieldError
+	for _, field := range []string{"description", "http.url", "http.body"} {
+		if strings.ContainsRune(texts[field], 0) {
+			fields = append(fields, FieldError{Field: field, Detail: `holds a NUL character (\u0000), which cannot be stored; remove it`})
+		}
+	}
+	return fields
+}
+
+// refuseBuiltin answers 409 when name is a built-in job's, which PUT and DELETE leave alone.
+func (s *Server) refuseBuiltin(w http.ResponseWriter, r *http.Request, name string) bool {
+	if _, ok := s.jobs[name]; !ok {
+		return false
+	}
+	writeProblem(w, r, http.StatusConflict, probBuiltinJob, fmt.Sprintf(
+		"%s is a built-in job: built-in jobs keep their compiled definition; tune them with SCHEDULER_JOB_%s_* variables",
+		name, strings.ToUpper(strings.ReplaceAll(name, "-", "_"))))
+	return true
+}
+
+// createJob defines a new runtime job (201), or answers 409 when the name is taken.
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
+	dryRun, ok := parseDryRun(w, r, q)
+	if !ok {
+		return
+	}
+	d, ok := readDefinition(w, r)
+	if !ok {
+		return
+	}
+	j, ok := s.checkDefinition(w, r, d)
+	if !ok {
+		return
+	}
+	name := j.Def.Name
+	def, _ := json.Marshal(j.Def)
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+
+	if dryRun {
+		// What the create would answer, short of the SCHEDULER_MAX_JOBS count.
+		_, err := s.cfg.DB.Definition(ctx, name)
+		switch {
+		case err == nil:
+			err = store.ErrDefinitionExists
+		case errors.Is(err, store.ErrDefinitionNotFound):
+			s.writePreview(w, r, j, def, 1)
+			return
+		}
+		s.definitionProblem(w, r, name, err)
+		return
+	}
+
+	var view Job
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		sd, err := ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs)
+		if err != nil {
+			return err
+		}
+		view, err = s.recordChange(ctx, ex, r, store.ActionCreate, nil, &sd)
+		return err
+	})
+	if err != nil {
+		s.definitionProblem(w, r, name, err)
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+	writeDefinitionAnswer(w, http.StatusCreated, view)
+}
+
+// putJob creates the {name} job (201) or replaces its definition (200). With If-Match the
+// job must exist at that version (412 otherwise). A definition equal to the stored one
+// keeps its version and writes no audit row.
+func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if s.refuseBuiltin(w, r, name) {
+		return
+	}
+	cond, ok := parseIfMatch(w, r)
+	if !ok {
+		return
+	}
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
+	dryRun, ok := parseDryRun(w, r, q)
+	if !ok {
+		return
+	}
+	d, ok := readDefinition(w, r)
+	if !ok {
+		return
+	}
+	var fields []FieldError
+	if d.Name != "" && d.Name != name {
+		fields = append(fields, FieldError{Field: "name", Detail: fmt.Sprintf(
+			"the body names job %q and the URL %q; leave name out or make them the same", d.Name, name)})
+	}
+	d.Name = name
+	j, ok := s.checkDefinition(w, r, d, fields...)
+	if !ok {
+		return
+	}
+	def, _ := json.Marshal(j.Def)
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+
+	if dryRun {
+		s.previewPut(ctx, w, r, j, def, cond)
+		return
+	}
+
+	// A create that loses a race with another request creating the same name is retried
+	// once, as the replacement it has become.
+	for attempt := 0; ; attempt++ {
+		var view Job
+		var current store.StoredDefinition
+		created, changed := false, false
+		err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+			created, changed = false, false
+			before, after, err := ex.ReplaceDefinition(ctx, name, j.Def.Kind(), def, cond.version)
+			current = before
+			switch {
+			case errors.Is(err, store.ErrDefinitionNotFound) && !cond.given:
+				created = true
+				if after, err = ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs); err != nil {
+					return err
+				}
+				view, err = s.recordChange(ctx, ex, r, store.ActionCreate, nil, &after)
+				return err
+			case err != nil:
+				return err
+			case before.Version == after.Version:
+				views, err := s.views(ctx, ex, runtimeJob(after)) // unchanged: nothing to audit
+				if err == nil {
+					view = views[0]
+				}
+				return err
+			}
+			changed = true
+			view, err = s.recordChange(ctx, ex, r, store.ActionUpdate, &before, &after)
+			return err
+		})
+		switch {
+		case errors.Is(err, store.ErrDefinitionExists) && attempt == 0:
+			continue
+		case errors.Is(err, store.ErrDefinitionNotFound):
+			writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+				"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
+				FieldError{Field: "If-Match", Detail: "the job does not exist"})
+			return
+		case errors.Is(err, store.ErrVersionMismatch):
+			versionMismatch(w, r, name, current.Version)
+			return
+		case err != nil:
+			s.definitionProblem(w, r, name, err)
+			return
+		}
+		status := http.StatusOK
+		switch {
+		case created:
+			status = http.StatusCreated
+			s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+		case changed:
+			s.cfg.Log.InfoContext(ctx, "runtime job replaced", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+		}
+		writeDefinitionAnswer(w, status, view)
+		return
+	}
+}
+
+// previewPut answers what PUT would: its conditions checked, the view with the version the
+// job would have. Nothing is written.
+func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, cond ifMatch) {
+	name := j.Def.Name
+	sd, err := s.cfg.DB.Definition(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrDefinitionNotFound) && cond.given:
+		writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+			"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
+			FieldError{Field: "If-Match", Detail: "the job does not exist"})
+	case errors.Is(err, store.ErrDefinitionNotFound):
+		s.writePreview(w, r, j, def, 1)
+	case err != nil:
+		s.databaseProblem(w, r, err)
+	case cond.version != 0 && cond.version != sd.Version:
+		versionMismatch(w, r, name, sd.Version)
+	case sameDefinition(sd.Definition, def):
+		s.writePreview(w, r, j, def, sd.Version)
+	default:
+		s.writePreview(w, r, j, def, sd.Version+1)
+	}
+}
+
+// sameDefinition reports whether a stored definition is def: the store keeps the version of
+// a replacement equal to it.
+func sameDefinition(stored json.RawMessage, def []byte) bool {
+	d, err := definition.Decode(stored)
+	if err != nil {
+		return false
+	}
+	b, _ := json.Marshal(d)
+	return bytes.Equal(b, def)
+}
+
+// writePreview answers a dry run: the view the job would have at version, with its next
+// slots; no ETag, since nothing was stored.
+func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, version int64) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	ref := jobRef{conf: j.Config(), def: &j.Def,
+		stored: &store.StoredDefinition{Name: j.Def.Name, Version: version, Kind: j.Def.Kind(), Definition: def}}
+	views, err := s.views(ctx, s.cfg.DB, ref)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, views[0])
+}
+
+// deleteJob deletes a runtime job (204). Its runs and its audit rows stay.
+func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if s.refuseBuiltin(w, r, name) {
+		return
+	}
+	cond, ok := parseIfMatch(w, r)
+	if !ok {
+		return
+	}
+	if !runtimeNameRE.MatchString(name) {
+		jobNotFound(w, r, name)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	var before store.StoredDefinition
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		var err error
+		if before, err = ex.DeleteDefinition(ctx, name, cond.version); err != nil {
+			return err
+		}
+		// A job defined later under this name starts as its definition says, not paused
+		// by an operator (or the engine's auto-pause) of the job deleted.
+		_, paused, _, err := ex.JobStates(ctx, []string{name})
+		if err != nil {
+			return err
+		}
+		if paused[name] {
+			if err := ex.SetPaused(ctx, name, false); err != nil {
+				return err
+			}
+		}
+		_, err = s.recordChange(ctx, ex, r, store.ActionDelete, &before, nil)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrDefinitionNotFound):
+		jobNotFound(w, r, name)
+		return
+	case errors.Is(err, store.ErrVersionMismatch):
+		versionMismatch(w, r, name, before.Version)
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "runtime job deleted", "job", name, "version", before.Version, "request_id", requestID(ctx))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// recordChange writes a definition change's audit row, with the definition before and after
+// in its detail, and returns the job's view after the change (none after a delete), read in
+// the same transaction.
+func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Request, action string, before, after *store.StoredDefinition) (Job, error) {
+	var change struct {
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	}
+	name := ""
+	if before != nil {
+		change.Before, name = before.Definition, before.Name
+	}
+	if after != nil {
+		change.After, name = after.Definition, after.Name
+	}
+	a := s.action(r, action, name, nil)
+	a.Detail, _ = json.Marshal(change)
+	if err := ex.RecordAction(ctx, a); err != nil || after == nil {
+		return Job{}, err
+	}
+	views, err := s.views(ctx, ex, runtimeJob(*after))
+	if err != nil {
+		return Job{}, err
+	}
+	return views[0], nil
+}
+
+// definitionProblem answers a failed definition write.
+func (s *Server) definitionProblem(w http.ResponseWriter, r *http.Request, name string, err error) {
+	switch {
+	case errors.Is(err, store.ErrDefinitionExists):
+		writeProblem(w, r, http.StatusConflict, probJobExists, fmt.Sprintf(
+			"a job named %s exists; replace it with PUT /v1/jobs/%s, or choose another name", name, name),
+			FieldError{Field: "name", Detail: "taken"})
+	case errors.Is(err, store.ErrTooManyJobs):
+		writeProblem(w, r, http.StatusConflict, probTooManyJobs, fmt.Sprintf(
+			"the scheduler holds its maximum of %d runtime jobs (SCHEDULER_MAX_JOBS); delete one, or raise SCHEDULER_MAX_JOBS", s.cfg.MaxJobs))
+	default:
+		s.databaseProblem(w, r, err)
+	}
+}
+
+// versionMismatch answers 412 naming the job's current version.
+func versionMismatch(w http.ResponseWriter, r *http.Request, name string, current int64) {
+	writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+		`job %s is at version %d, not the one If-Match names: it changed since you read it; GET it, apply your change again, and send If-Match: "%d"`,
+		name, current, current), FieldError{Field: "If-Match", Detail: fmt.Sprintf(`the current version is "%d"`, current)})
+}
+
+// writeDefinitionAnswer answers a stored definition: its version as a strong ETag, and
+// Location when it was created.
+func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
+	w.Header().Set("ETag", `"`+strconv.FormatInt(*v.Version, 10)+`"`)
+	if status == http.StatusCreated {
+		w.Header().Set("Location", "/v1/jobs/"+v.Name)
+	}
+	writeJobView(w, status, v)
+}
+
+// addRuntimeView fills in a runtime job's part of its view.
+func addRuntimeView(v *Job, j *jobRef) {
+	v.Kind = j.stored.Kind
+	v.Version = &j.stored.Version
+	v.DefinitionError = j.invalid
+	d := j.def
+	if d == nil {
+		return
+	}
+	v.Definition = d
+	v.Description = &d.Description
+	v.Labels = d.Labels
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	v.Target = targetLine(d)
+	v.Overlap = d.Overlap
+	if v.Overlap == "" {
+		v.Overlap = definition.OverlapSkip
+	}
+}
+
+// targetLine is what a job calls or runs, in one line of at most targetRunes.
+func targetLine(d *definition.Definition) string {
+	var line string
+	switch {
+	case d.HTTP != nil:
+		method := d.HTTP.Method
+		if method == "" {
+			method = definition.MethodDefault
+		}
+		line = method + " " + d.HTTP.URL
+	case d.SQL != nil:
+		line = "SQL: " + strings.Join(strings.Fields(d.SQL.Statements), " ")
+	}
+	if utf8.RuneCountInString(line) <= targetRunes {
+		return line
+	}
+	return string([]rune(line)[:targetRunes-1]) + "…"
+}

@@ -1,0 +1,451 @@
+package definition
+
+import (
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/schedule"
+)
+
+// Defaults of the fields a definition leaves out.
+const (
+	TimeoutDefault         = time.Minute
+	AttemptTimeoutDefault  = 30 * time.Second
+	MethodDefault          = http.MethodPost
+	MaxAttemptsDefault     = 3
+	InitialBackoffDefault  = time.Second
+	MaxBackoffDefault      = time.Minute
+	onceCatchupDefault     = time.Hour // a one-time job has no period to default to
+	maxTimeout             = 24 * time.Hour
+	maxWindow              = 366 * 24 * time.Hour
+	maxJitter              = time.Hour
+	maxAttempts            = 10
+	maxPauseAfterFailures  = 1000
+	maxBackoff             = time.Hour
+	minBackoff             = 100 * time.Millisecond
+	maxSchedule            = 256
+	maxDescription         = 1000
+	maxLabels              = 32
+	maxLabelValue          = 256
+	maxURL                 = 2048
+	maxHeaders             = 32
+	maxHeaderName          = 128
+	maxHeaderValue         = 4096
+	MaxBody                = 64 << 10
+	MaxStatements          = 64 << 10
+	maxSuccessStatuses     = 16
+	secretEnvPrefix        = "SCHEDULER_SECRET_"
+	secretNameWant         = "upper-case letters, digits and _, starting with a letter, at most 63 (e.g. BILLING_TOKEN)"
+	headerReservedMessage  = "is set by the scheduler on every call and cannot be overridden"
+	durationWant           = `a duration such as "30s", "5m" or "1h30m"`
+	sqlDisabledMessage     = "SQL jobs are disabled on this scheduler: an operator enables them by setting SCHEDULER_SQL_ROLE to the PostgreSQL role they run as"
+	notBothTargetsMessage  = `a job has exactly one target: "http" or "sql"`
+	builtinNameMessageTmpl = "%q is a built-in job's name; choose another"
+)
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	labelRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$`)
+	secretRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
+	methods  = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+	// reservedHeaders are set by the caller on every attempt (internal/targets); a definition
+	// cannot forge the key a receiver deduplicates by, or the signature it verifies.
+	reservedHeaders = []string{"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature",
+		"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "trailer", "user-agent"}
+)
+
+// SecretEnv is the environment variable that holds the named secret's value.
+func SecretEnv(name string) string { return secretEnvPrefix + name }
+
+// Env is what a check needs to know about the scheduler it runs on.
+type Env struct {
+	// IsBuiltin reports a built-in job's name, which a runtime job cannot take.
+	IsBuiltin func(name string) bool
+	// HasSecret reports whether the named secret has a value (SCHEDULER_SECRET_<NAME>).
+	HasSecret func(name string) bool
+	// CheckURL is the outbound guard's check of a target URL (scheme, host, allowed address).
+	CheckURL func(raw string) error
+	// SQLEnabled is whether SCHEDULER_SQL_ROLE is set.
+	SQLEnabled bool
+	// Now is the time a one-time schedule must lie after.
+	Now time.Time
+}
+
+// FieldError is one wrong field: its path in the definition ("http.headers.X-Token") and
+// what is wrong with it, in words that say what to write instead.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Errors are every wrong field of a definition.
+type Errors []FieldError
+
+func (e Errors) Error() string {
+	parts := make([]string, len(e))
+	for i, f := range e {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid job definition: " + strings.Join(parts, "; ")
+}
+
+// Job is a checked definition with its values parsed: what the engine runs.
+type Job struct {
+	Def            Definition // normalised: defaults filled in, durations the short way
+	Schedule       *schedule.Schedule
+	Timeout        time.Duration
+	Catchup        time.Duration
+	MinGap         time.Duration
+	Jitter         time.Duration
+	AttemptTimeout time.Duration
+	Retry          RetryPolicy
+}
+
+// RetryPolicy is Retry parsed.
+type RetryPolicy struct {
+	MaxAttempts                int
+	InitialBackoff, MaxBackoff time.Duration
+}
+
+// Config is the job's part that the engine shares with built-in jobs.
+func (j *Job) Config() config.Job {
+	return config.Job{Name: j.Def.Name, Schedule: j.Schedule, Enabled: j.Def.IsEnabled(),
+		Timeout: j.Timeout, Catchup: j.Catchup, MinGap: j.MinGap}
+}
+
+// Offset is the job's fixed jitter: where in [0, Jitter) its calls start after each slot,
+// the same on every replica and every run (a hash of the name), so a thousand jobs on
+// "0 * * * *" spread out instead of calling at once. The slot's scheduled_at stays nominal.
+func (j *Job) Offset() time.Duration {
+	if j.Jitter <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(j.Def.Name))
+	return time.Duration(h.Sum64() % uint64(j.Jitter))
+}
+
+// checker collects every problem of one definition.
+type checker struct {
+	env  Env
+	errs Errors
+}
+
+func (c *checker) fail(field, format string, args ...any) {
+	c.errs = append(c.errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// duration parses an optional duration field within [lo, hi]; def when empty.
+func (c *checker) duration(field, v string, def, lo, hi time.Duration) time.Duration {
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		c.fail(field, "%q is not %s", v, durationWant)
+	case d < lo || d > hi:
+		c.fail(field, "%s is out of range: want between %s and %s", v, short(lo), short(hi))
+	default:
+		return d
+	}
+	return def
+}
+
+// Check validates d, reporting every wrong field at once, and returns the job it defines
+// with its defaults filled in.
+func Check(d Definition, env Env) (*Job, Errors) {
+	c := &checker{env: env}
+	j := &Job{Def: d}
+	def := &j.Def
+
+	switch {
+	case !nameRE.MatchString(d.Name):
+		c.fail("name", "%q is not a job name: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. daily-report)", d.Name)
+	case env.IsBuiltin != nil && env.IsBuiltin(d.Name):
+		c.fail("name", builtinNameMessageTmpl, d.Name)
+	}
+	c.schedule(j)
+	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) {
+		c.fail("description", "at most %d characters of UTF-8 text", maxDescription)
+	}
+	c.labels(d.Labels)
+
+	j.Timeout = c.duration("timeout", d.Timeout, TimeoutDefault, time.Second, maxTimeout)
+	def.Timeout = short(j.Timeout)
+	j.MinGap = c.duration("min_gap", d.MinGap, 0, 0, maxWindow)
+	def.MinGap = ""
+	if j.MinGap > 0 {
+		def.MinGap = short(j.MinGap)
+	}
+	j.Catchup = c.catchup(j)
+	j.Jitter = c.duration("jitter", d.Jitter, 0, 0, maxJitter)
+	def.Jitter = ""
+	if j.Jitter > 0 {
+		def.Jitter = short(j.Jitter)
+		if p := c.period(j); p > 0 && j.Jitter >= p {
+			c.fail("jitter", "%s is not below the schedule's period (%s): calls would drift into the next slot", d.Jitter, short(p))
+		}
+	}
+	switch d.Overlap {
+	case "":
+		def.Overlap = OverlapSkip
+	case OverlapSkip, OverlapQueueOne:
+	default:
+		c.fail("overlap", "%q is not an overlap policy: want %q or %q", d.Overlap, OverlapSkip, OverlapQueueOne)
+	}
+	if d.PauseAfterFailures < 0 || d.PauseAfterFailures > maxPauseAfterFailures {
+		c.fail("pause_after_failures", "%d is out of range: want 0 (never pause) to %d", d.PauseAfterFailures, maxPauseAfterFailures)
+	}
+
+	switch {
+	case d.HTTP != nil && d.SQL != nil, d.HTTP == nil && d.SQL == nil:
+		c.fail("http", notBothTargetsMessage)
+	case d.HTTP != nil:
+		c.http(j)
+	default:
+		c.sql(j)
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return j, nil
+}
+
+// schedule parses the schedule with its time zone, which may come from time_zone or a
+// CRON_TZ= prefix, not both.
+func (c *checker) schedule(j *Job) {
+	d := j.Def
+	spec := strings.TrimSpace(d.Schedule)
+	switch {
+	case spec == "":
+		c.fail("schedule", `required: a cron expression such as "0 2 * * *", "@every 5m" or "@at 2026-12-01T09:00:00Z"`)
+		return
+	case len(spec) > maxSchedule:
+		c.fail("schedule", "at most %d characters", maxSchedule)
+		return
+	}
+	if d.TimeZone != "" {
+		if strings.HasPrefix(spec, "CRON_TZ=") {
+			c.fail("time_zone", "set the zone either in time_zone or as the schedule's CRON_TZ= prefix, not both")
+			return
+		}
+		if loc, err := time.LoadLocation(d.TimeZone); err != nil || d.TimeZone == "Local" {
+			c.fail("time_zone", "%q is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)", d.TimeZone)
+			return
+		} else if loc == time.UTC && d.TimeZone != "UTC" {
+			c.fail("time_zone", `%q: write "UTC"`, d.TimeZone)
+			return
+		}
+		spec = "CRON_TZ=" + d.TimeZone + " " + spec
+	}
+	s, err := schedule.Parse(spec)
+	if err != nil {
+		c.fail("schedule", "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("schedule %q: ", spec)))
+		return
+	}
+	if s.Once() && !c.env.Now.IsZero() && s.Next(c.env.Now).IsZero() {
+		c.fail("schedule", "%s has passed: a one-time job needs a time in the future", strings.TrimSpace(d.Schedule))
+		return
+	}
+	j.Schedule = s
+}
+
+func (c *checker) period(j *Job) time.Duration {
+	if j.Schedule == nil {
+		return 0
+	}
+	return j.Schedule.Period(time.Now())
+}
+
+// catchup is the catch-up window: one period by default, as for built-in jobs.
+func (c *checker) catchup(j *Job) time.Duration {
+	if j.Def.Catchup != "" {
+		d := c.duration("catchup", j.Def.Catchup, 0, 0, maxWindow)
+		j.Def.Catchup = short(d)
+		return d
+	}
+	if j.Schedule != nil && j.Schedule.Once() {
+		return onceCatchupDefault
+	}
+	return c.period(j)
+}
+
+func (c *checker) labels(labels map[string]string) {
+	if len(labels) > maxLabels {
+		c.fail("labels", "%d labels; at most %d", len(labels), maxLabels)
+		return
+	}
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		if !labelRE.MatchString(k) {
+			c.fail("labels."+k, "not a label key: want lower-case letters, digits and . _ / -, at most 63 (e.g. team, owner)")
+		}
+		if len(v) > maxLabelValue || !utf8.ValidString(v) || strings.ContainsAny(v, "\x00\r\n") {
+			c.fail("labels."+k, "a label value is one line of at most %d bytes", maxLabelValue)
+		}
+	}
+}
+
+func (c *checker) http(j *Job) {
+	h := *j.Def.HTTP
+	j.Def.HTTP = &h
+	if h.Method == "" {
+		h.Method = MethodDefault
+	}
+	if !slices.Contains(methods, h.Method) {
+		c.fail("http.method", "%q is not supported: want one of %s", h.Method, strings.Join(methods, ", "))
+	}
+	switch {
+	case h.URL == "":
+		c.fail("http.url", "required: the URL to call, e.g. https://billing.internal/reports/daily")
+	case len(h.URL) > maxURL:
+		c.fail("http.url", "%d bytes; at most %d", len(h.URL), maxURL)
+	case c.env.CheckURL != nil:
+		if err := c.env.CheckURL(h.URL); err != nil {
+			c.fail("http.url", "%v", err)
+		}
+	}
+	if len(h.Headers) > maxHeaders {
+		c.fail("http.headers", "%d headers; at most %d", len(h.Headers), maxHeaders)
+	}
+	for _, name := range sortedKeys(h.Headers) {
+		c.header("http.headers."+name, name, h.Headers[name], h.Auth != nil)
+	}
+	if len(h.Body) > MaxBody {
+		c.fail("http.body", "%d bytes; at most %d (64 KiB)", len(h.Body), MaxBody)
+	}
+	j.AttemptTimeout = c.duration("http.timeout", h.Timeout, min(AttemptTimeoutDefault, j.Timeout), time.Second, maxTimeout)
+	if j.AttemptTimeout > j.Timeout && j.Timeout > 0 {
+		c.fail("http.timeout", "%s is above the job's timeout (%s), which bounds every attempt together", short(j.AttemptTimeout), short(j.Timeout))
+	}
+	h.Timeout = short(j.AttemptTimeout)
+	if len(h.Success) > maxSuccessStatuses {
+		c.fail("http.success", "%d statuses; at most %d", len(h.Success), maxSuccessStatuses)
+	}
+	for _, code := range h.Success {
+		if code < 100 || code > 599 {
+			c.fail("http.success", "%d is not an HTTP status (100 to 599)", code)
+		}
+	}
+	if a := h.Auth; a != nil {
+		switch {
+		case a.BearerSecret != "" && (a.Header != "" || a.HeaderSecret != ""):
+			c.fail("http.auth", "either bearer_secret, or header with header_secret, not both")
+		case a.BearerSecret != "":
+			c.secret("http.auth.bearer_secret", a.BearerSecret)
+		case a.Header != "" && a.HeaderSecret != "":
+			c.header("http.auth.header", a.Header, "", false)
+			c.secret("http.auth.header_secret", a.HeaderSecret)
+		default:
+			c.fail("http.auth", `name a secret: {"bearer_secret": "NAME"} or {"header": "X-Api-Key", "header_secret": "NAME"}`)
+		}
+	}
+	if h.SigningSecret != "" {
+		c.secret("http.signing_secret", h.SigningSecret)
+	}
+	j.Retry = c.retry(j.Def.Retry)
+	j.Def.Retry = &Retry{MaxAttempts: j.Retry.MaxAttempts,
+		InitialBackoff: short(j.Retry.InitialBackoff), MaxBackoff: short(j.Retry.MaxBackoff)}
+}
+
+// header checks one header a definition sets; withAuth says an auth block sets
+// Authorization, so the definition may not set it too.
+func (c *checker) header(field, name, value string, withAuth bool) {
+	lower := strings.ToLower(name)
+	switch {
+	case name == "" || len(name) > maxHeaderName || !isToken(name):
+		c.fail(field, "not a header name: want letters, digits and -, at most %d", maxHeaderName)
+	case slices.Contains(reservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
+		c.fail(field, "%s %s", name, headerReservedMessage)
+	case withAuth && lower == "authorization":
+		c.fail(field, "Authorization comes from http.auth's secret; remove one of the two")
+	}
+	if len(value) > maxHeaderValue {
+		c.fail(field, "the value has %d bytes; at most %d", len(value), maxHeaderValue)
+	} else if strings.ContainsAny(value, "\x00\r\n") {
+		c.fail(field, "a header value is one line, without CR, LF or NUL")
+	}
+}
+
+func (c *checker) secret(field, name string) {
+	switch {
+	case !secretRE.MatchString(name):
+		c.fail(field, "%q is not a secret name: want %s", name, secretNameWant)
+	case c.env.HasSecret != nil && !c.env.HasSecret(name):
+		c.fail(field, "secret %s is not set: an operator sets %s on every replica", name, SecretEnv(name))
+	}
+}
+
+func (c *checker) retry(r *Retry) RetryPolicy {
+	p := RetryPolicy{MaxAttempts: MaxAttemptsDefault, InitialBackoff: InitialBackoffDefault, MaxBackoff: MaxBackoffDefault}
+	if r == nil {
+		return p
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > maxAttempts {
+		c.fail("retry.max_attempts", "%d is out of range: want 1 (no retry) to %d", r.MaxAttempts, maxAttempts)
+	} else {
+		p.MaxAttempts = r.MaxAttempts
+	}
+	p.InitialBackoff = c.duration("retry.initial_backoff", r.InitialBackoff, InitialBackoffDefault, minBackoff, maxBackoff)
+	p.MaxBackoff = c.duration("retry.max_backoff", r.MaxBackoff, max(MaxBackoffDefault, p.InitialBackoff), minBackoff, maxBackoff)
+	if p.MaxBackoff < p.InitialBackoff {
+		c.fail("retry.max_backoff", "%s is below initial_backoff (%s)", short(p.MaxBackoff), short(p.InitialBackoff))
+	}
+	return p
+}
+
+func (c *checker) sql(j *Job) {
+	s := j.Def.SQL
+	switch {
+	case !c.env.SQLEnabled:
+		c.fail("sql", sqlDisabledMessage)
+	case strings.TrimSpace(s.Statements) == "":
+		c.fail("sql.statements", "required: the statements to run, e.g. REFRESH MATERIALIZED VIEW daily_totals")
+	case len(s.Statements) > MaxStatements:
+		c.fail("sql.statements", "%d bytes; at most %d (64 KiB)", len(s.Statements), MaxStatements)
+	case !utf8.ValidString(s.Statements) || strings.ContainsRune(s.Statements, 0):
+		c.fail("sql.statements", "must be UTF-8 text without NUL characters")
+	}
+	if j.Def.Retry != nil {
+		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once, with the record of the run")
+	}
+}
+
+// isToken reports an RFC 9110 token, the grammar of a header name.
+func isToken(s string) bool {
+	for _, r := range s {
+		if r > 127 || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// short writes a duration without trailing zero units ("1h", not "1h0m0s").
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

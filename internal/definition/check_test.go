@@ -1,0 +1,114 @@
+package definition_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+)
+
+func env() definition.Env {
+	return definition.Env{
+		IsBuiltin: func(n string) bool { return n == "plan-change" },
+		HasSecret: func(n string) bool { return n == "BILLING_TOKEN" },
+		CheckURL: func(u string) error {
+			if strings.Contains(u, "10.0.0.1") {
+				return errors.New("private address")
+			}
+			return nil
+		},
+		SQLEnabled: true,
+		Now:        time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC),
+	}
+}
+
+func decode(t *testing.T, s string) definition.Definition {
+	t.Helper()
+	d, err := definition.Decode([]byte(s))
+	require.NoError(t, err)
+	return d
+}
+
+func fields(errs definition.Errors) map[string]string {
+	m := map[string]string{}
+	for _, e := range errs {
+		m[e.Field] = e.Message
+	}
+	return m
+}
+
+// A definition with many mistakes gets every one of them back at once, each on its field.
+func TestCheckReportsEveryWrongFieldAtOnce(t *testing.T) {
+	d := decode(t, `{"name": "Bad Name", "schedule": "61 * * * *", "time_zone": "Mars/Olympus",
+		"timeout": "soon", "overlap": "pile-up", "labels": {"Team!": "x"},
+		"retry": {"max_attempts": 50},
+		"http": {"method": "TRACE", "url": "http://10.0.0.1/x", "body": "",
+		         "headers": {"Idempotency-Key": "forged", "X-Long": "`+strings.Repeat("a", 5000)+`"},
+		         "auth": {"bearer_secret": "MISSING"}, "signing_secret": "lower"}}`)
+	_, errs := definition.Check(d, env())
+	got := fields(errs)
+	for _, f := range []string{"name", "time_zone", "timeout", "overlap", "labels.Team!", "retry.max_attempts",
+		"http.method", "http.url", "http.headers.Idempotency-Key", "http.headers.X-Long",
+		"http.auth.bearer_secret", "http.signing_secret"} {
+		assert.Contains(t, got, f)
+	}
+	assert.Contains(t, got["http.auth.bearer_secret"], "SCHEDULER_SECRET_MISSING", "the message says what to set")
+}
+
+func TestCheckFillsDefaultsAndIsStable(t *testing.T) {
+	d := decode(t, `{"name": "daily-report", "schedule": "0 2 * * *", "time_zone": "Europe/Paris",
+		"http": {"url": "https://billing.internal/reports/daily", "auth": {"bearer_secret": "BILLING_TOKEN"}}}`)
+	j, errs := definition.Check(d, env())
+	require.Empty(t, errs)
+	assert.Equal(t, "POST", j.Def.HTTP.Method)
+	assert.Equal(t, "1m", j.Def.Timeout)
+	assert.Equal(t, "30s", j.Def.HTTP.Timeout)
+	assert.Equal(t, definition.OverlapSkip, j.Def.Overlap)
+	assert.Equal(t, 3, j.Def.Retry.MaxAttempts)
+	assert.Equal(t, 24*time.Hour, j.Catchup, "one period by default")
+	assert.Equal(t, "Europe/Paris", j.Schedule.Location().String())
+
+	again, errs := definition.Check(j.Def, env())
+	require.Empty(t, errs)
+	assert.Equal(t, j.Def, again.Def, "checking the normal form changes nothing")
+}
+
+func TestCheckRefusesBuiltinNamesBothTargetsAndDisabledSQL(t *testing.T) {
+	e := env()
+	e.SQLEnabled = false
+	_, errs := definition.Check(decode(t, `{"name": "plan-change", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}}`), e)
+	got := fields(errs)
+	assert.Contains(t, got["name"], "built-in")
+	assert.Contains(t, got["sql"], "SCHEDULER_SQL_ROLE")
+
+	_, errs = definition.Check(decode(t, `{"name": "x", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}, "http": {"url": "https://a.example"}}`), env())
+	assert.Contains(t, fields(errs), "http")
+}
+
+func TestCheckOneTimeSchedule(t *testing.T) {
+	_, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2020-01-01T00:00:00Z", "sql": {"statements": "SELECT 1"}}`), env())
+	assert.Contains(t, fields(errs)["schedule"], "has passed")
+	j, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2027-01-01T00:00:00Z", "sql": {"statements": "SELECT 1"}}`), env())
+	require.Empty(t, errs)
+	assert.Equal(t, time.Hour, j.Catchup)
+}
+
+func TestJitterOffsetIsStableAndBelowJitter(t *testing.T) {
+	j, errs := definition.Check(decode(t, `{"name": "spread", "schedule": "0 * * * *", "jitter": "30s", "sql": {"statements": "SELECT 1"}}`), env())
+	require.Empty(t, errs)
+	o := j.Offset()
+	assert.Less(t, o, 30*time.Second)
+	assert.Equal(t, o, j.Offset())
+	_, errs = definition.Check(decode(t, `{"name": "spread", "schedule": "@every 10s", "jitter": "10s", "sql": {"statements": "SELECT 1"}}`), env())
+	assert.Contains(t, fields(errs), "jitter")
+}
+
+func TestDecodeRefusesUnknownFields(t *testing.T) {
+	_, err := definition.Decode([]byte(`{"name": "x", "timezone": "UTC"}`))
+	assert.ErrorContains(t, err, "timezone")
+}

@@ -1,0 +1,130 @@
+// Package definition is the shape of a runtime job, the job a user defines through the API,
+// `scheduler apply -f` or the console instead of compiling it in: its JSON (and YAML) form,
+// its defaults, and its validation. A definition is untrusted input: Check reports every
+// wrong field at once, caps every size, and refuses a target an operator did not allow,
+// before anything is stored.
+package definition
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Kinds of runtime job (the API's `kind`; built-in jobs are "builtin").
+const (
+	KindHTTP = "http"
+	KindSQL  = "sql"
+)
+
+// Overlap policies: what a slot that comes due while the job still runs becomes.
+const (
+	OverlapSkip     = "skip"      // recorded skipped (reason overlap), as built-in jobs do
+	OverlapQueueOne = "queue-one" // waits for the running run, then runs; a further slot is skipped
+)
+
+// Definition is a runtime job as users write it. Durations are Go duration strings ("30s"),
+// kept as text so that Check can report every malformed one at once. Check fills in the
+// defaults of the fields left out and writes durations the short way, so a definition read
+// back is the normal form of what was written.
+type Definition struct {
+	Name        string            `json:"name"`
+	Schedule    string            `json:"schedule"`
+	TimeZone    string            `json:"time_zone,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Enabled     *bool             `json:"enabled,omitempty"`
+	Timeout     string            `json:"timeout,omitempty"`
+	// Catchup empty means one period of the schedule (as for built-in jobs); "0s" disables.
+	Catchup string `json:"catchup,omitempty"`
+	MinGap  string `json:"min_gap,omitempty"`
+	Overlap string `json:"overlap,omitempty"`
+	Jitter  string `json:"jitter,omitempty"`
+	Retry   *Retry `json:"retry,omitempty"`
+	// PauseAfterFailures pauses the job after this many failed runs in a row (0: never).
+	PauseAfterFailures int         `json:"pause_after_failures,omitempty"`
+	HTTP               *HTTPTarget `json:"http,omitempty"`
+	SQL                *SQLTarget  `json:"sql,omitempty"`
+}
+
+// Retry is an HTTP job's retry policy within one run.
+type Retry struct {
+	MaxAttempts    int    `json:"max_attempts"`
+	InitialBackoff string `json:"initial_backoff,omitempty"`
+	MaxBackoff     string `json:"max_backoff,omitempty"`
+}
+
+// HTTPTarget is the call an HTTP job makes.
+type HTTPTarget struct {
+	Method  string            `json:"method,omitempty"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	// Timeout bounds one attempt; the job's timeout bounds them all.
+	Timeout       string `json:"timeout,omitempty"`
+	Auth          *Auth  `json:"auth,omitempty"`
+	SigningSecret string `json:"signing_secret,omitempty"`
+	// Success lists the statuses that count as success; empty: any 2xx.
+	Success []int `json:"success,omitempty"`
+}
+
+// Auth names the secret the call authenticates with: a bearer token, or a header's value.
+type Auth struct {
+	BearerSecret string `json:"bearer_secret,omitempty"`
+	Header       string `json:"header,omitempty"`
+	HeaderSecret string `json:"header_secret,omitempty"`
+}
+
+// SQLTarget is the statements a SQL job runs.
+type SQLTarget struct {
+	Statements string `json:"statements"`
+}
+
+// Kind is KindHTTP or KindSQL (empty when neither target is set).
+func (d *Definition) Kind() string {
+	switch {
+	case d.HTTP != nil:
+		return KindHTTP
+	case d.SQL != nil:
+		return KindSQL
+	}
+	return ""
+}
+
+// IsEnabled reports whether the job's slots fire (enabled defaults to true).
+func (d *Definition) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
+
+// Secrets lists the secret names the definition uses, in a stable order.
+func (d *Definition) Secrets() []string {
+	if d.HTTP == nil {
+		return nil
+	}
+	var names []string
+	if a := d.HTTP.Auth; a != nil {
+		for _, n := range []string{a.BearerSecret, a.HeaderSecret} {
+			if n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	if d.HTTP.SigningSecret != "" {
+		names = append(names, d.HTTP.SigningSecret)
+	}
+	return names
+}
+
+// Decode parses one JSON definition, refusing unknown fields (a misspelt "time_zone" must
+// not silently leave the job in UTC) and trailing data.
+func Decode(data []byte) (Definition, error) {
+	var d Definition
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return d, fmt.Errorf("the definition is not valid JSON of a job: %w", err)
+	}
+	if dec.More() {
+		return d, errors.New("the definition is not valid JSON of a job: data after the object")
+	}
+	return d, nil
+}

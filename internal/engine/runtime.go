@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/targets"
+)
+
+// Runtime is what the leader needs to run the jobs users define at runtime (docs/design.md
+// guarantee 11).
+type Runtime struct {
+	// Caller makes the HTTP jobs' calls, through the outbound guard.
+	Caller *targets.Caller
+	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME.
+	Secrets map[string]string
+	// SQLRole is the role SQL jobs run as; "" fails them with a clear error.
+	SQLRole string
+}
+
+// prepareSQLRole checks, when a term starts, that SCHEDULER_SQL_ROLE can run SQL jobs, so a
+// misconfigured role is reported once at election rather than only by each failed run.
+func (e *Engine) prepareSQLRole(ctx context.Context, term leader.Term, log *slog.Logger) {
+	if e.conf.Runtime == nil || e.conf.Runtime.SQLRole == "" {
+		return
+	}
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		return targets.PrepareSQLRole(ctx, tx, e.conf.Runtime.SQLRole)
+	})
+	if err != nil && ctx.Err() == nil {
+		log.Error("SCHEDULER_SQL_ROLE cannot run SQL jobs; they fail with this reason until it is fixed", "error", err)
+	}
+}
+
+// build makes the body of a runtime job.
+func (rt *Runtime) build(j *definition.Job) jobs.Job {
+	if j.Def.SQL != nil {
+		return &sqlJob{rt: rt, def: j}
+	}
+	return &httpJob{rt: rt, def: j}
+}
+
+// httpJob calls its target at least once per slot: every attempt, and the recovery run
+// after a failover, carry the same Idempotency-Key, so a receiver that deduplicates by it
+// applies the slot once.
+type httpJob struct {
+	rt  *Runtime
+	def *definition.Job
+}
+
+func (j *httpJob) Name() string            { return j.def.Def.Name }
+func (j *httpJob) Defaults() jobs.Defaults { return jobs.Defaults{} }
+func (j *httpJob) secret(name string) (string, error) {
+	if v, ok := j.rt.Secrets[name]; ok && v != "" {
+		return v, nil
+	}
+	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, definition.SecretEnv(name))
+}
+
+func (j *httpJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	var stats jobs.Stats
+	h := j.def.Def.HTTP
+	if env.Params.DryRun {
+		env.Log.Info("dry run: the call is not made", "method", h.Method, "url", h.URL)
+		return stats, nil
+	}
+	header := http.Header{}
+	var secrets []string // the values used, kept out of what is recorded
+	for k, v := range h.Headers {
+		header.Set(k, v)
+	}
+	if a := h.Auth; a != nil {
+		if a.BearerSecret != "" {
+			v, err := j.secret(a.BearerSecret)
+			if err != nil {
+				return stats, err
+			}
+			header.Set("Authorization", "Bearer "+v)
+			secrets = append(secrets, v)
+		} else {
+			v, err := j.secret(a.HeaderSecret)
+			if err != nil {
+				return stats, err
+			}
+			header.Set(a.Header, v)
+			secrets = append(secrets, v)
+		}
+	}
+	var signingKey []byte
+	if h.SigningSecret != "" {
+		v, err := j.secret(h.SigningSecret)
+		if err != nil {
+			return stats, err
+		}
+		signingKey = targets.SignatureKey(v)
+		secrets = append(secrets, v)
+	}
+	// A target that echoes its request would otherwise put the secret into run_attempts,
+	// which every API reader sees.
+	redact := func(s string) string {
+		for _, v := range secrets {
+			s = strings.ReplaceAll(s, v, "[secret]")
+		}
+		return s
+	}
+	req := targets.Request{
+		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
+		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
+		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
+		SigningKey: signingKey,
+		Retry: targets.RetryPolicy{MaxAttempts: j.def.Retry.MaxAttempts,
+			InitialBackoff: j.def.Retry.InitialBackoff, MaxBackoff: j.def.Retry.MaxBackoff},
+		Deadline: env.Call.Deadline,
+		OnAttempt: func(a targets.Attempt) {
+			a.Body, a.Error = redact(a.Body), redact(a.Error)
+			if err := env.Call.RecordAttempt(ctx, attemptRecord(a)); err != nil {
+				env.Log.Warn("recording the call attempt failed", "attempt", a.Number, "error", err)
+			}
+			attrs := []any{"attempt", a.Number, "status_code", a.StatusCode, "duration", a.Duration}
+			if a.Error != "" {
+				attrs = append(attrs, "error", a.Error)
+			}
+			env.Log.Info("call attempt", attrs...)
+		},
+	}
+	res := j.rt.Caller.Do(ctx, req)
+	stats.Processed = int64(len(res.Attempts))
+	for _, a := range res.Attempts {
+		stats.Count(statusClass(a.StatusCode), 1)
+	}
+	if res.Err != nil {
+		stats.Errors = 1
+		return stats, errors.New(redact(res.Err.Error()))
+	}
+	stats.Changed = 1
+	return stats, nil
+}
+
+// attemptRecord is a call attempt as run_attempts stores it.
+func attemptRecord(a targets.Attempt) store.Attempt {
+	r := store.Attempt{Number: a.Number, StartedAt: a.StartedAt, Duration: a.Duration}
+	if a.StatusCode != 0 {
+		code := a.StatusCode
+		r.StatusCode = &code
+		body := a.Body
+		r.Body = &body
+	}
+	if a.Error != "" {
+		msg := a.Error
+		r.Error = &msg
+	}
+	return r
+}
+
+// statusClass names an attempt's outcome in a run's stats: "2xx" ... "5xx", or "no_answer".
+func statusClass(code int) string {
+	if code == 0 {
+		return "no_answer"
+	}
+	return fmt.Sprintf("%dxx", code/100)
+}
+
+// sqlJob runs its statements in the transaction that records the run succeeded, so a
+// slot's statements commit exactly once: a leader that dies before that commit leaves the
+// run to be abandoned and recovered, with nothing of it committed.
+type sqlJob struct {
+	rt  *Runtime
+	def *definition.Job
+}
+
+func (j *sqlJob) Name() string            { return j.def.Def.Name }
+func (j *sqlJob) Defaults() jobs.Defaults { return jobs.Defaults{} }
+
+func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+	if j.rt.SQLRole == "" {
+		return jobs.Stats{}, errors.New("SQL jobs are disabled on this leader: set SCHEDULER_SQL_ROLE on every replica")
+	}
+	if env.Params.DryRun {
+		return jobs.Stats{}, nil // nothing is changed, and nothing can be counted without running
+	}
+	return env.Call.Finish(ctx, func(tx pgx.Tx) (jobs.Stats, error) {
+		res, err := targets.RunSQL(ctx, tx, targets.SQLRun{
+			Role: j.rt.SQLRole, Statements: j.def.Def.SQL.Statements, Timeout: j.def.Timeout,
+			Job: j.def.Def.Name, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
+		})
+		if err != nil {
+			return jobs.Stats{}, fmt.Errorf("the statements failed: %s", strings.TrimSpace(err.Error()))
+		}
+		return jobs.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
+	})
+}
+
+// deadlineFor is when a slot's retries must end: when the next slot is due.
+func deadlineFor(en *entry, run *store.Run) time.Time {
+	if run.ScheduledAt == nil || en.conf.Schedule == nil {
+		return time.Time{}
+	}
+	return en.conf.Schedule.Next(*run.ScheduledAt)
+}

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/targets"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// createDefinition stores a runtime job as the API does after its checks, and returns its
+// version.
+func createDefinition(t *testing.T, db *testdb.DB, js string) int64 {
+	t.Helper()
+	j := checkDefinition(t, js)
+	b, err := json.Marshal(j.Def)
+	require.NoError(t, err)
+	sd, err := db.CreateDefinition(context.Background(), j.Def.Name, j.Def.Kind(), b, 100)
+	require.NoError(t, err)
+	return sd.Version
+}
+
+func replaceDefinition(t *testing.T, db *testdb.DB, js string) int64 {
+	t.Helper()
+	j := checkDefinition(t, js)
+	b, err := json.Marshal(j.Def)
+	require.NoError(t, err)
+	_, after, err := db.ReplaceDefinition(context.Background(), j.Def.Name, j.Def.Kind(), b, 0)
+	require.NoError(t, err)
+	return after.Version
+}
+
+func checkDefinition(t *testing.T, js string) *definition.Job {
+	t.Helper()
+	d, err := definition.Decode([]byte(js))
+	require.NoError(t, err)
+	j, errs := definition.Check(d, definition.Env{SQLEnabled: true})
+	require.Empty(t, errs)
+	return j
+}
+
+// runtimeFor is a Runtime whose calls may reach the loopback test servers.
+func runtimeFor(t *testing.T, allow ...string) *Runtime {
+	t.Helper()
+	g, err := targets.NewGuard(allow)
+	require.NoError(t, err)
+	return &Runtime{Caller: targets.NewCaller(targets.Config{Guard: g})}
+}
+
+// A definition change takes effect on the leader within a second of its commit, without a
+// restart: the next slots follow the new schedule, and no slot runs twice.
+func TestDefinitionChangeTakesEffectWithinASecond(t *testing.T) {
+	db, url := newDB(t)
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(srv.Close)
+	// A poll far slower than the promise: only the notification can meet it.
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: time.Minute})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+
+	createDefinition(t, db, `{"name": "hook", "schedule": "0 0 1 1 *", "http": {"url": "`+srv.URL+`"}}`)
+	assert.Equal(t, "hook@1", awaitSignal(t, &n.en.testSignals.definitionLoaded, "version 1 loaded"))
+
+	committed := time.Now()
+	v := replaceDefinition(t, db, `{"name": "hook", "schedule": "@every 1s", "http": {"url": "`+srv.URL+`"}}`)
+	assert.Equal(t, "hook@2", awaitSignal(t, &n.en.testSignals.definitionLoaded, "version 2 loaded"))
+	assert.Less(t, time.Since(committed), time.Second, "the change took effect within a second of its commit")
+	require.Equal(t, int64(2), v)
+
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'hook' AND status = 'succeeded'`) >= 3
+	}, waitTimeout, 20*time.Millisecond, "the new schedule's slots run")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'hook' AND definition_version IS DISTINCT FROM 2`),
+		"every run records the version it followed")
+	assert.GreaterOrEqual(t, calls.Load(), int64(3))
+
+	// Deleting the job stops its timer; its history stays.
+	_, err := db.DeleteDefinition(context.Background(), "hook", 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return n.en.entry("hook") == nil }, waitTimeout, 10*time.Millisecond)
+	assert.Positive(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'hook'`))
+}
+
+// A definition that reached the store (written before an operator narrowed
+// SCHEDULER_HTTP_ALLOW) cannot make the leader call a private address: the run fails with
+// the refusal and no connection is made.
+func TestRuntimeCallToAPrivateAddressIsRefusedAtRunTime(t *testing.T) {
+	db, url := newDB(t)
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(srv.Close)
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t), pollInterval: 200 * time.Millisecond})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	createDefinition(t, db, `{"name": "sneaky", "schedule": "0 0 1 1 *", "http": {"url": "`+srv.URL+`"}}`)
+	awaitSignal(t, &n.en.testSignals.definitionLoaded, "loaded")
+
+	id := queueRun(t, db, "sneaky")
+	r := awaitFinished(t, db, id)
+	assert.Equal(t, store.StatusFailed, r.Status)
+	require.NotNil(t, r.Error)
+	assert.Contains(t, *r.Error, "loopback")
+	assert.Zero(t, calls.Load(), "no call reached the private address")
+}
+
+// A job whose runs keep failing pauses itself after pause_after_failures runs in a row, and
+// the audit log says why.
+func TestRuntimeJobPausesAfterFailuresInARow(t *testing.T) {
+	db, url := newDB(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	t.Cleanup(srv.Close)
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: 200 * time.Millisecond})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	createDefinition(t, db, `{"name": "broken", "schedule": "@every 1s", "pause_after_failures": 2,
+		"http": {"url": "`+srv.URL+`"}}`)
+
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM job_settings WHERE job = 'broken' AND paused`) == 1
+	}, waitTimeout, 20*time.Millisecond, "the job paused itself")
+	assert.Equal(t, 2, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'broken' AND status = 'failed'`),
+		"it paused after exactly two failed runs")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM operator_actions WHERE action = 'auto-pause' AND job = 'broken' AND reason LIKE '%2 failed runs in a row%'`))
+	var attempts int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM run_attempts a JOIN job_runs r ON r.id = a.run_id
+		WHERE r.job = 'broken' AND a.status_code = 400`).Scan(&attempts))
+	assert.Equal(t, 2, attempts, "a 400 is not retried: one recorded attempt per run")
+}

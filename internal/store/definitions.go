@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// job_definitions: runtime jobs, written by the API (any replica) and read by the leader,
+// which reloads a definition when DefinitionsChannel names it.
+
+// DefinitionsChannel is the NOTIFY channel of definition changes (migration 0012's trigger);
+// the payload is the job's name.
+const DefinitionsChannel = "scheduler_definitions"
+
+// StoredDefinition is one row of job_definitions.
+type StoredDefinition struct {
+	Name       string
+	Version    int64
+	Kind       string
+	Definition json.RawMessage
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Errors of definition writes the API answers with their own status.
+var (
+	ErrDefinitionExists   = errors.New("a runtime job with this name exists")
+	ErrDefinitionNotFound = errors.New("no runtime job has this name")
+	// ErrVersionMismatch is a write whose If-Match names a version that is no longer current.
+	ErrVersionMismatch = errors.New("the definition changed since the version given")
+	// ErrTooManyJobs is a create beyond SCHEDULER_MAX_JOBS.
+	ErrTooManyJobs = errors.New("the scheduler holds its maximum number of runtime jobs")
+)
+
+const definitionColumns = `name, version, kind, definition, created_at, updated_at`
+
+func scanDefinition(row pgx.Row) (StoredDefinition, error) {
+	var d StoredDefinition
+	err := row.Scan(&d.Name, &d.Version, &d.Kind, &d.Definition, &d.CreatedAt, &d.UpdatedAt)
+	return d, err
+}
+
+// CreateDefinition stores a new runtime job at version 1, unless the name is taken
+// (ErrDefinitionExists) or maxJobs runtime jobs exist (ErrTooManyJobs). Creates take a
+// transaction-level advisory lock, so concurrent creates on several replicas cannot pass
+// the limit together; run it inside Atomically so the lock lasts until commit.
+func (q queries) CreateDefinition(ctx context.Context, name, kind string, def json.RawMessage, maxJobs int) (StoredDefinition, error) {
+	const lock = `SELECT pg_advisory_xact_lock(hashtextextended('scheduler:job_definitions', 0))`
+	const count = `SELECT count(*) FROM job_definitions`
+	const insert = `
+		INSERT INTO job_definitions (name, kind, definition) VALUES ($1, $2, $3)
+		RETURNING ` + definitionColumns
+	if _, err := q.q.Exec(ctx, lock); err != nil {
+		return StoredDefinition{}, fmt.Errorf("lock runtime jobs: %w", err)
+	}
+	var n int64
+	if err := q.q.QueryRow(ctx, count).Scan(&n); err != nil {
+		return StoredDefinition{}, fmt.Errorf("count runtime jobs: %w", err)
+	}
+	if n >= int64(maxJobs) {
+		return StoredDefinition{}, fmt.Errorf("%w (%d; SCHEDULER_MAX_JOBS)", ErrTooManyJobs, maxJobs)
+	}
+	d, err := scanDefinition(q.q.QueryRow(ctx, insert, name, kind, def))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return StoredDefinition{}, ErrDefinitionExists
+	}
+	if err != nil {
+		return StoredDefinition{}, fmt.Errorf("create runtime job %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// ReplaceDefinition replaces a runtime job's definition and bumps its version, when
+// ifVersion is 0 or the current version (else ErrVersionMismatch). It returns the
+// definition before and after. An unchanged definition keeps its version, so applying the
+// same file twice changes nothing.
+func (q queries) ReplaceDefinition(ctx context.Context, name, kind string, def json.RawMessage, ifVersion int64) (before, after StoredDefinition, err error) {
+	const update = `
+		UPDATE job_definitions
+		SET kind = $2, definition = $3, version = version + 1, updated_at = now()
+		WHERE name = $1 AND definition IS DISTINCT FROM $3::jsonb
+		RETURNING ` + definitionColumns
+	before, err = q.lockDefinition(ctx, name, ifVersion)
+	if err != nil {
+		return before, after, err
+	}
+	after, err = scanDefinition(q.q.QueryRow(ctx, update, name, kind, def))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return before, before, nil
+	}
+	if err != nil {
+		return before, after, fmt.Errorf("replace runtime job %s: %w", name, err)
+	}
+	return before, after, nil
+}
+
+// DeleteDefinition deletes a runtime job (its runs stay in job_runs) when ifVersion is 0
+// or the current version, and returns what it was.
+func (q queries) DeleteDefinition(ctx context.Context, name string, ifVersion int64) (StoredDefinition, error) {
+	before, err := q.lockDefinition(ctx, name, ifVersion)
+	if err != nil {
+		return before, err
+	}
+	if _, err := q.q.Exec(ctx, `DELETE FROM job_definitions WHERE name = $1`, name); err != nil {
+		return before, fmt.Errorf("delete runtime job %s: %w", name, err)
+	}
+	return before, nil
+}
+
+// lockDefinition reads a definition FOR UPDATE and checks its version.
+func (q queries) lockDefinition(ctx context.Context, name string, ifVersion int64) (StoredDefinition, error) {
+	d, err := scanDefinition(q.q.QueryRow(ctx,
+		`SELECT `+definitionColumns+` FROM job_definitions WHERE name = $1 FOR UPDATE`, name))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return d, ErrDefinitionNotFound
+	case err != nil:
+		return d, fmt.Errorf("read runtime job %s: %w", name, err)
+	case ifVersion != 0 && d.Version != ifVersion:
+		return d, fmt.Errorf("%w (given %d, current %d)", ErrVersionMismatch, ifVersion, d.Version)
+	}
+	return d, nil
+}
+
+// Definition returns one runtime job's definition, or ErrDefinitionNotFound.
+func (q queries) Definition(ctx context.Context, name string) (StoredDefinition, error) {
+	d, err := scanDefinition(q.q.QueryRow(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrDefinitionNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("read runtime job %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// Definitions returns every runtime job, by name.
+func (q queries) Definitions(ctx context.Context) ([]StoredDefinition, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list runtime jobs: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredDefinition, error) { return scanDefinition(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list runtime jobs: %w", err)
+	}
+	return list, nil
+}
+
+// DefinitionVersions returns every runtime job's current version, by name: what the
+// leader's poll compares with what it runs, so it reloads only what changed.
+func (q queries) DefinitionVersions(ctx context.Context) (map[string]int64, error) {
+	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions`)
+	if err != nil {
+		return nil, fmt.Errorf("list runtime job versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, fmt.Errorf("list runtime job versions: %w", err)
+		}
+		out[name] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runtime job versions: %w", err)
+	}
+	return out, nil
+}

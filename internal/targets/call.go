@@ -1,0 +1,212 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/backoff"
+)
+
+const (
+	concurrencyDefault     = 512 // SCHEDULER_HTTP_CONCURRENCY
+	hostConcurrencyDefault = 64  // SCHEDULER_HTTP_HOST_CONCURRENCY
+	// attemptTimeoutDefault applies when a request names none: an attempt that may hang
+	// forever would hold its concurrency slots forever.
+	attemptTimeoutDefault = 30 * time.Second
+	initialBackoffDefault = time.Second
+	maxBackoffDefault     = time.Minute
+	tlsHandshakeTimeout   = 10 * time.Second
+	idleConnTimeout       = 90 * time.Second
+)
+
+// Config is what a Caller is built from.
+type Config struct {
+	Guard           *Guard // nil: a guard with an empty allow list
+	Concurrency     int    // all targets together (SCHEDULER_HTTP_CONCURRENCY, default 512)
+	HostConcurrency int    // per target host (SCHEDULER_HTTP_HOST_CONCURRENCY, default 64)
+	// OnCall, when set, is told of every attempt that got an answer or failed: host, status
+	// class ("2xx","3xx","4xx","5xx", or "error"), duration. For metrics.
+	OnCall func(host, class string, d time.Duration)
+}
+
+// Caller makes the HTTP calls of runtime jobs. It is safe for concurrent use; one Caller
+// serves the whole process, so that its concurrency bounds and connection pool are shared.
+type Caller struct {
+	guard  *Guard
+	client *http.Client
+	slots  *slots
+	onCall func(host, class string, d time.Duration)
+}
+
+// NewCaller builds a Caller; zero fields of c take their defaults.
+func NewCaller(c Config) *Caller {
+	if c.Guard == nil {
+		c.Guard, _ = NewGuard(nil) // an empty list has no bad entry
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = concurrencyDefault
+	}
+	if c.HostConcurrency <= 0 {
+		c.HostConcurrency = hostConcurrencyDefault
+	}
+	transport := &http.Transport{
+		Proxy:               nil, // a proxy from the environment would dial for us, past the guard
+		DialContext:         c.Guard.DialContext,
+		TLSHandshakeTimeout: tlsHandshakeTimeout,
+		MaxIdleConns:        c.Concurrency,
+		MaxIdleConnsPerHost: c.HostConcurrency,
+		MaxConnsPerHost:     c.HostConcurrency,
+		IdleConnTimeout:     idleConnTimeout,
+		ForceAttemptHTTP2:   true,
+	}
+	return &Caller{
+		guard: c.Guard,
+		client: &http.Client{
+			Transport: transport,
+			// A redirect could lead anywhere; the guard would still check it, but the user
+			// asked for this URL, and a 3xx usually means a mistyped one (http for https).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		slots:  newSlots(c.Concurrency, c.HostConcurrency),
+		onCall: c.OnCall,
+	}
+}
+
+// Waiting is how many calls wait for a concurrency slot now (a gauge for metrics).
+func (c *Caller) Waiting() int64 { return c.slots.waiting.Load() }
+
+// RetryPolicy says how often and how far apart a failed call is tried again.
+type RetryPolicy struct {
+	MaxAttempts    int           // <= 1: one attempt
+	InitialBackoff time.Duration // <= 0: 1s
+	MaxBackoff     time.Duration // <= 0: 1m; never below InitialBackoff
+}
+
+// Request is one call of a runtime job, to be tried up to Retry.MaxAttempts times.
+type Request struct {
+	Method, URL    string
+	Header         http.Header // the user's headers plus auth, already resolved; never logged
+	Body           []byte
+	AttemptTimeout time.Duration // whole attempt incl. reading the body; <= 0: 30s
+	Success        []int         // statuses that count as success; empty = any 2xx
+	IdempotencyKey string        // sent as Idempotency-Key AND as webhook-id; the same on every attempt
+	RunID          int64
+	ScheduledAt    time.Time // zero for manual runs: then X-Scheduler-Scheduled-At is omitted
+	SigningKey     []byte    // nil: no webhook-signature header (webhook-id/-timestamp are still sent)
+	Retry          RetryPolicy
+	// Deadline: no attempt starts after it, and no backoff sleeps past it (the next slot, or
+	// the run's timeout); zero = none. An attempt under way is not cut short by it.
+	Deadline  time.Time
+	OnAttempt func(Attempt) // called after each attempt, before any backoff (the engine records it)
+}
+
+// Attempt is what one try of a Request did.
+type Attempt struct {
+	Number     int // 1-based
+	StartedAt  time.Time
+	Duration   time.Duration
+	StatusCode int    // 0 when no answer
+	Body       string // the first 4 KiB of the response body, valid UTF-8 (cut cleanly)
+	Error      string // "" on success; otherwise in words, e.g. "connection refused"
+	Retryable  bool
+}
+
+// Result is the outcome of a Request: its attempts, and Err nil on success or otherwise saying
+// what happened on the last attempt and how many attempts were made. When ctx ended the call,
+// Err wraps ctx.Err().
+type Result struct {
+	Attempts []Attempt
+	Err      error
+}
+
+// Do calls r.URL, retrying as r.Retry allows. The URL is checked again before the first
+// attempt, because the allow list may have been narrowed since the definition was written.
+func (c *Caller) Do(ctx context.Context, r Request) Result {
+	if err := c.guard.CheckURL(r.URL); err != nil {
+		return Result{Err: fmt.Errorf("not attempted: %w", err)}
+	}
+	u, _ := url.Parse(r.URL) // CheckURL parsed it already
+	host := normalHost(u.Hostname())
+	maxAttempts := max(r.Retry.MaxAttempts, 1)
+	initial := cmpOr(r.Retry.InitialBackoff, initialBackoffDefault)
+	delays := backoff.New(initial, max(cmpOr(r.Retry.MaxBackoff, maxBackoffDefault), initial))
+
+	var res Result
+	for n := 1; ; n++ {
+		release, err := c.slots.acquire(ctx, host, r.Deadline)
+		if err != nil {
+			if ctx.Err() != nil {
+				res.Err = stopped(ctx, n-1)
+			} else {
+				res.Err = fmt.Errorf("gave up after %s: %w", attempts(n-1), err)
+			}
+			return res
+		}
+		a, retryAfter := c.attempt(ctx, &r, n)
+		release()
+		res.Attempts = append(res.Attempts, a)
+		if c.onCall != nil {
+			c.onCall(host, statusClass(a.StatusCode), a.Duration)
+		}
+		if r.OnAttempt != nil {
+			r.OnAttempt(a)
+		}
+
+		switch {
+		case a.Error == "":
+			return res
+		case ctx.Err() != nil:
+			res.Err = stopped(ctx, n)
+			return res
+		case !a.Retryable:
+			res.Err = fmt.Errorf("failed after %s, not retryable: %s", attempts(n), a.Error)
+			return res
+		case n >= maxAttempts:
+			res.Err = fmt.Errorf("failed after %s: %s", attempts(n), a.Error)
+			return res
+		}
+		wait := max(delays.Next(), retryAfter) // a server that says when to come back knows best
+		if !r.Deadline.IsZero() && time.Now().Add(wait).After(r.Deadline) {
+			res.Err = fmt.Errorf("gave up after %s: the next attempt would start after the run's deadline %s (the next slot or the run's timeout); last: %s",
+				attempts(n), r.Deadline.UTC().Format(time.RFC3339), a.Error)
+			return res
+		}
+		if !backoff.Sleep(ctx, wait) {
+			res.Err = stopped(ctx, n)
+			return res
+		}
+	}
+}
+
+// stopped says that ctx ended the call, keeping ctx.Err() for errors.Is and the cause (a lost
+// leadership, a cancelled run) for the reader.
+func stopped(ctx context.Context, n int) error {
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		return fmt.Errorf("stopped after %s: %w (%w)", attempts(n), ctx.Err(), cause)
+	}
+	return fmt.Errorf("stopped after %s: %w", attempts(n), ctx.Err())
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return "error"
+	}
+	return fmt.Sprintf("%dxx", code/100)
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

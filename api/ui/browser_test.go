@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,9 +17,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
 // netLog records what a tab received: each answer's URL and status, and the browser's
@@ -229,4 +233,346 @@ func focusedOn(sel string) chromedp.Action[chromedp.Void] {
 		}
 		return nil
 	})
+}
+
+// Runtime jobs in the console: made, previewed, edited and deleted through the form, as an
+// operator does, against a whole replica whose API checks them. The jobs made here are
+// disabled or only previewed: this machine's network reaches no public address, so no job
+// may call one (its HTTP runs' attempts are written into the database instead).
+func TestConsoleRuntimeJobs(t *testing.T) {
+	browser := startBrowser(t)
+	srv := replicatest.Start(t, replicatest.Options{Token: fullToken, ReadToken: readToken})
+	shots := screenshotDir(t)
+	axe := axeSource(t)
+	requireRuntimeRoutes(t, srv.URL)
+
+	tab := newTab(t, browser)
+	run(t, tab, signIn(srv.URL, fullToken))
+
+	t.Run("a new HTTP job made with the form is listed with its kind and target", func(t *testing.T) {
+		run(t, tab, newJobForm(srv.URL),
+			chromedp.SendKeys(chromedp.CSS("#jf-name"), "hook-job"),
+			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "*/5 * * * *"),
+			chromedp.SendKeys(chromedp.CSS("#jf-http-url"), "https://example.com/hook"),
+			chromedp.SendKeys(chromedp.CSS("#jf-labels"), "team=billing"),
+			chromedp.SendKeys(chromedp.CSS("#jf-http-headers"), "Content-Type: application/json"),
+			// Disabled, so it never calls example.com from this machine.
+			chromedp.Click(chromedp.CSS("#jf-enabled")),
+			waitJS(`!document.querySelector("#jf-enabled").checked`),
+			chromedp.Click(chromedp.CSS("#preview-btn")),
+			waitJS(`document.querySelector("#preview-status").textContent.includes("accepts")`),
+			waitJS(`document.querySelector("#preview").textContent.includes("POST https://example.com/hook")`))
+		axeClean(t, tab, axe, "the new job's form")
+		run(t, tab,
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`location.hash === "#/jobs/hook-job"`),
+			waitJS(`document.querySelector("#flash").textContent.includes("Created hook-job")`),
+			waitJS(`document.activeElement === document.querySelector("h1")`),
+			waitJS(`document.querySelector('h1 [data-badge="kind"]').textContent === "HTTP"`),
+			waitJS(`document.querySelector("#job-target").textContent === "POST https://example.com/hook"`),
+			waitJS(`!document.querySelector("#edit").hidden && !document.querySelector("#delete").hidden`))
+		axeClean(t, tab, axe, "a runtime job's page")
+
+		row := `document.querySelector('tr[data-job="hook-job"]')`
+		run(t, tab,
+			chromedp.Navigate(srv.URL+"/ui/#/"),
+			waitJS(row+`.textContent.includes("POST https://example.com/hook")`),
+			waitJS(row+`.querySelector('[data-badge="kind"]').textContent === "HTTP"`),
+			waitJS(row+`.querySelector('[data-badge="disabled"]') !== null`),
+			waitJS(row+`.textContent.includes("team=billing")`),
+			waitJS(`document.querySelector('tr[data-job="plan-change"] [data-badge="kind"]').textContent === "built-in"`),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs+1)))
+		run(t, tab, refreshes(1))
+		screenshot(t, tab, shots, "console-list")
+		axeClean(t, tab, axe, "the overview with a runtime job")
+
+		// The filter narrows the list by name, label or target, and keeps the focus.
+		run(t, tab,
+			chromedp.SendKeys(chromedp.CSS("#job-filter"), "team=billing"),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === 1 && `+row+` !== null`),
+			waitJS(`document.querySelector("#jobs-count").textContent.startsWith("1 of ")`),
+			refreshes(2),
+			focusedOn("#job-filter"),
+			js(`document.querySelector("#job-filter").value = "built-in"; document.querySelector("#job-filter").dispatchEvent(new Event("input"))`),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)),
+			js(`document.querySelector("#job-filter").value = ""; document.querySelector("#job-filter").dispatchEvent(new Event("input"))`),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs+1)))
+	})
+
+	t.Run("preview shows the next five runs and stores nothing", func(t *testing.T) {
+		run(t, tab, newJobForm(srv.URL),
+			chromedp.SendKeys(chromedp.CSS("#jf-name"), "preview-only"),
+			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "*/5 * * * *"),
+			chromedp.SendKeys(chromedp.CSS("#jf-http-url"), "https://example.com/hook"),
+			chromedp.Click(chromedp.CSS("#preview-btn")),
+			waitJS(`document.querySelectorAll("#preview-runs li time").length === 5`),
+			waitJS(`document.querySelector("#preview-when").textContent.includes("5 minutes")`),
+			// Five slots five minutes apart.
+			waitJS(`(() => { const t = [...document.querySelectorAll("#preview-runs time")].map((e) => Date.parse(e.getAttribute("datetime")));
+				return t.every((v, i) => i === 0 || v - t[i-1] === 300000) })()`))
+		assert.Equal(t, http.StatusNotFound, get(t, srv.URL, "/v1/jobs/preview-only", nil), "a preview stored the job")
+	})
+
+	t.Run("a bad schedule and a bad URL are shown beside their fields", func(t *testing.T) {
+		run(t, tab, newJobForm(srv.URL),
+			chromedp.SendKeys(chromedp.CSS("#jf-name"), "bad-job"),
+			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "every tuesday"),
+			chromedp.SendKeys(chromedp.CSS("#jf-http-url"), "http://10.0.0.1/x"),
+			chromedp.Click(chromedp.CSS("#preview-btn")),
+			waitJS(invalidWithError("#jf-schedule")),
+			waitJS(invalidWithError("#jf-http-url")),
+			waitJS(`document.querySelector("#jf-http-url-error").textContent.includes("10.0.0.1")`),
+			// Each error sits in its own field's box, and only those two fields are marked.
+			waitJS(`document.querySelector("#jf-schedule-error").closest("[data-field]").dataset.field === "schedule"`),
+			waitJS(`document.querySelector("#jf-http-url-error").closest("[data-field]").dataset.field === "http.url"`),
+			waitJS(`document.querySelectorAll('[aria-invalid="true"]').length === 2`),
+			waitJS(`document.querySelector("#preview-status").textContent.includes("2 problems")`),
+			waitJS(`document.querySelectorAll("#preview-runs").length === 0`))
+		screenshot(t, tab, shots, "console-form-errors")
+		viewport(t, tab, shots, "console-form-errors-top")
+		axeClean(t, tab, axe, "the job form with errors")
+		// A failed save moves the focus to the first wrong field.
+		run(t, tab,
+			js(`document.querySelector("#preview-btn").focus()`),
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`document.activeElement === document.querySelector("#jf-schedule")`),
+			waitJS(invalidWithError("#jf-http-url")))
+		assert.Equal(t, http.StatusNotFound, get(t, srv.URL, "/v1/jobs/bad-job", nil))
+		// Fixed, the errors go.
+		run(t, tab,
+			js(`document.querySelector("#jf-schedule").value = ""; document.querySelector("#jf-http-url").value = ""`),
+			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "@every 10m"),
+			chromedp.SendKeys(chromedp.CSS("#jf-http-url"), "https://example.com/x"),
+			chromedp.Click(chromedp.CSS("#preview-btn")),
+			waitJS(`document.querySelectorAll('[aria-invalid="true"]').length === 0 && document.querySelector("#form-problems").hidden`),
+			waitJS(`document.querySelectorAll("#preview-runs li").length === 5`))
+	})
+
+	t.Run("edit changes the schedule, and a description with markup stays text", func(t *testing.T) {
+		const injected = `<img src=x onerror="window.injected=1"><script>window.injected=2</script>`
+		run(t, tab,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/hook-job"),
+			waitJS(enabledLink("#edit")),
+			chromedp.Click(chromedp.CSS("#edit")),
+			waitJS(`document.querySelector("#jf-schedule").value === "*/5 * * * *"`),
+			waitJS(`document.querySelector("#jf-name").readOnly && document.querySelector("#jf-http-url").value === "https://example.com/hook"`),
+			waitJS(`document.querySelector("#jf-http-headers").value === "Content-Type: application/json"`),
+			waitJS(`!document.querySelector("#jf-enabled").checked`),
+			js(`document.querySelector("#jf-schedule").value = ""`),
+			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "0 * * * *"),
+			chromedp.SendKeys(chromedp.CSS("#jf-description"), injected),
+			chromedp.Click(chromedp.CSS("#preview-btn")),
+			waitJS(`document.querySelector("#preview-when").textContent.includes("hour")`),
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`location.hash === "#/jobs/hook-job"`),
+			waitJS(`document.querySelector("#flash").textContent.includes("Saved hook-job (version 2)")`),
+			waitJS(`[...document.querySelectorAll(".card dd")].some((d) => d.textContent === "0 * * * *")`),
+			waitJS(`document.querySelector("#job-description").textContent === `+jsString(injected)),
+			waitJS(`document.querySelector("main img, main script") === null && window.injected === undefined`))
+		screenshot(t, tab, shots, "console-job")
+		var job struct {
+			Version    int64
+			Schedule   string
+			Definition struct{ Description string }
+		}
+		require.Equal(t, http.StatusOK, get(t, srv.URL, "/v1/jobs/hook-job", &job))
+		assert.Equal(t, int64(2), job.Version)
+		assert.Equal(t, "0 * * * *", job.Schedule)
+		assert.Equal(t, injected, job.Definition.Description)
+	})
+
+	t.Run("saving over someone else's change says so", func(t *testing.T) {
+		run(t, tab,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/hook-job/edit"),
+			waitJS(`document.querySelector("#jf-schedule").value === "0 * * * *"`))
+		var job struct {
+			Version    int64
+			Definition map[string]any
+		}
+		require.Equal(t, http.StatusOK, get(t, srv.URL, "/v1/jobs/hook-job", &job))
+		job.Definition["description"] = "changed by a colleague"
+		require.Equal(t, http.StatusOK, put(t, srv.URL, "/v1/jobs/hook-job", job.Definition, job.Version))
+		run(t, tab,
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`document.querySelector("#form-problems").textContent.includes("Someone else changed this job")`),
+			waitJS(`document.activeElement === document.querySelector("#form-problems")`),
+			chromedp.Click(chromedp.CSS("#reload-job")),
+			waitJS(`document.querySelector("#jf-description").value === "changed by a colleague"`),
+			waitJS(`document.querySelector("#form-problems").hidden`))
+	})
+
+	t.Run("an HTTP run's page shows its attempts, and their bodies as text", func(t *testing.T) {
+		id := seedAttempts(t, srv, "hook-job")
+		run(t, tab,
+			chromedp.Navigate(fmt.Sprintf("%s/ui/#/runs/%d", srv.URL, id)),
+			waitJS(`document.querySelectorAll("#attempts > li").length === 3`),
+			waitJS(`document.querySelector('[data-attempt="1"]').textContent.includes("HTTP 503")`),
+			waitJS(`document.querySelector('[data-attempt="2"]').textContent.includes("i/o timeout")`),
+			waitJS(`document.querySelector('[data-attempt="3"]').textContent.includes("HTTP 200")`),
+			waitJS(`document.querySelector('[data-attempt="1"] pre').textContent.includes("<script>window.injected=3</script>")`),
+			waitJS(`document.querySelector("main img, main script, main pre *") === null && window.injected === undefined`),
+			waitJS(`document.body.textContent.includes("version 2")`))
+		screenshot(t, tab, shots, "console-run-attempts")
+		axeClean(t, tab, axe, "an HTTP run's page")
+	})
+
+	t.Run("the form fits a phone", func(t *testing.T) {
+		phone := newTab(t, browser)
+		run(t, phone, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), signIn(srv.URL, fullToken),
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/hook-job/edit"),
+			waitJS(`document.querySelector("#jf-schedule").value === "0 * * * *"`),
+			js(`document.querySelector("#jf-http-url").value = "http://10.0.0.1/x"`),
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`document.activeElement === document.querySelector("#jf-http-url")`))
+		screenshot(t, phone, shots, "console-form-390px")
+		overflow, err := chromedp.Run(phone, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		require.NoError(t, err)
+		assert.False(t, overflow, "the job form scrolls sideways at 390 px")
+	})
+
+	t.Run("built-in jobs have no Edit or Delete", func(t *testing.T) {
+		run(t, tab,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/plan-change"),
+			waitJS(`document.querySelector('h1 [data-badge="kind"]').textContent === "built-in"`),
+			waitJS(`document.querySelector("#edit").hidden && document.querySelector("#delete").hidden`),
+			waitJS(`document.querySelector("#job-target") === null`))
+	})
+
+	t.Run("the read-only token's writes are refused", func(t *testing.T) {
+		viewer := newTab(t, browser)
+		run(t, viewer, signIn(srv.URL, readToken),
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/hook-job/edit"),
+			waitJS(`document.querySelector("#jf-schedule").value === "0 * * * *"`),
+			chromedp.Click(chromedp.CSS("#save")),
+			waitJS(`document.querySelector("#form-problems").textContent.includes("Refused") && document.querySelector("#form-problems").textContent.includes("read-only")`),
+			waitJS(`document.activeElement === document.querySelector("#form-problems")`))
+		var job struct{ Version int64 }
+		require.Equal(t, http.StatusOK, get(t, srv.URL, "/v1/jobs/hook-job", &job))
+		assert.Equal(t, int64(3), job.Version, "the read-only token changed the job")
+	})
+
+	t.Run("delete asks first, naming the job, then removes it", func(t *testing.T) {
+		run(t, tab,
+			chromedp.Navigate(srv.URL+"/ui/#/jobs/hook-job"),
+			waitJS(enabled("#delete")),
+			chromedp.Click(chromedp.CSS("#delete")),
+			waitJS(`document.querySelector("#confirm").open`),
+			waitJS(`document.querySelector("#confirm-title").textContent === "Delete hook-job?"`),
+			waitJS(`document.querySelector("#confirm-text").textContent.includes("hook-job")`),
+			chromedp.KeyEvent(kb.Escape),
+			waitJS(`!document.querySelector("#confirm").open`),
+			focusedOn("#delete"))
+		require.Equal(t, http.StatusOK, get(t, srv.URL, "/v1/jobs/hook-job", nil), "cancelled, the job stays")
+		// Opened again at once, before the Escape's close event may have come: one delete.
+		run(t, tab,
+			confirmByKeyboard("#delete"),
+			waitJS(`location.hash === "#/"`),
+			waitJS(`document.querySelector("#flash").textContent.includes("Deleted hook-job")`),
+			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)),
+			waitJS(`document.querySelector('tr[data-job="hook-job"]') === null`),
+			// A second delete would have replaced the message with its 404.
+			refreshes(2),
+			waitJS(`document.querySelector("#flash").textContent === "Deleted hook-job."`))
+		assert.Equal(t, http.StatusNotFound, get(t, srv.URL, "/v1/jobs/hook-job", nil))
+	})
+}
+
+// newJobForm opens an empty job form from the overview, as an operator does.
+func newJobForm(base string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(base+"/ui/#/"),
+		waitJS(enabledLink("#new-job")),
+		chromedp.Click(chromedp.CSS("#new-job")),
+		waitJS(`location.hash === "#/new-job" && document.querySelector("#jf-name").value === ""`),
+	)
+}
+
+// requireRuntimeRoutes fails at once, saying why, when the replica has no runtime-job
+// routes: every step below would only time out.
+func requireRuntimeRoutes(t *testing.T, base string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", base+"/v1/jobs?dry_run=true", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+fullToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.NotContains(t, []int{http.StatusNotFound, http.StatusMethodNotAllowed}, res.StatusCode,
+		"POST /v1/jobs is not routed: the replica has no runtime jobs")
+}
+
+// invalidWithError is true when the input is marked invalid and describes itself with a
+// visible error message.
+func invalidWithError(sel string) string {
+	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
+	return fmt.Sprintf(`%[1]s.getAttribute("aria-invalid") === "true" && (() => {
+		const err = document.getElementById(%[1]s.getAttribute("aria-describedby").split(" ")[0]);
+		return err && !err.hidden && err.offsetParent !== null && err.textContent.trim().length > 2 })()`, q)
+}
+
+// enabledLink is true when the link is shown.
+func enabledLink(sel string) string {
+	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
+	return q + ` && !` + q + `.hidden && ` + q + `.offsetParent !== null`
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// get GETs path with the full token and decodes the answer into into, when given.
+func get(t *testing.T, base, path string, into any) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+fullToken)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	if into != nil && res.StatusCode == http.StatusOK {
+		require.NoError(t, json.NewDecoder(res.Body).Decode(into))
+	}
+	return res.StatusCode
+}
+
+// put replaces a runtime job's definition, as another operator would.
+func put(t *testing.T, base, path string, def any, version int64) int {
+	t.Helper()
+	b, err := json.Marshal(def)
+	require.NoError(t, err)
+	req, err := http.NewRequest("PUT", base+path, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+fullToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("If-Match", fmt.Sprintf(`"%d"`, version))
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// seedAttempts records a finished run of job with three call attempts, as the engine
+// records them: a 503 whose body is HTML with script in it (a target's answer is untrusted),
+// a timeout with no answer, then a 200.
+func seedAttempts(t *testing.T, srv *replicatest.Server, job string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var id int64
+	require.NoError(t, srv.DB.Pool.QueryRow(ctx, `
+		INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, instance_id, epoch, stats, definition_version)
+		VALUES ($1, 'manual', 'succeeded', now() - interval '1 minute', now() - interval '1 minute',
+		        now() - interval '1 minute' + interval '7 s', $2, 1, '{}', 2)
+		RETURNING id`, job, srv.InstanceID).Scan(&id))
+	_, err := srv.DB.Pool.Exec(ctx, `
+		INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error) VALUES
+		($1, 1, now() - interval '1 minute', 84, 503,
+		 '<html><body><h1>Service Unavailable</h1><img src=x onerror="window.injected=1"><script>window.injected=3</script></body></html>',
+		 'status 503 is not a success status'),
+		($1, 2, now() - interval '1 minute' + interval '1 s', 5000, NULL, NULL,
+		 'dial tcp 93.184.215.14:443: i/o timeout'),
+		($1, 3, now() - interval '1 minute' + interval '7 s', 112, 200, '{"queued": true, "report": "daily"}', NULL)`, id)
+	require.NoError(t, err)
+	return id
 }

@@ -342,6 +342,7 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 		defer en.waiting.Store(false)
 	}
 	retry := backoff.New(retryMin, retryMax)
+	waiting := false
 	for {
 		err := e.claim(ctx, term, log, en, slot, trigger, queueOne)
 		var early *earlyError
@@ -349,7 +350,10 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 		case err == nil:
 			return
 		case errors.Is(err, errBusy):
-			log.Info("the job is still running; the slot waits for it (overlap queue-one)")
+			if !waiting {
+				log.Info("the job is still running; the slot waits for it (overlap queue-one)")
+				waiting = true
+			}
 			e.awaitIdle(ctx, en.conf.Name)
 			continue
 		case errors.As(err, &early):

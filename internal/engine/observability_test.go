@@ -49,6 +49,13 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String is everything written so far.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // lines decodes every JSON line written so far.
 func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()

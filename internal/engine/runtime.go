@@ -201,10 +201,15 @@ func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 	})
 }
 
-// deadlineFor is when a slot's retries must end: when the next slot is due.
+// deadlineFor is when a slot's retries must end: when the job's next slot is due after the
+// run started (a queue-one slot starts after its own period).
 func deadlineFor(en *entry, run *store.Run) time.Time {
 	if run.ScheduledAt == nil || en.conf.Schedule == nil {
 		return time.Time{}
 	}
-	return en.conf.Schedule.Next(*run.ScheduledAt)
+	from := *run.ScheduledAt
+	if run.StartedAt != nil && run.StartedAt.After(from) {
+		from = *run.StartedAt
+	}
+	return en.conf.Schedule.Next(from)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -136,4 +137,75 @@ func TestRuntimeJobPausesAfterFailuresInARow(t *testing.T) {
 		SELECT count(*) FROM run_attempts a JOIN job_runs r ON r.id = a.run_id
 		WHERE r.job = 'broken' AND a.status_code = 400`).Scan(&attempts))
 	assert.Equal(t, 2, attempts, "a 400 is not retried: one recorded attempt per run")
+}
+
+// A secret's value never reaches a log line or a recorded attempt, even from a target that
+// echoes the request back.
+func TestSecretValuesStayOutOfLogsAndAttempts(t *testing.T) {
+	const secret = "s3cr3t-bearer-value"
+	db, url := newDB(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway) // an error, so the body is also in the run's error
+		_, _ = w.Write([]byte("you sent " + r.Header.Get("Authorization")))
+	}))
+	t.Cleanup(srv.Close)
+	var logs syncBuffer
+	rt := runtimeFor(t, "127.0.0.1/32")
+	rt.Secrets = map[string]string{"ECHO_TOKEN": secret}
+	n := startNode(t, url, "a", nodeOptions{runtime: rt, pollInterval: 200 * time.Millisecond,
+		log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	createDefinition(t, db, `{"name": "echo", "schedule": "0 0 1 1 *", "retry": {"max_attempts": 2, "initial_backoff": "100ms"},
+		"http": {"url": "`+srv.URL+`", "auth": {"bearer_secret": "ECHO_TOKEN"}}}`)
+	awaitSignal(t, &n.en.testSignals.definitionLoaded, "loaded")
+
+	r := awaitFinished(t, db, queueRun(t, db, "echo"))
+	assert.Equal(t, store.StatusFailed, r.Status)
+	require.NotNil(t, r.Error)
+	assert.NotContains(t, *r.Error, secret)
+	attempts, err := db.Attempts(context.Background(), r.ID)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2, "a 502 is retried")
+	for _, a := range attempts {
+		require.NotNil(t, a.Body)
+		assert.Equal(t, "you sent Bearer [secret]", *a.Body)
+	}
+	assert.NotContains(t, logs.String(), secret)
+	assert.Contains(t, logs.String(), "call attempt", "the log was captured")
+}
+
+// overlap queue-one: a slot that comes due while the job runs waits for it and then runs;
+// the slots after it, while it waits, are skipped.
+func TestQueueOneRunsTheWaitingSlotAfterTheActiveRun(t *testing.T) {
+	db, url := newDB(t)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select { // the first call lasts until the test has seen the next slots come due
+			case <-release:
+			case <-time.After(waitTimeout):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: 200 * time.Millisecond})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	createDefinition(t, db, `{"name": "slow", "schedule": "@every 1s", "overlap": "queue-one", "timeout": "30s",
+		"http": {"url": "`+srv.URL+`", "timeout": "30s"}}`)
+
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND status = 'skipped' AND reason = 'overlap'`) >= 2
+	}, waitTimeout, 20*time.Millisecond, "later slots are skipped while one waits")
+	first := count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND status = 'running'`)
+	require.Equal(t, 1, first)
+	var waitingSlot time.Time
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		SELECT min(scheduled_at) + interval '1 second' FROM job_runs WHERE job = 'slow' AND status = 'running'`).Scan(&waitingSlot))
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND scheduled_at = $1`, waitingSlot),
+		"the waiting slot has no row while it waits")
+	close(release)
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND scheduled_at = $1 AND status = 'succeeded'`, waitingSlot) == 1
+	}, waitTimeout, 20*time.Millisecond, "the waiting slot ran once the first run ended")
 }

@@ -42,6 +42,10 @@ type sizes struct {
 	messages     int           // abandoned leads, one message each, for the message pipeline
 	appointments int           // appointments for the appointment jobs (a tenth due for each)
 	slowWindow   time.Duration // how long the pipeline at concurrency 1 is measured
+	callJobs     int           // runtime HTTP jobs due on the same minute
+	claimSlots   int           // slots due at one instant, claimed in one batch
+	scaleJobs    int           // runtime HTTP jobs of the scale run
+	scaleMinutes int           // minutes the scale run measures
 }
 
 var (
@@ -49,11 +53,13 @@ var (
 		members: 1_000_000, naiveSample: 20_000, groups: 100_000, retention: 10_000_000,
 		historyRows: 10_000_000, loadRows: 1_000_000, loadDuration: 20 * time.Second, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
 		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second, appointments: 1_000_000,
+		callJobs: 1000, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 3,
 	}
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
 		historyRows: 1_000_000, loadRows: 100_000, loadDuration: 5 * time.Second, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
 		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second, appointments: 100_000,
+		callJobs: 200, claimSlots: 10_000, scaleJobs: 2000, scaleMinutes: 1,
 	}
 )
 
@@ -70,6 +76,9 @@ var sections = []struct {
 	{"api", benchAPI},
 	{"apiload", benchAPILoad},
 	{"handover", benchHandover},
+	{"calls", benchCalls},
+	{"claims", benchClaims},
+	{"scale", benchScale},
 }
 
 func main() {
@@ -78,7 +87,7 @@ func main() {
 	}
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
-	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover); default all")
+	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale); default all")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

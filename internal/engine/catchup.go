@@ -77,47 +77,73 @@ func (e *Engine) orphans(ctx context.Context, term leader.Term) ([]int64, error)
 	}), nil
 }
 
+// catchUpBatch is how many jobs one catch-up transaction decides: a hand-over with 10 000
+// jobs costs a few dozen transactions of five statements each, not one transaction per job.
+const catchUpBatch = 500
+
 // catchUp handles the slots nobody claimed (docs/design.md guarantee 3): for each enabled job it
 // compares the schedule with the slots recorded, walking back from now over at most
 // MaxMissed+1 slots and not before the job's first recorded slot, so gaps inside that
 // walk are found (not only the tail after the latest row) and a long outage costs the cap,
 // not one step per period. The latest slot, when unrecorded and within the job's catch-up
 // window, runs once with trigger catch-up; every other unrecorded slot is recorded as
-// missed. Everything is decided on the database clock.
+// missed. Everything is decided on the database clock, for catchUpBatch jobs at a time.
 //
 // It returns, per job, the latest slot it considered, from which startTimers ticks the
 // slots that come due before its timers fire.
 func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger) map[string]time.Time {
 	enabled := e.enabledEntries()
 	upTo := make(map[string]time.Time, len(enabled))
-	for _, en := range enabled {
-		log := log.With("job", en.conf.Name)
-		sched := en.conf.Schedule
-		var (
-			latest time.Time
-			missed []time.Time
-			out    store.ClaimOutcome
-		)
-		e.claiming.RLock()
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			missed, out = nil, store.ClaimOutcome{}
-			now, err := tx.Now(ctx)
-			if err != nil {
-				return err
+	for lo := 0; lo < len(enabled) && ctx.Err() == nil; lo += catchUpBatch {
+		batch := enabled[lo:min(lo+catchUpBatch, len(enabled))]
+		if err := e.catchUpBatch(ctx, term, log, batch, upTo); err != nil && ctx.Err() == nil {
+			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "jobs", len(batch))
+		}
+	}
+	return upTo
+}
+
+// jobCatchUp is what the catch-up decided for one job.
+type jobCatchUp struct {
+	en     *entry
+	latest time.Time
+	missed []time.Time
+	run    bool // the latest slot runs (trigger catch-up)
+}
+
+func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.Logger, batch []*entry, upTo map[string]time.Time) error {
+	e.claiming.RLock()
+	defer e.claiming.RUnlock()
+	var (
+		decided []*jobCatchUp
+		outs    []store.ClaimOutcome
+		claimed []*jobCatchUp
+	)
+	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		decided, outs, claimed = nil, nil, nil
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		names := make([]string, len(batch))
+		for i, en := range batch {
+			names[i] = en.conf.Name
+		}
+		firsts, err := tx.FirstSlots(ctx, names)
+		if err != nil {
+			return err
+		}
+		walks := make([][]time.Time, len(batch))
+		var ranges []store.SlotRange
+		for i, en := range batch {
+			sched := en.conf.Schedule
+			latest := sched.Prev(now)
+			if latest.IsZero() || (en.def != nil && latest.Before(en.since)) {
+				// No slot yet, or the slot came before this version of the definition: it
+				// was another schedule's, or the job did not exist yet.
+				continue
 			}
-			latest = sched.Prev(now)
-			if latest.IsZero() {
-				return nil
-			}
-			first, err := tx.FirstSlot(ctx, en.conf.Name)
-			if err != nil {
-				return err
-			}
-			if en.def != nil && latest.Before(en.since) {
-				// The slot came before this version of the definition: it was another
-				// schedule's, or the job did not exist yet.
-				return nil
-			}
+			first := firsts[en.conf.Name]
 			if en.def != nil && first.Before(en.since) {
 				first = en.since
 			}
@@ -128,61 +154,65 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 			for s := before(latest); !first.IsZero() && !s.IsZero() && !s.Before(first) && len(walk) <= e.conf.MaxMissed; s = before(s) {
 				walk = append(walk, s)
 			}
-			rows, err := tx.RecordedSlots(ctx, en.conf.Name, walk)
-			if err != nil {
+			walks[i] = walk
+			ranges = append(ranges, store.SlotRange{Job: en.conf.Name, From: walk[len(walk)-1], To: latest})
+		}
+		recorded, err := tx.RecordedSlotsIn(ctx, ranges)
+		if err != nil {
+			return err
+		}
+		var missedJobs []string
+		var missedSlots []time.Time
+		var claims []store.Claim
+		for i, en := range batch {
+			walk := walks[i]
+			if walk == nil {
+				continue
+			}
+			d := &jobCatchUp{en: en, latest: walk[0]}
+			rec := recorded[en.conf.Name]
+			d.run = !rec[d.latest.Unix()] && en.conf.Catchup > 0 && now.Sub(d.latest) <= en.conf.Catchup
+			for j := len(walk) - 1; j >= 0; j-- { // oldest first, the order they came due
+				if s := walk[j]; !rec[s.Unix()] && !(j == 0 && d.run) {
+					d.missed = append(d.missed, s)
+					missedJobs, missedSlots = append(missedJobs, en.conf.Name), append(missedSlots, s)
+				}
+			}
+			if d.run {
+				claims = append(claims, store.Claim{Job: en.conf.Name, ScheduledAt: d.latest, Trigger: store.TriggerCatchUp,
+					MinGap: en.conf.MinGap, InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef()})
+				claimed = append(claimed, d)
+			}
+			decided = append(decided, d)
+		}
+		if len(missedSlots) > 0 {
+			if _, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID); err != nil {
 				return err
 			}
-			recorded := make(map[int64]bool, len(rows)) // by Unix second: slots are whole seconds
-			for _, s := range rows {
-				recorded[s.Unix()] = true
-			}
-			runLatest := !recorded[latest.Unix()] && en.conf.Catchup > 0 && now.Sub(latest) <= en.conf.Catchup
-			for i := len(walk) - 1; i >= 0; i-- { // oldest first, the order they came due
-				if s := walk[i]; !recorded[s.Unix()] && !(i == 0 && runLatest) {
-					missed = append(missed, s)
-				}
-			}
-			if len(missed) > 0 {
-				if _, err := tx.RecordMissed(ctx, en.conf.Name, missed, e.conf.InstanceID); err != nil {
-					return err
-				}
-			}
-			if !runLatest {
-				return nil
-			}
-			out, err = tx.ClaimSlot(ctx, store.Claim{
-				Job: en.conf.Name, ScheduledAt: latest, Trigger: store.TriggerCatchUp, MinGap: en.conf.MinGap,
-				InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef(),
-			})
-			return err
-		})
-		if err != nil {
-			e.claiming.RUnlock()
-			if ctx.Err() == nil {
-				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err)
-			}
-			continue
 		}
-		if !latest.IsZero() {
-			upTo[en.conf.Name] = latest
-		}
-		for range missed {
-			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
-		}
-		if len(missed) > 0 {
-			log.Warn("recorded missed slots", "count", len(missed), "first", missed[0], "last", missed[len(missed)-1])
-		}
-		switch {
-		case out.Run != nil:
-			log.Info("caught up the latest missed slot", "run_id", out.Run.ID, "scheduled_at", latest)
-			e.conf.Metrics.SetJobPaused(en.conf.Name, false)
-			e.start(ctx, term, en, out.Run)
-		case out.Skipped != "":
-			log.Info("latest missed slot skipped", "run_id", out.SkippedID, "scheduled_at", latest, "reason", out.Skipped)
-			e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, store.TriggerCatchUp)
-			e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
-		}
-		e.claiming.RUnlock()
+		outs, err = tx.ClaimSlots(ctx, claims)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return upTo
+	for _, d := range decided {
+		upTo[d.en.conf.Name] = d.latest
+		for range d.missed {
+			e.conf.Metrics.RunRecorded(d.en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+		}
+		if len(d.missed) > 0 {
+			log.Warn("recorded missed slots", "job", d.en.conf.Name, "count", len(d.missed),
+				"first", d.missed[0], "last", d.missed[len(d.missed)-1])
+		}
+	}
+	for i, d := range claimed {
+		log := log.With("job", d.en.conf.Name, "scheduled_at", d.latest, "trigger", store.TriggerCatchUp)
+		if out := outs[i]; out.Run != nil || out.Skipped != "" {
+			if err := e.claimed(ctx, term, log, d.en, store.TriggerCatchUp, out); err != nil {
+				log.Warn("the latest missed slot was not caught up", "error", err)
+			}
+		}
+	}
+	return nil
 }

@@ -155,7 +155,9 @@ func TestASlotStillInTheFutureByTheDatabaseClockIsClaimedWhenItComes(t *testing.
 	// As if this replica's clock ran two seconds ahead: its timer names a slot that the
 	// database has not reached.
 	slot := dbNow.Truncate(time.Second).Add(2 * time.Second)
-	n.en.tick(term.Ctx, term, n.en.log, n.en.jobs["tick"], slot, store.TriggerSchedule)
+	claims := newClaimer(n.en, term)
+	go claims.run(term.Ctx)
+	n.en.tick(term.Ctx, term, claims, n.en.log, n.en.jobs["tick"], slot, store.TriggerSchedule)
 
 	var run *store.Run
 	for _, r := range runsOf(t, db, "tick") {

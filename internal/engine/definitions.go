@@ -256,12 +256,13 @@ func (e *Engine) setPeriod(en *entry) {
 
 // timers is one term's gocron scheduler and the timers it holds for each job.
 type timers struct {
-	e    *Engine
-	s    gocron.Scheduler
-	ctx  context.Context
-	term leader.Term
-	log  *slog.Logger
-	ids  map[string]uuid.UUID // by job name; touched by startTimers, then by watchDefinitions only
+	e      *Engine
+	s      gocron.Scheduler
+	ctx    context.Context
+	term   leader.Term
+	claims *claimer
+	log    *slog.Logger
+	ids    map[string]uuid.UUID // by job name; touched by startTimers, then by watchDefinitions only
 }
 
 // add starts en's timer. A one-time schedule's timer is a gocron one-time job, or none once
@@ -269,7 +270,7 @@ type timers struct {
 func (t *timers) add(en *entry) error {
 	sched := en.conf.Schedule
 	task := gocron.NewTask(func() {
-		t.e.tick(t.ctx, t.term, t.log, en, sched.Nearest(time.Now()), store.TriggerSchedule)
+		t.e.tick(t.ctx, t.term, t.claims, t.log, en, sched.Nearest(time.Now()), store.TriggerSchedule)
 	})
 	var def gocron.JobDefinition
 	if sched.Once() {
@@ -308,7 +309,7 @@ func (t *timers) tickDue(en *entry, from time.Time) {
 		t.e.runs.Add(1)
 		go func() {
 			defer t.e.runs.Done()
-			t.e.tick(t.ctx, t.term, t.log, en, slot, store.TriggerSchedule)
+			t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule)
 		}()
 	}
 }

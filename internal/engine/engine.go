@@ -302,7 +302,12 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	t := &timers{e: e, s: s, ctx: ctx, term: term, log: log, ids: map[string]uuid.UUID{}}
+	t := &timers{e: e, s: s, ctx: ctx, term: term, claims: newClaimer(e, term), log: log, ids: map[string]uuid.UUID{}}
+	e.runs.Add(1)
+	go func() {
+		defer e.runs.Done()
+		t.claims.run(ctx)
+	}()
 	enabled := e.enabledEntries()
 	for _, en := range enabled {
 		if err := t.add(en); err != nil {
@@ -325,7 +330,7 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 // retried until the database answers or the term ends. A claim whose commit reached the
 // server while its answer was lost comes back as taken: its row is running with nobody
 // running it, which the rescuer finds.
-func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string) {
+func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, log *slog.Logger, en *entry, slot time.Time, trigger string) {
 	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
 	periodEnd := en.conf.Schedule.Next(slot)
 	if en.def != nil {
@@ -344,7 +349,7 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	retry := backoff.New(retryMin, retryMax)
 	waiting := false
 	for {
-		err := e.claim(ctx, term, log, en, slot, trigger, queueOne)
+		err := claims.claim(ctx, log, en, slot, trigger, queueOne)
 		var early *earlyError
 		switch {
 		case err == nil:
@@ -378,23 +383,10 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, log *slog.Logger, e
 	}
 }
 
-// claim makes one attempt at claiming slot and starts the run when it won. With queueOne, a
-// slot that comes due while the job runs is left unrecorded and claim returns errBusy.
-func (e *Engine) claim(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time, trigger string, queueOne bool) error {
-	e.claiming.RLock()
-	defer e.claiming.RUnlock()
-	var out store.ClaimOutcome
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		var err error
-		out, err = tx.ClaimSlot(ctx, store.Claim{
-			Job: en.conf.Name, ScheduledAt: slot, Trigger: trigger, MinGap: en.conf.MinGap,
-			InstanceID: e.conf.InstanceID, QueueOne: queueOne, DefinitionVersion: en.versionRef(),
-		})
-		return err
-	})
+// claimed acts on a claim's outcome: it starts the run of a won claim (the caller holds
+// claiming) and returns earlyError or errBusy for the claims tick must try again.
+func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, trigger string, out store.ClaimOutcome) error {
 	switch {
-	case err != nil:
-		return err
 	case out.Early > 0:
 		return &earlyError{by: out.Early}
 	case out.Busy:

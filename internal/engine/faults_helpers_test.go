@@ -31,8 +31,8 @@ func blackhole(t *testing.T, p *toxiproxy.Proxy) (heal func()) {
 // Statements whose connection a faultTracer can reset, named by the step of a run they
 // belong to. Each is a fragment of the statement's SQL.
 const (
-	// faultClaim is the first statement of a slot claim.
-	faultClaim = "FROM job_runs WHERE job = $1 AND scheduled_at = $2"
+	// faultClaim is the first statement of a batch of slot claims (store.ClaimSlots).
+	faultClaim = "AS c (job, trigger, slot, version, min_gap)"
 	// faultJobTx is the test jobs' write inside their fenced transaction.
 	faultJobTx = "INSERT INTO test_calls"
 	// faultFinish records a run's end.

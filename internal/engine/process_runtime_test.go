@@ -126,8 +126,6 @@ func TestRuntimeJobsOncePerSlotThroughLeaderKills(t *testing.T) {
 				(SELECT max(scheduled_at) FROM job_runs WHERE job = $1), interval '1 second') AS s
 			WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = s)`, job)
 		assert.Zero(t, gaps, "%s: slots without a row", job)
-		assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND status IN ('running', 'queued')`, job),
-			"%s: runs left running after every replica stopped", job)
 	}
 
 	// The slots whose work was done: a succeeded run, or an abandoned one whose recovery

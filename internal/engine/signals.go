@@ -11,6 +11,8 @@ type testSignals struct {
 	rescued     testsignal.Signal[int]   // a rescuer pass ended, with how many runs it abandoned
 	// definitionLoaded: a runtime job's definition took effect ("name@version")
 	definitionLoaded testsignal.Signal[string]
+	// claimBatch: a batch of slot claims was decided, with how many claims it held
+	claimBatch testsignal.Signal[int]
 }
 
 func (s *testSignals) init() {
@@ -19,4 +21,5 @@ func (s *testSignals) init() {
 	s.interrupted.Init()
 	s.rescued.Init()
 	s.definitionLoaded.Init()
+	s.claimBatch.Init()
 }

@@ -37,10 +37,10 @@ WHERE r.status NOT IN ('queued', 'running')
         AND EXISTS (SELECT 1 FROM job_runs n WHERE n.job = r.job AND n.scheduled_at > r.scheduled_at)))
 ORDER BY r.id LIMIT @limit
 FOR UPDATE OF r SKIP LOCKED`
-	// A run's HTTP attempts go with it.
+	// A run's HTTP attempts go with it; the statement's row count stays the runs'.
 	deleteJobRunsSQL = `
-WITH gone AS (DELETE FROM job_runs WHERE id = ANY(@ids) RETURNING id)
-DELETE FROM run_attempts WHERE run_id IN (SELECT id FROM gone)`
+WITH attempts AS (DELETE FROM run_attempts WHERE run_id = ANY(@ids))
+DELETE FROM job_runs WHERE id = ANY(@ids)`
 
 	expiredMessageDeliveriesSQL = `
 SELECT id FROM message_deliveries

@@ -156,33 +156,6 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 	return id, nil
 }
 
-// FirstSlot returns the earliest scheduled_at recorded for job, or the zero time: the
-// catch-up does not look for gaps before a job's first slot.
-func (tx *Tx) FirstSlot(ctx context.Context, job string) (time.Time, error) {
-	var first *time.Time
-	if err := tx.QueryRow(ctx, `SELECT min(scheduled_at) FROM job_runs WHERE job = $1`, job).Scan(&first); err != nil {
-		return time.Time{}, fmt.Errorf("read first slot of %s: %w", job, err)
-	}
-	if first == nil {
-		return time.Time{}, nil
-	}
-	return *first, nil
-}
-
-// RecordedSlots returns which of slots already have a row for job, whatever its status.
-func (tx *Tx) RecordedSlots(ctx context.Context, job string, slots []time.Time) ([]time.Time, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT scheduled_at FROM job_runs WHERE job = $1 AND scheduled_at = ANY($2::timestamptz[])`, job, slots)
-	if err != nil {
-		return nil, fmt.Errorf("read recorded slots of %s: %w", job, err)
-	}
-	recorded, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-	if err != nil {
-		return nil, fmt.Errorf("read recorded slots of %s: %w", job, err)
-	}
-	return recorded, nil
-}
-
 // RecordMissed records slots as missed (docs/design.md guarantee 3: older misses are recorded,
 // not silently lost); slots that already have a row are left alone. It returns how many
 // rows it wrote.

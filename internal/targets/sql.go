@@ -164,7 +164,7 @@ BEGIN
                      JOIN pg_catalog.jsonb_each_text(settings) b ON b.key = s.name
                      WHERE s.setting IS DISTINCT FROM b.value AND s.name <> 'search_path');
     FOREACH setting_name IN ARRAY changed LOOP
-        NULL;
+        PERFORM pg_catalog.set_config(setting_name, settings ->> setting_name, false);
     END LOOP;
 
     -- What no rollback undoes: session-level advisory locks, prepared statements.

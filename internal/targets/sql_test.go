@@ -53,9 +53,7 @@ func (f *sqlFixture) exec(t *testing.T, sql string, args ...any) {
 func (f *sqlFixture) run(t *testing.T, statements string) (SQLResult, error) {
 	t.Helper()
 	ctx := sqlTestCtx(t)
-	tx, err := f.pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
+	tx := sqlBegin(t, f.pool)
 	res, err := RunSQL(ctx, tx, f.sqlRun(statements))
 	if err != nil {
 		return res, err
@@ -99,6 +97,22 @@ func session(t *testing.T, q interface {
 	}
 }
 
+// sqlBegin begins a transaction on db that is rolled back, if still open, when the test ends,
+// even when it fails half-way: before the test's role is dropped, which would wait for it.
+func sqlBegin(t *testing.T, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) pgx.Tx {
+	t.Helper()
+	tx, err := db.Begin(sqlTestCtx(t))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tx.Rollback(ctx)
+	})
+	return tx
+}
+
 func sqlTestCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -137,10 +151,9 @@ func TestSQLCommitsAndRollsBackWithTheCallersTransaction(t *testing.T) {
 	ctx := sqlTestCtx(t)
 
 	for _, commit := range []bool{true, false} {
-		tx, err := f.pool.Begin(ctx)
-		require.NoError(t, err)
+		tx := sqlBegin(t, f.pool)
 		note := map[bool]string{true: "committed", false: "rolled back"}[commit]
-		_, err = RunSQL(ctx, tx, f.sqlRun(fmt.Sprintf(`INSERT INTO sql_target VALUES (%d, '%s')`, len(note), note)))
+		_, err := RunSQL(ctx, tx, f.sqlRun(fmt.Sprintf(`INSERT INTO sql_target VALUES (%d, '%s')`, len(note), note)))
 		require.NoError(t, err)
 		if commit {
 			require.NoError(t, tx.Commit(ctx))
@@ -282,8 +295,7 @@ func TestSQLSessionIsLeftAsItWas(t *testing.T) {
 	before := session(t, conn)
 	require.Equal(t, "7s", before["statement_timeout"])
 
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
+	tx := sqlBegin(t, conn)
 	r := f.sqlRun(`
 		SET application_name = 'hidden';
 		SET search_path = pg_temp, pg_catalog, public;
@@ -332,18 +344,17 @@ func TestSQLPreparedStatementsCloseTheConnection(t *testing.T) {
 		`PREPARE forged AS SELECT 1; SELECT 1/0`, // and then fails
 		`DEALLOCATE ALL`,
 	} {
-		conn, err := f.pool.Acquire(ctx)
-		require.NoError(t, err)
-		// A cached statement of the connection's, as pgx leaves them.
-		_, err = conn.Exec(ctx, `SELECT count(*) FROM sql_target WHERE id = $1`, 1)
-		require.NoError(t, err)
-		tx, err := conn.Begin(ctx)
-		require.NoError(t, err)
-		_, err = RunSQL(ctx, tx, f.sqlRun(statements))
-		require.ErrorContains(t, err, "changed the session's prepared statements", statements)
-		assert.True(t, conn.Conn().IsClosed(), statements)
-		_ = tx.Rollback(ctx)
-		conn.Release()
+		t.Run(statements, func(t *testing.T) {
+			conn, err := f.pool.Acquire(ctx)
+			require.NoError(t, err)
+			defer conn.Release()
+			// A cached statement of the connection's, as pgx leaves them.
+			_, err = conn.Exec(ctx, `SELECT count(*) FROM sql_target WHERE id = $1`, 1)
+			require.NoError(t, err)
+			_, err = RunSQL(ctx, sqlBegin(t, conn), f.sqlRun(statements))
+			require.ErrorContains(t, err, "changed the session's prepared statements")
+			assert.True(t, conn.Conn().IsClosed())
+		})
 	}
 	var runError *string
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT error FROM job_runs`).Scan(&runError))
@@ -359,20 +370,20 @@ func TestSQLStatementTimeoutStopsTheStatements(t *testing.T) {
 		`SELECT pg_sleep(10)`,
 		`SET statement_timeout = 0; SET LOCAL statement_timeout = 0; SELECT pg_sleep(10)`,
 	} {
-		tx, err := f.pool.Begin(ctx)
-		require.NoError(t, err)
-		r := f.sqlRun(statements)
-		r.Timeout = 200 * time.Millisecond
-		start := time.Now()
-		_, err = RunSQL(ctx, tx, r)
-		pgErr := requirePgError(t, err, "57014")
-		assert.Equal(t, "canceling statement due to statement timeout", pgErr.Message)
-		assert.Less(t, time.Since(start), 5*time.Second, statements)
+		t.Run(statements, func(t *testing.T) {
+			tx := sqlBegin(t, f.pool)
+			r := f.sqlRun(statements)
+			r.Timeout = 200 * time.Millisecond
+			start := time.Now()
+			_, err := RunSQL(ctx, tx, r)
+			pgErr := requirePgError(t, err, "57014")
+			assert.Equal(t, "canceling statement due to statement timeout", pgErr.Message)
+			assert.Less(t, time.Since(start), 5*time.Second)
 
-		// The caller's own statements are not bound by the job's timeout.
-		_, err = tx.Exec(ctx, `SELECT pg_sleep(0.4)`)
-		require.NoError(t, err)
-		require.NoError(t, tx.Rollback(ctx))
+			// The caller's own statements are not bound by the job's timeout.
+			_, err = tx.Exec(ctx, `SELECT pg_sleep(0.4)`)
+			require.NoError(t, err)
+		})
 	}
 }
 
@@ -404,9 +415,8 @@ func TestSQLStatementErrorUndoesTheStatements(t *testing.T) {
 	f := newSQLFixture(t)
 	ctx := sqlTestCtx(t)
 
-	tx, err := f.pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = RunSQL(ctx, tx, f.sqlRun(`INSERT INTO sql_target VALUES (1, 'x'); SELECT 1/0`))
+	tx := sqlBegin(t, f.pool)
+	_, err := RunSQL(ctx, tx, f.sqlRun(`INSERT INTO sql_target VALUES (1, 'x'); SELECT 1/0`))
 	pgErr := requirePgError(t, err, "22012")
 	assert.Equal(t, "division by zero", pgErr.Message)
 	var n int

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/replica"
+)
+
+// receiverDelay is how long the bench's receiver takes to answer each call.
+const receiverDelay = 20 * time.Millisecond
+
+// slotReceiver records when each call of one slot arrived, by its X-Scheduler-Scheduled-At.
+type slotReceiver struct {
+	mu      sync.Mutex
+	arrived map[string][]time.Time
+	keys    map[string]int // calls per Idempotency-Key
+	slot    string         // the slot measured
+	all     chan struct{}  // closed once want calls of slot arrived
+	want    int
+}
+
+func (s *slotReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
+	slot := r.Header.Get("X-Scheduler-Scheduled-At")
+	s.mu.Lock()
+	s.arrived[slot] = append(s.arrived[slot], at)
+	s.keys[r.Header.Get("Idempotency-Key")]++
+	if slot == s.slot && len(s.arrived[slot]) == s.want {
+		close(s.all)
+	}
+	s.mu.Unlock()
+	time.Sleep(receiverDelay)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// benchCalls measures runtime HTTP jobs' delivery: N jobs on "* * * * *" calling one local
+// receiver that answers in 20 ms, run by one in-process replica (elector and engine) with the
+// default concurrency bounds, against calling the same receiver one call at a time.
+func benchCalls(ctx context.Context, b *bench) error {
+	n := b.sz.callJobs
+	d, err := deliver(ctx, b, n, 1, config.HTTPHostConcurrencyDefault)
+	if err != nil {
+		return err
+	}
+	// One call at a time, to the same receiver, through a plain client.
+	seq := min(n, 200)
+	seqRate, err := sequentialRate(ctx, seq)
+	if err != nil {
+		return err
+	}
+	data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s", count(n), receiverDelay)
+	p99 := percentile(d.lateness, 99)
+	b.report.add(row{name: "Runtime HTTP jobs: call started − slot, p99", data: data, value: dur(p99),
+		target: "p99 ≤ 1 s", pass: verdict(p99 <= time.Second),
+		note: fmt.Sprintf("p50 %s, last call %s after the slot; one in-process replica, SCHEDULER_HTTP_CONCURRENCY=%d, SCHEDULER_HTTP_HOST_CONCURRENCY=%d (the defaults); defining the jobs took %s, the election with loading them %s",
+			dur(percentile(d.lateness, 50)), dur(d.last), config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault,
+			dur(d.defining), dur(d.elected))})
+	b.report.add(row{name: "Runtime HTTP jobs: calls per second", data: data, value: fmt.Sprintf("%.0f/s", d.rate),
+		ref: fmt.Sprintf("%.0f/s one call at a time", seqRate), ratio: fmt.Sprintf("%.1f×", d.rate/seqRate),
+		target: "≥ 1 000 calls/s", pass: verdict(d.rate >= 1000),
+		note: fmt.Sprintf("all %d calls of one slot ÷ (last call's start − slot); reference: %d sequential POSTs to the same receiver", n, seq)})
+	return nil
+}
+
+// benchScale runs ten thousand runtime HTTP jobs on "* * * * *" for a few minutes: every
+// slot recorded once and called once, how late the calls start, the leader's memory and the
+// database's commits per slot instant. One receiver is one host, so the per-host bound is
+// raised to the global one for the main figure; the defaults' figure is reported beside it.
+func benchScale(ctx context.Context, b *bench) error {
+	n, minutes := b.sz.scaleJobs, b.sz.scaleMinutes
+	data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s, %d minute(s)", count(n), receiverDelay, minutes)
+	for _, host := range []int{config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault} {
+		d, err := deliver(ctx, b, n, minutes, host)
+		if err != nil {
+			return err
+		}
+		p99 := percentile(d.lateness, 99)
+		name := fmt.Sprintf("%s jobs: call started − slot, p99 (SCHEDULER_HTTP_HOST_CONCURRENCY=%d)", count(n), host)
+		var target string
+		var pass *bool
+		if host == config.HTTPConcurrencyDefault {
+			target, pass = "p99 ≤ 1 s", verdict(p99 <= time.Second)
+		}
+		b.report.add(row{name: name, data: data, value: dur(p99), target: target, pass: pass,
+			note: fmt.Sprintf("p50 %s, last call %s after its slot; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replica and receiver) %.0f MB; defining the jobs took %s, the election with loading them %s",
+				dur(percentile(d.lateness, 50)), dur(d.last), d.calls, n*minutes, d.doubles, d.missing,
+				d.commitsPerSlot, d.peakRSSMB, dur(d.defining), dur(d.elected))})
+		if host == config.HTTPConcurrencyDefault {
+			b.report.add(row{name: fmt.Sprintf("%s jobs: peak RSS", count(n)), data: data,
+				value: fmt.Sprintf("%.0f MB", d.peakRSSMB), target: "≤ 300 MB", pass: verdict(d.peakRSSMB <= 300),
+				note: "VmHWM of the bench process, which holds the leader's replica and the receiver: an upper bound of the leader's"})
+		}
+	}
+	return nil
+}
+
+// delivery is what deliver measured.
+type delivery struct {
+	lateness       []time.Duration // call arrival − slot, every call of every measured slot
+	last           time.Duration   // the latest call's lateness
+	rate           float64         // calls per second over the first measured slot
+	calls          int
+	doubles        int // keys that reached the receiver more than once
+	missing        int // measured slots × jobs without exactly one job_runs row
+	commitsPerSlot float64
+	peakRSSMB      float64
+	defining       time.Duration
+	elected        time.Duration
+}
+
+// deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
+// until it leads, and records the calls of the next `slots` whole minutes.
+func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int) (delivery, error) {
+	var d delivery
+	full, err := b.migratedDB(ctx, "calls")
+	if err != nil {
+		return d, err
+	}
+	defer b.dropDB(ctx, full)
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-calls", LeaseTimeout: config.LeaseTimeoutDefault})
+	if err != nil {
+		return d, err
+	}
+	defer db.Close()
+
+	recv := &slotReceiver{arrived: map[string][]time.Time{}, keys: map[string]int{}, all: make(chan struct{}), want: n}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+
+	loadStart := time.Now()
+	for i := range n {
+		def := definition.Definition{Name: fmt.Sprintf("call-%05d", i), Schedule: "* * * * *",
+			HTTP: &definition.HTTPTarget{URL: srv.URL + "/hook"}}
+		j, errs := definition.Check(def, definition.Env{})
+		if errs != nil {
+			return d, errs
+		}
+		raw, err := json.Marshal(j.Def)
+		if err != nil {
+			return d, err
+		}
+		if _, err := db.CreateDefinition(ctx, def.Name, definition.KindHTTP, raw, n); err != nil {
+			return d, err
+		}
+	}
+	d.defining = time.Since(loadStart)
+
+	log := slog.New(slog.DiscardHandler)
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-calls", Log: log,
+		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
+		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
+			HTTPConcurrency: config.HTTPConcurrencyDefault, HTTPHostConcurrency: hostConcurrency}})
+	if err != nil {
+		return d, err
+	}
+	terms := rep.Listen()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	electedAt := time.Now()
+	if _, err := awaitTerm(ctx, terms, 5*time.Minute); err != nil {
+		return d, err
+	}
+	d.elected = time.Since(electedAt)
+
+	// Whole minutes after the replica leads, so that no catch-up run is counted.
+	first := time.Now().Truncate(time.Minute).Add(time.Minute)
+	if time.Until(first) < 10*time.Second {
+		first = first.Add(time.Minute)
+	}
+	var commitsBefore int64
+	for k := range slots {
+		slot := first.Add(time.Duration(k) * time.Minute)
+		key := slot.UTC().Format(time.RFC3339)
+		all := make(chan struct{})
+		recv.mu.Lock()
+		recv.slot, recv.all = key, all
+		recv.mu.Unlock()
+		if k == 0 {
+			if err := b.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, full).Scan(&commitsBefore); err != nil {
+				return d, err
+			}
+		}
+		select {
+		case <-all:
+		case <-time.After(time.Until(slot) + time.Minute):
+		case <-ctx.Done():
+			return d, ctx.Err()
+		}
+		recv.mu.Lock()
+		arrived := append([]time.Time(nil), recv.arrived[key]...)
+		recv.mu.Unlock()
+		if len(arrived) < n/2 {
+			return d, fmt.Errorf("%d of %d calls of the slot %s arrived within a minute", len(arrived), n, key)
+		}
+		sort.Slice(arrived, func(i, j int) bool { return arrived[i].Before(arrived[j]) })
+		for _, at := range arrived {
+			d.lateness = append(d.lateness, at.Sub(slot))
+		}
+		d.calls += len(arrived)
+		d.last = max(d.last, arrived[len(arrived)-1].Sub(slot))
+		if k == 0 {
+			d.rate = float64(len(arrived)) / arrived[len(arrived)-1].Sub(slot).Seconds()
+		}
+	}
+	// Let the last slot's runs record their ends, then count.
+	last := first.Add(time.Duration(slots-1) * time.Minute)
+	time.Sleep(5 * time.Second)
+	var commitsAfter int64
+	if err := b.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, full).Scan(&commitsAfter); err != nil {
+		return d, err
+	}
+	d.commitsPerSlot = float64(commitsAfter-commitsBefore) / float64(slots)
+	recv.mu.Lock()
+	for _, c := range recv.keys {
+		if c > 1 {
+			d.doubles++
+		}
+	}
+	recv.mu.Unlock()
+	pool, err := pgxpool.New(ctx, b.url(full))
+	if err != nil {
+		return d, err
+	}
+	defer pool.Close()
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
+		CROSS JOIN (SELECT name FROM job_definitions) AS j
+		WHERE (SELECT count(*) FROM job_runs r WHERE r.job = j.name AND r.scheduled_at = s) <> 1`,
+		first, last).Scan(&d.missing); err != nil {
+		return d, err
+	}
+	d.peakRSSMB = peakRSSMB()
+	return d, nil
+}
+
+// sequentialRate is how many calls a second one client makes to a receiver like the
+// replica's, one at a time.
+func sequentialRate(ctx context.Context, calls int) (float64, error) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(receiverDelay)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	client := srv.Client()
+	start := time.Now()
+	for range calls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/hook", nil)
+		if err != nil {
+			return 0, err
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	return float64(calls) / time.Since(start).Seconds(), nil
+}
+
+// peakRSSMB is this process's peak resident set (VmHWM), in MB.
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// awaitTerm waits for the replica's first term.
+func awaitTerm(ctx context.Context, sub *leader.Subscription, within time.Duration) (leader.Term, error) {
+	select {
+	case t := <-sub.C():
+		return t, nil
+	case <-time.After(within):
+		return leader.Term{}, fmt.Errorf("the replica was not elected within %s", within)
+	case <-ctx.Done():
+		return leader.Term{}, ctx.Err()
+	}
+}

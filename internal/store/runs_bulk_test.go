@@ -1,0 +1,108 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// A batch of claims decides each slot as ClaimSlot would, whatever state its job is in:
+// free (claimed), slot already recorded (taken), paused, an active run (skipped as an
+// overlap, or left unrecorded for a queue-one job), started within its minimum gap,
+// still in the future by the database clock; and two slots of one job in one batch run once.
+func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
+	slot := now.Add(-time.Second)
+	_, err = db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at) VALUES
+			('taken', 'schedule', 'succeeded', $1, now(), now()),
+			('busy', 'manual', 'running', NULL, now(), NULL),
+			('busy-queue-one', 'manual', 'running', NULL, now(), NULL),
+			('gap', 'schedule', 'succeeded', $1 - interval '1 minute', now(), now())`, slot)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
+	require.NoError(t, err)
+
+	claim := func(job string, at time.Time) store.Claim {
+		return store.Claim{Job: job, ScheduledAt: at, Trigger: store.TriggerSchedule, InstanceID: "a"}
+	}
+	gap := claim("gap", slot)
+	gap.MinGap = time.Hour
+	queueOne := claim("busy-queue-one", slot)
+	queueOne.QueueOne = true
+	v := int64(7)
+	free := claim("free", slot)
+	free.DefinitionVersion = &v
+	claims := []store.Claim{free, claim("taken", slot), claim("paused", slot), claim("busy", slot), queueOne, gap,
+		claim("early", now.Add(time.Hour)), claim("twice", slot), claim("twice", slot.Add(-time.Second))}
+	// Many free jobs besides, as at the top of the hour.
+	for i := range 500 {
+		claims = append(claims, claim(fmt.Sprintf("many-%03d", i), slot))
+	}
+
+	var out []store.ClaimOutcome
+	require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		var err error
+		out, err = tx.ClaimSlots(ctx, claims)
+		return err
+	}))
+	require.Len(t, out, len(claims))
+	require.NotNil(t, out[0].Run, "free")
+	assert.Equal(t, "free", out[0].Run.Job)
+	assert.Equal(t, &v, out[0].Run.DefinitionVersion)
+	assert.Equal(t, int64(1), *out[0].Run.Epoch)
+	assert.True(t, out[1].Taken, "taken")
+	assert.Equal(t, store.ReasonPaused, out[2].Skipped)
+	assert.Equal(t, store.ReasonOverlap, out[3].Skipped)
+	assert.True(t, out[4].Busy, "queue-one")
+	assert.Equal(t, store.ReasonMinGap, out[5].Skipped)
+	assert.Greater(t, out[6].Early, 59*time.Minute, "early")
+	require.NotNil(t, out[8].Run, "the earlier slot of a job claimed twice in one batch runs")
+	assert.Equal(t, store.ReasonOverlap, out[7].Skipped, "its later slot meets the earlier one's run")
+	for i, o := range out[9:] {
+		require.NotNil(t, o.Run, "many-%03d", i)
+		assert.Equal(t, claims[9+i].Job, o.Run.Job)
+	}
+	for i, o := range out {
+		if o.Skipped != "" {
+			assert.Positive(t, o.SkippedID, "claim %d", i)
+		}
+	}
+
+	var rows, busyRows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM job_runs WHERE scheduled_at IS NOT NULL`).Scan(&rows))
+	// taken and gap's earlier rows, then: free, paused, busy, gap, twice ×2, 500 many.
+	assert.Equal(t, 2+6+500, rows)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM job_runs WHERE job = 'busy-queue-one'`).Scan(&busyRows))
+	assert.Equal(t, 1, busyRows, "a queue-one slot that meets an active run is not recorded")
+
+	// The same batch again: every slot is now recorded (or early, or still busy).
+	require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		var err error
+		out, err = tx.ClaimSlots(ctx, claims)
+		return err
+	}))
+	for i, o := range out {
+		switch claims[i].Job {
+		case "early":
+			assert.Positive(t, o.Early)
+		case "busy-queue-one":
+			assert.True(t, o.Busy)
+		default:
+			assert.True(t, o.Taken, "claim %d (%s) a second time", i, claims[i].Job)
+		}
+	}
+}

@@ -59,7 +59,7 @@ var (
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
 		historyRows: 1_000_000, loadRows: 100_000, loadDuration: 5 * time.Second, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
 		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second, appointments: 100_000,
-		callJobs: 200, claimSlots: 10_000, scaleJobs: 2000, scaleMinutes: 1,
+		callJobs: 200, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 1,
 	}
 )
 

@@ -107,13 +107,17 @@ type Engine struct {
 	// (jobs.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
 	catchUps map[string]time.Duration
 
-	runs sync.WaitGroup // every run goroutine
+	runs     sync.WaitGroup // every run goroutine
+	finishes *finisher      // records the runs' ends in batches
 
 	mu      sync.Mutex
 	running map[int64]runningRun // by run id
 	// idle has, per job with a queue-one slot waiting, a channel closed when a run of the
 	// job ends.
 	idle map[string]chan struct{}
+	// deployment is the database's deployment id, once read (deploymentID).
+	deploymentMu sync.Mutex
+	deployment   uuid.UUID
 
 	// runtime are the runtime jobs' entries, by name, replaced as their definitions change;
 	// the built-in ones (jobs, order) never change.
@@ -158,6 +162,7 @@ func New(conf Config) (*Engine, error) {
 		catchUps: map[string]time.Duration{},
 		idle:     map[string]chan struct{}{},
 		runtime:  map[string]*entry{},
+		finishes: newFinisher(conf.DB),
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {
@@ -201,6 +206,10 @@ func knownJobs(r *jobs.Registry) string {
 // Run leads each term received from terms until ctx is cancelled, then waits for the
 // runs it started (they are cancelled with their term).
 func (e *Engine) Run(ctx context.Context, terms <-chan leader.Term) {
+	// The finisher outlives every run: the last ones record their ends after ctx ended.
+	finishing, stop := context.WithCancel(context.Background())
+	go e.finishes.run(finishing)
+	defer stop()
 	defer e.runs.Wait()
 	for {
 		select {
@@ -302,7 +311,8 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	t := &timers{e: e, s: s, ctx: ctx, term: term, claims: newClaimer(e, term), log: log, ids: map[string]uuid.UUID{}}
+	t := &timers{e: e, s: s, ctx: ctx, term: term, claims: newClaimer(e, term), log: log,
+		groups: map[string]*timerGroup{}, once: map[string]uuid.UUID{}}
 	e.runs.Add(1)
 	go func() {
 		defer e.runs.Done()

@@ -133,6 +133,8 @@ type finishing struct {
 	version *int64
 	inTx    bool
 	status  string
+	// pending are call attempts recorded with the run's end rather than on their own.
+	pending []store.Attempt
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
@@ -143,6 +145,12 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 	}
 	c := jobs.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(en, run)}
 	c.RecordAttempt = func(ctx context.Context, a store.Attempt) error {
+		if a.Error == nil {
+			// A successful attempt is the run's last: it is recorded with the run's end, in
+			// the same transaction, so a call that works costs one commit, not two.
+			fin.pending = append(fin.pending, a)
+			return nil
+		}
 		return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
 	}
 	c.Finish = func(ctx context.Context, fn func(pgx.Tx) (jobs.Stats, error)) (jobs.Stats, error) {
@@ -263,7 +271,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
 		defer cancel()
 	}
-	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON, errText, fin.version) {
+	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON, errText, fin) {
 		status = statusInterrupted
 		return
 	}
@@ -281,12 +289,11 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 // run running, which would block every later slot of its job as an overlap until the next
 // election. It reports false when the term ended first.
 func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	status string, stats json.RawMessage, errText *string, version *int64) bool {
+	status string, stats json.RawMessage, errText *string, fin *finishing) bool {
 	retry := backoff.New(retryMin, retryMax)
 	for {
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			return tx.FinishRun(ctx, run.ID, status, stats, errText, version)
-		})
+		err := e.finishes.finish(ctx, term.Epoch, store.Finish{RunID: run.ID, Status: status, Stats: stats,
+			Error: errText, Version: fin.version, Attempts: fin.pending})
 		switch {
 		case err == nil:
 			return true

@@ -36,6 +36,28 @@ func (tx *Tx) RecordAttempt(ctx context.Context, runID int64, a Attempt) error {
 	return nil
 }
 
+// recordAttempts records attempts[i] of runs[i], in one statement.
+func (tx *Tx) recordAttempts(ctx context.Context, runs []int64, attempts []Attempt) error {
+	numbers := make([]int32, len(attempts))
+	started := make([]time.Time, len(attempts))
+	ms := make([]int64, len(attempts))
+	codes := make([]*int, len(attempts))
+	bodies := make([]*string, len(attempts))
+	errs := make([]*string, len(attempts))
+	for i, a := range attempts {
+		numbers[i], started[i], ms[i] = int32(a.Number), a.StartedAt, a.Duration.Milliseconds()
+		codes[i], bodies[i], errs[i] = a.StatusCode, a.Body, a.Error
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error)
+		SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::bigint[], $5::int[], $6::text[], $7::text[])
+		ON CONFLICT (run_id, attempt) DO NOTHING`, runs, numbers, started, ms, codes, bodies, errs)
+	if err != nil {
+		return fmt.Errorf("record %d attempts: %w", len(attempts), err)
+	}
+	return nil
+}
+
 // Attempts returns a run's attempts, in order.
 func (q queries) Attempts(ctx context.Context, runID int64) ([]Attempt, error) {
 	rows, err := q.q.Query(ctx, `
@@ -85,4 +107,14 @@ func (q queries) CallKeySource(ctx context.Context, runID int64) (CallKeySource,
 		return s, fmt.Errorf("read the slot of run %d: %w", runID, err)
 	}
 	return s, nil
+}
+
+// Deployment is this database's deployment id (scheduler_identity), drawn once by the
+// migration: runtime jobs' Idempotency-Keys are derived from it.
+func (q queries) Deployment(ctx context.Context) (uuid.UUID, error) {
+	var id uuid.UUID
+	if err := q.q.QueryRow(ctx, `SELECT deployment_id FROM scheduler_identity`).Scan(&id); err != nil {
+		return id, fmt.Errorf("read the deployment id: %w", err)
+	}
+	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -44,6 +45,7 @@ type Executor interface {
 	DefinitionVersions(ctx context.Context) (map[string]int64, error)
 	Attempts(ctx context.Context, runID int64) ([]Attempt, error)
 	CallKeySource(ctx context.Context, runID int64) (CallKeySource, error)
+	Deployment(ctx context.Context) (uuid.UUID, error)
 	ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error)
 
 	// scheduler_leader (leader.go)

@@ -23,7 +23,10 @@ package targets
 //     then call with its own privileges), application_name (which hides the backend from a
 //     new leader's fencing), idle_in_transaction_session_timeout, synchronous_commit.
 //     RunSQL puts back every setting the statements changed, in the very statement that ran
-//     them, so no round trip, and no lost connection, comes between.
+//     them, so no round trip, and no lost connection, comes between. While they run, a
+//     changed application_name does hide the backend, until statement_timeout ends them at
+//     the latest; the fence holds regardless, since the transaction keeps its share lock on
+//     the leader row, so a new leader's epoch waits for it.
 //   - Temporary tables and types are looked up before pg_catalog and public, so a temporary
 //     job_runs would stand in for the real one in the scheduler's next statements; PREPARE,
 //     DEALLOCATE and session-level advisory locks are not undone by a rollback at all, and a
@@ -77,7 +80,7 @@ type SQLResult struct {
 	// RowsAffected is the row count of the last statement (GET DIAGNOSTICS ROW_COUNT):
 	// PL/pgSQL's EXECUTE reports no other, and the text is run by one EXECUTE so that the
 	// server, not a splitter of ours, decides where statements end. 0 when the last statement
-	// is a utility statement such as REFRESH MATERIALIZED VIEW.
+	// reports no rows (REFRESH MATERIALIZED VIEW, CREATE INDEX).
 	RowsAffected int64
 	// Statements is how many statements the text holds, counted the way psql splits a script
 	// (quotes, comments, dollar quotes, BEGIN ATOMIC bodies); a count, not what ran them.
@@ -98,6 +101,9 @@ type SQLResult struct {
 // statement's. The role owns this function and may change it, even while it runs: that
 // changes nothing, since this call is already running as the role, and the function is
 // dropped with the run.
+//
+// EXECUTE stays granted to PUBLIC on the run function, through which the login calls it once
+// the role owns it: no other session can reach it.
 //
 // scheduler_sql_call is the scheduler's side, owned by the login: the role cannot change it.
 // It hands the run function to the role, calls it in a block whose error undoes the

@@ -53,7 +53,9 @@ func (f *sqlFixture) exec(t *testing.T, sql string, args ...any) {
 func (f *sqlFixture) run(t *testing.T, statements string) (SQLResult, error) {
 	t.Helper()
 	ctx := sqlTestCtx(t)
-	tx := sqlBegin(t, f.pool)
+	tx, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }() // at once: a test makes many runs on a small pool
 	res, err := RunSQL(ctx, tx, f.sqlRun(statements))
 	if err != nil {
 		return res, err
@@ -168,17 +170,39 @@ func TestSQLRunsEveryStatementInOrder(t *testing.T) {
 	t.Parallel()
 	f := newSQLFixture(t)
 
-	// Each statement builds on the one before; ';' appears in a string literal, in a quoted
-	// identifier, in a comment and in dollar-quoted bodies, where it ends nothing.
+	// Each statement builds on the one before (a table the one before created, even); ';'
+	// appears in a string literal, in a quoted identifier, in comments and in dollar-quoted
+	// bodies, where it ends nothing.
 	res, err := f.run(t, `
 		INSERT INTO sql_target VALUES (1, 'a;b');  -- not the end; of anything
 		UPDATE sql_target AS "x;y" SET note = "x;y".note || ';c' WHERE id = 1;
 		DO $$ BEGIN INSERT INTO sql_target SELECT 2, note || '$;' FROM sql_target WHERE id = 1; END $$;
 		DO $body$ BEGIN EXECUTE $q$INSERT INTO sql_target SELECT id + 10, note FROM sql_target$q$; END $body$;
+		CREATE TEMP TABLE staging AS SELECT id + 20 AS id, note FROM sql_target WHERE id < 10;
+		INSERT INTO sql_target SELECT * FROM staging;
 		/* a last; /* nested; */ comment */ DELETE FROM sql_target WHERE id IN (11, 12, 13)`)
 	require.NoError(t, err)
-	assert.Equal(t, SQLResult{Statements: 5, RowsAffected: 2}, res)
-	assert.Equal(t, map[int]string{1: "a;b;c", 2: "a;b;c$;"}, f.notes(t))
+	assert.Equal(t, SQLResult{Statements: 7, RowsAffected: 2}, res)
+	assert.Equal(t, map[int]string{1: "a;b;c", 2: "a;b;c$;", 21: "a;b;c", 22: "a;b;c$;"}, f.notes(t))
+}
+
+// Each run's functions are its session's own: a run does not wait for another to commit.
+func TestSQLRunsDoNotWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+
+	first := sqlBegin(t, f.pool)
+	_, err := RunSQL(ctx, first, f.sqlRun(`INSERT INTO sql_target VALUES (1)`))
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	second := sqlBegin(t, f.pool)
+	_, err = RunSQL(waitCtx, second, f.sqlRun(`INSERT INTO sql_target VALUES (2)`))
+	require.NoError(t, err, "the second run waited for the first, still open")
+	require.NoError(t, second.Commit(ctx))
+	require.NoError(t, first.Commit(ctx))
+	assert.Equal(t, map[int]string{1: "", 2: ""}, f.notes(t))
 }
 
 func TestSQLRowsAffectedAreTheLastStatements(t *testing.T) {
@@ -195,7 +219,7 @@ func TestSQLRowsAffectedAreTheLastStatements(t *testing.T) {
 
 	res, err = f.run(t, `UPDATE sql_target SET note = 'again'; CREATE TEMP TABLE scratch (id int)`)
 	require.NoError(t, err)
-	assert.Equal(t, SQLResult{Statements: 2, RowsAffected: 0}, res, "a utility statement last counts no rows")
+	assert.Equal(t, SQLResult{Statements: 2, RowsAffected: 0}, res, "a statement that reports no rows, last")
 }
 
 func TestSQLStatementsSeeTheirRun(t *testing.T) {
@@ -279,6 +303,33 @@ func TestSQLRoleCannotRedefineTheNextRunsFunction(t *testing.T) {
 			LANGUAGE sql AS 'UPDATE job_runs SET error = ''rewritten'' RETURNING 1'`))
 	err = runOn(`SELECT count(*) FROM job_runs`)
 	requirePgError(t, err, "42501")
+}
+
+// A role that may create objects somewhere can put its own operators ahead of pg_catalog's
+// with SET search_path: the scheduler's clean-up after the statements must not call them
+// (it would, with the scheduler's privileges).
+func TestSQLRoleCannotSubvertTheCleanUp(t *testing.T) {
+	t.Parallel()
+	f := newSQLFixture(t)
+	f.exec(t, fmt.Sprintf(`CREATE SCHEMA sql_jobs_own; GRANT USAGE, CREATE ON SCHEMA sql_jobs_own TO %s`, f.role))
+
+	res, err := f.run(t, `
+		CREATE FUNCTION sql_jobs_own.eq(a text, b text) RETURNS boolean LANGUAGE sql AS $f$
+			UPDATE job_runs SET error = 'rewritten by ' || current_user;
+			SELECT a OPERATOR(pg_catalog.=) b
+		$f$;
+		CREATE FUNCTION sql_jobs_own.eq(a text, b name) RETURNS boolean LANGUAGE sql AS $f$
+			SELECT sql_jobs_own.eq(a, b::text)
+		$f$;
+		CREATE OPERATOR sql_jobs_own.= (LEFTARG = text, RIGHTARG = text, FUNCTION = sql_jobs_own.eq);
+		CREATE OPERATOR sql_jobs_own.= (LEFTARG = text, RIGHTARG = name, FUNCTION = sql_jobs_own.eq);
+		SET search_path = sql_jobs_own, pg_catalog, public`)
+	require.NoError(t, err)
+	assert.Equal(t, 5, res.Statements)
+
+	var runError *string
+	require.NoError(t, f.pool.QueryRow(sqlTestCtx(t), `SELECT error FROM job_runs`).Scan(&runError))
+	assert.Nil(t, runError)
 }
 
 // What a plain SET, a temporary table or a session-level lock would leave in the scheduler's

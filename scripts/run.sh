@@ -12,9 +12,7 @@ base=${HTTP_PORT:-8080}
 receiver_port=${RECEIVER_PORT:-8099}
 
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for i in $(seq 0 $((replicas - 1))) receiver; do
-  port=$((base + i))
-  if [ "$i" = receiver ]; then port=$receiver_port; fi
+for port in $(seq "$base" $((base + replicas - 1))) "$receiver_port"; do
   if port_taken "$port"; then
     echo "run.sh: port $port is already in use (another make run?); stop it, or pick other ports: make run HTTP_PORT=9080 RECEIVER_PORT=9099" >&2
     exit 1
@@ -103,9 +101,8 @@ if [ -n "$sql_role" ]; then
   sql:
     statements: >-
       INSERT INTO demo_member_counts
-      SELECT coalesce(nullif(current_setting('scheduler.scheduled_at'), '')::timestamptz,
-                      date_trunc('second', now())), status, count(*)
-      FROM members GROUP BY status
+      SELECT coalesce(nullif(current_setting('scheduler.scheduled_at'), '')::timestamptz, date_trunc('second', now())),
+      status, count(*) FROM members GROUP BY status
 YAML
 fi
 SCHEDULER_URL="http://127.0.0.1:${base}" bin/scheduler apply -f .run/demo-jobs.yaml

@@ -38,42 +38,15 @@ func newClaimer(e *Engine, term leader.Term) *claimer {
 }
 
 // claim claims one slot with the others that are due with it and starts its run if it won.
-// Its errors are claimSlot's.
+// It returns the batch transaction's error, earlyError or errBusy, as tick expects.
 func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, queueOne bool) error {
-	r := &claimRequest{en: en, slot: slot, trigger: trigger, queueOne: queueOne, log: log, done: make(chan error, 1)}
-	select {
-	case c.requests <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		// The batch may still commit the claim; its run is started and owned as any other.
-		return ctx.Err()
-	}
+	done := make(chan error, 1)
+	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, queueOne: queueOne, log: log, done: done}, done)
 }
 
 // run gathers and claims batches until ctx ends.
 func (c *claimer) run(ctx context.Context) {
-	for {
-		var batch []*claimRequest
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-c.requests:
-			batch = append(batch, r)
-		}
-	gather:
-		for len(batch) < maxClaimBatch {
-			select {
-			case r := <-c.requests:
-				batch = append(batch, r)
-			default:
-				break gather
-			}
-		}
+	for batch := gather(ctx, c.requests, maxClaimBatch); batch != nil; batch = gather(ctx, c.requests, maxClaimBatch) {
 		c.claimBatch(ctx, batch)
 	}
 }

@@ -32,39 +32,13 @@ func newFinisher(db *store.DB) *finisher {
 // finish records one run's end with the others ending with it. A run that was no longer
 // running gives store.ErrNotRunning.
 func (f *finisher) finish(ctx context.Context, epoch int64, fin store.Finish) error {
-	r := &finishRequest{epoch: epoch, f: fin, done: make(chan error, 1)}
-	select {
-	case f.requests <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	done := make(chan error, 1)
+	return submit(ctx, f.requests, &finishRequest{epoch: epoch, f: fin, done: done}, done)
 }
 
 // run records batches until ctx ends; the engine ends it once every run has finished.
 func (f *finisher) run(ctx context.Context) {
-	for {
-		var batch []*finishRequest
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-f.requests:
-			batch = append(batch, r)
-		}
-	gather:
-		for len(batch) < maxClaimBatch {
-			select {
-			case r := <-f.requests:
-				batch = append(batch, r)
-			default:
-				break gather
-			}
-		}
+	for batch := gather(ctx, f.requests, maxClaimBatch); batch != nil; batch = gather(ctx, f.requests, maxClaimBatch) {
 		// Normally one epoch; a batch that straddles an election is recorded per epoch, and
 		// the old epoch's part fails the fence.
 		byEpoch := map[int64][]*finishRequest{}

@@ -57,7 +57,7 @@ func (s *slotReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // default concurrency bounds, against calling the same receiver one call at a time.
 func benchCalls(ctx context.Context, b *bench) error {
 	n := b.sz.callJobs
-	d, err := deliver(ctx, b, n, 1, config.HTTPHostConcurrencyDefault)
+	d, err := deliver(ctx, b, n, 1, config.HTTPHostConcurrencyDefault, false)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func benchScale(ctx context.Context, b *bench) error {
 	n, minutes := b.sz.scaleJobs, b.sz.scaleMinutes
 	data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s, %d minute(s)", count(n), receiverDelay, minutes)
 	for _, host := range []int{config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault} {
-		d, err := deliver(ctx, b, n, minutes, host)
+		d, err := deliver(ctx, b, n, minutes, host, host == config.HTTPConcurrencyDefault)
 		if err != nil {
 			return err
 		}
@@ -104,6 +104,10 @@ func benchScale(ctx context.Context, b *bench) error {
 				dur(percentile(d.lateness, 50)), dur(d.last), dur(d.claimP50), dur(d.claimP99), d.calls, n*minutes, d.doubles, d.missing,
 				d.commitsPerSlot, d.peakRSSMB, dur(d.defining))})
 		if host == config.HTTPConcurrencyDefault {
+			b.report.add(row{name: fmt.Sprintf("%s jobs: hand-over, every job's next slot claimed by the new leader, p99 after the slot", count(n)),
+				data: data, value: dur(d.nextClaimP99), target: "within the next slot (60 s)", pass: verdict(d.nextClaimP99 < time.Minute),
+				note: fmt.Sprintf("the leader resigned (as on SIGTERM) early in a minute; the follower was elected %s later; reading and checking the %d definitions takes %s",
+					dur(d.electedIn), n, dur(d.loadIn))})
 			b.report.add(row{name: fmt.Sprintf("%s jobs: peak RSS", count(n)), data: data,
 				value: fmt.Sprintf("%.0f MB", d.peakRSSMB), target: "≤ 300 MB", pass: verdict(d.peakRSSMB <= 300),
 				note: "VmHWM of the bench process, which holds the leader's replica and the receiver: an upper bound of the leader's"})
@@ -124,12 +128,14 @@ type delivery struct {
 	peakRSSMB      float64
 	// claimP50, claimP99: the claim's commit (job_runs.started_at) − slot
 	claimP50, claimP99 time.Duration
-	defining           time.Duration
+	// The hand-over (measureHandOver).
+	electedIn, loadIn, nextClaimP99 time.Duration
+	defining                        time.Duration
 }
 
 // deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
 // until it leads, and records the calls of the next `slots` whole minutes.
-func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int) (delivery, error) {
+func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handOver bool) (delivery, error) {
 	var d delivery
 	full, err := b.migratedDB(ctx, "calls")
 	if err != nil {
@@ -176,7 +182,13 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int) (deli
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); rep.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 	if _, err := awaitTerm(ctx, terms, 5*time.Minute); err != nil {
 		return d, err
 	}
@@ -256,7 +268,87 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int) (deli
 		return d, err
 	}
 	d.peakRSSMB = peakRSSMB()
+	if handOver {
+		stopped = true
+		err := measureHandOver(ctx, b, full, n, func() { cancel(); <-done }, &d)
+		return d, err
+	}
 	return d, nil
+}
+
+// measureHandOver makes a second replica take over from the first (which stop resigns, as
+// on SIGTERM) with n runtime jobs defined, and measures how long the follower took to be
+// elected, how long reading and checking the n definitions takes, and how late the new
+// leader claimed the next slot of every job.
+func measureHandOver(ctx context.Context, b *bench, full string, n int, stop func(), d *delivery) error {
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-calls-2", LeaseTimeout: config.LeaseTimeoutDefault})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	stored, err := db.Definitions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sd := range stored {
+		def, err := definition.Decode(sd.Definition)
+		if err != nil {
+			return err
+		}
+		if _, errs := definition.Check(def, definition.Env{SQLEnabled: true}); errs != nil {
+			return errs
+		}
+	}
+	d.loadIn = time.Since(start)
+	pool, err := pgxpool.New(ctx, b.url(full))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-calls-2", Log: slog.New(slog.DiscardHandler),
+		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
+		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
+			HTTPConcurrency: config.HTTPConcurrencyDefault, HTTPHostConcurrency: config.HTTPConcurrencyDefault}})
+	if err != nil {
+		return err
+	}
+	terms := rep.Listen()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	// The follower waits in pg_advisory_lock once it has heartbeated.
+	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM scheduler_instances WHERE instance_id = 'bench-calls-2')`).Scan(&ok)
+		return ok, err
+	}); err != nil {
+		return err
+	}
+	if wait := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); wait < 20*time.Second {
+		time.Sleep(wait + time.Second) // hand over early in a minute, so the next slot is not the one being caught up
+	}
+	stopAt := time.Now()
+	stop()
+	if _, err := awaitTerm(ctx, terms, time.Minute); err != nil {
+		return err
+	}
+	d.electedIn = time.Since(stopAt)
+	next := time.Now().Truncate(time.Minute).Add(time.Minute)
+	return waitFor(ctx, time.Until(next)+time.Minute, func() (bool, error) {
+		var claimed int
+		var p99 *time.Duration
+		err := pool.QueryRow(ctx, `
+			SELECT count(*), percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
+			FROM job_runs WHERE scheduled_at = $1 AND instance_id = 'bench-calls-2'`, next).Scan(&claimed, &p99)
+		if err != nil || claimed < n {
+			return false, err
+		}
+		d.nextClaimP99 = *p99
+		return true, nil
+	})
 }
 
 // sequentialRate is how many calls a second one client makes to a receiver like the

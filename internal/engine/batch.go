@@ -1,6 +1,9 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The claimer and the finisher turn many goroutines' single requests into batches: each
 // request is sent on a channel and answered on its own done channel; a loop takes every
@@ -22,9 +25,11 @@ func submit[R any](ctx context.Context, requests chan<- R, r R, done <-chan erro
 	}
 }
 
-// gather waits for a request and takes the others already waiting, up to limit; it returns
-// nil once ctx ends.
-func gather[R any](ctx context.Context, requests <-chan R, limit int) []R {
+// gather waits for a request and takes the others that arrive until none has for linger, up
+// to limit; it returns nil once ctx ends. The linger lets a burst (every job of a schedule
+// firing at once, from goroutines still being started) make one batch, not a first batch of
+// one and a second of the rest.
+func gather[R any](ctx context.Context, requests <-chan R, limit int, linger time.Duration) []R {
 	var batch []R
 	select {
 	case <-ctx.Done():
@@ -32,11 +37,20 @@ func gather[R any](ctx context.Context, requests <-chan R, limit int) []R {
 	case r := <-requests:
 		batch = append(batch, r)
 	}
+	timer := time.NewTimer(linger)
+	defer timer.Stop()
 	for len(batch) < limit {
 		select {
 		case r := <-requests:
 			batch = append(batch, r)
+			continue
 		default:
+		}
+		timer.Reset(linger)
+		select {
+		case r := <-requests:
+			batch = append(batch, r)
+		case <-timer.C:
 			return batch
 		}
 	}

@@ -38,7 +38,7 @@ func (f *finisher) finish(ctx context.Context, epoch int64, fin store.Finish) er
 
 // run records batches until ctx ends; the engine ends it once every run has finished.
 func (f *finisher) run(ctx context.Context) {
-	for batch := gather(ctx, f.requests, maxClaimBatch); batch != nil; batch = gather(ctx, f.requests, maxClaimBatch) {
+	for batch := gather(ctx, f.requests, maxClaimBatch, batchLinger); batch != nil; batch = gather(ctx, f.requests, maxClaimBatch, batchLinger) {
 		// Normally one epoch; a batch that straddles an election is recorded per epoch, and
 		// the old epoch's part fails the fence.
 		byEpoch := map[int64][]*finishRequest{}

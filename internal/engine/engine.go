@@ -301,8 +301,9 @@ func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
 	}
 }
 
-// startTimers creates this term's gocron scheduler: one timer per enabled job, firing at
-// the job's own slots. A firing only names its slot; the claim decides whether it runs.
+// startTimers creates this term's gocron scheduler: one timer per schedule, shared by the
+// enabled jobs on it (timers.add), firing at their slots. A firing only names the slot; the
+// claim, batched with every other slot due then (claimer), decides whether each runs.
 // Slots that came due between the catch-up and the timers' start are ticked here, so the
 // hand-over leaves no slot without a row; each tick in its own goroutine, as gocron's are,
 // since a tick retries while the database does not answer.

@@ -22,8 +22,9 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// TestBenchSectionsRunOnTinyData keeps the bench from rotting: the data-set, job and API
-// sections run end to end on tiny sizes, each checks the jobs changed exactly the rows the
+// TestBenchSectionsRunOnTinyData keeps the bench from rotting: the data-set, job, API and
+// claim sections run end to end on tiny sizes (calls and scale wait for minute boundaries and
+// are left to make bench), each checks the jobs changed exactly the rows the
 // raw statements change, and every measurement lands in the report. The figures themselves
 // mean nothing at this size; make bench produces them.
 func TestBenchSectionsRunOnTinyData(t *testing.T) {
@@ -35,7 +36,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	tiny := sizes{members: 2000, naiveSample: 100, groups: 300, retention: 3000, historyRows: 3000,
 		loadRows: 3000, loadDuration: time.Second,
 		reps: 1, requests: 20, writerWindow: 200 * time.Millisecond,
-		messages: 300, slowWindow: 500 * time.Millisecond, appointments: 2000}
+		messages: 300, slowWindow: 500 * time.Millisecond, appointments: 2000, claimSlots: 300}
 	// Any database of the cluster serves as the admin connection that creates the others.
 	b, err := newBench(ctx, testdb.New(t), tiny, true, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -46,7 +47,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		run  func(context.Context, *bench) error
 	}{{"members", benchMembers}, {"messages", benchMessages}, {"rounds", benchRounds},
 		{"appointments", benchAppointments}, {"retention", benchRetention}, {"api", benchAPI},
-		{"apiload", benchAPILoad}} {
+		{"apiload", benchAPILoad}, {"claims", benchClaims}} {
 		require.NoError(t, s.run(ctx, b), s.name)
 	}
 	var names []string
@@ -64,6 +65,7 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
 		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
 		"API under load: p99 of an open-loop mix of history pages and job views",
+		"claiming 300 due slots ÷ one raw INSERT … SELECT of as many rows",
 	} {
 		assert.Contains(t, names, want)
 	}

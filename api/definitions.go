@@ -111,7 +111,6 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	for _, e := range errs {
 		fields = append(fields, FieldError{Field: e.Field, Detail: e.Message})
 	}
-	fields = append(fields, nulFields(&d)...)
 	if len(fields) == 0 {
 		return j, true
 	}
@@ -122,23 +121,6 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidDefinition,
 		fmt.Sprintf("the job definition has %d %s; see errors", len(fields), problems), fields...)
 	return nil, false
-}
-
-// nulFields reports the free-text fields that hold a NUL character, which a jsonb column
-// cannot store (the check leaves them free): refused here, they are a 422 rather than a
-// failed insert.
-func nulFields(d *definition.Definition) []FieldError {
-	texts := map[string]string{"description": d.Description}
-	if d.HTTP != nil {
-		texts["http.url"], texts["http.body"] = d.HTTP.URL, d.HTTP.Body
-	}
-	var fields []FieldError
-	for _, field := range []string{"description", "http.url", "http.body"} {
-		if strings.ContainsRune(texts[field], 0) {
-			fields = append(fields, FieldError{Field: field, Detail: `holds a NUL character (\u0000), which cannot be stored; remove it`})
-		}
-	}
-	return fields
 }
 
 // refuseBuiltin answers 409 when name is a built-in job's, which PUT and DELETE leave alone.

@@ -233,9 +233,20 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handO
 			d.rate = float64(len(arrived)) / arrived[len(arrived)-1].Sub(slot).Seconds()
 		}
 	}
-	// Let the last slot's runs record their ends, then count.
 	last := first.Add(time.Duration(slots-1) * time.Minute)
-	time.Sleep(5 * time.Second)
+	pool, err := pgxpool.New(ctx, b.url(full))
+	if err != nil {
+		return d, err
+	}
+	defer pool.Close()
+	// Every run of the last slot records its end before the commits are counted.
+	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+		var running bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE status = 'running')`).Scan(&running)
+		return !running, err
+	}); err != nil {
+		return d, err
+	}
 	var commitsAfter int64
 	if err := b.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, full).Scan(&commitsAfter); err != nil {
 		return d, err
@@ -248,11 +259,6 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handO
 		}
 	}
 	recv.mu.Unlock()
-	pool, err := pgxpool.New(ctx, b.url(full))
-	if err != nil {
-		return d, err
-	}
-	defer pool.Close()
 	if err := pool.QueryRow(ctx, `
 		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
 		CROSS JOIN (SELECT name FROM job_definitions) AS j

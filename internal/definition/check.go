@@ -173,8 +173,8 @@ func Check(d Definition, env Env) (*Job, Errors) {
 		c.fail("name", builtinNameMessageTmpl, d.Name)
 	}
 	c.schedule(j)
-	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) {
-		c.fail("description", "at most %d characters of UTF-8 text", maxDescription)
+	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
+		c.fail("description", "at most %d characters of UTF-8 text, without NUL characters", maxDescription)
 	}
 	c.labels(d.Labels)
 
@@ -308,6 +308,8 @@ func (c *checker) http(j *Job) {
 		c.fail("http.url", "required: the URL to call, e.g. https://billing.internal/reports/daily")
 	case len(h.URL) > maxURL:
 		c.fail("http.url", "%d bytes; at most %d", len(h.URL), maxURL)
+	case strings.IndexFunc(h.URL, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		c.fail("http.url", "holds a control character; write the URL on one line, percent-encoding what needs it")
 	case c.env.CheckURL != nil:
 		if err := c.env.CheckURL(h.URL); err != nil {
 			c.fail("http.url", "%v", err)
@@ -321,6 +323,8 @@ func (c *checker) http(j *Job) {
 	}
 	if len(h.Body) > MaxBody {
 		c.fail("http.body", "%d bytes; at most %d (64 KiB)", len(h.Body), MaxBody)
+	} else if !utf8.ValidString(h.Body) || strings.ContainsRune(h.Body, 0) {
+		c.fail("http.body", "must be UTF-8 text without NUL characters (PostgreSQL cannot store them)")
 	}
 	j.AttemptTimeout = c.duration("http.timeout", h.Timeout, min(AttemptTimeoutDefault, j.Timeout), time.Second, maxTimeout)
 	if j.AttemptTimeout > j.Timeout && j.Timeout > 0 {

@@ -112,3 +112,14 @@ func TestDecodeRefusesUnknownFields(t *testing.T) {
 	_, err := definition.Decode([]byte(`{"name": "x", "timezone": "UTC"}`))
 	assert.ErrorContains(t, err, "timezone")
 }
+
+// PostgreSQL's jsonb cannot hold a NUL character, and a URL with a control character is no
+// URL: the check refuses both, so no definition gets as far as a failed INSERT.
+func TestCheckRefusesNULAndControlCharacters(t *testing.T) {
+	d := decode(t, `{"name": "x", "schedule": "@every 1m", "description": "a\u0000b",
+		"http": {"url": "https://a.example/\u0000", "body": "\u0000"}}`)
+	got := fields(func() definition.Errors { _, e := definition.Check(d, env()); return e }())
+	for _, f := range []string{"description", "http.url", "http.body"} {
+		assert.Contains(t, got, f)
+	}
+}

@@ -259,10 +259,6 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		status = store.StatusFailed
 	}
 	errText := errorText(runErr)
-	statsJSON, err := json.Marshal(stats)
-	if err != nil {
-		statsJSON = []byte(`{}`)
-	}
 	if ctx.Err() != nil {
 		// The job finished its work just as the term ended. In a resignation the lock is
 		// still held until this run returns (Term.Hold), so its end can still pass the fence:
@@ -271,7 +267,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
 		defer cancel()
 	}
-	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON, errText, fin) {
+	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON(stats), errText, fin) {
 		status = statusInterrupted
 		return
 	}

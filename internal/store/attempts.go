@@ -25,15 +25,7 @@ type Attempt struct {
 // deposed leader's attempt is not recorded (the next leader's recovery calls again, with the
 // same Idempotency-Key).
 func (tx *Tx) RecordAttempt(ctx context.Context, runID int64, a Attempt) error {
-	const insert = `
-		INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (run_id, attempt) DO NOTHING`
-	_, err := tx.Exec(ctx, insert, runID, a.Number, a.StartedAt, a.Duration.Milliseconds(), a.StatusCode, a.Body, a.Error)
-	if err != nil {
-		return fmt.Errorf("record attempt %d of run %d: %w", a.Number, runID, err)
-	}
-	return nil
+	return tx.recordAttempts(ctx, []int64{runID}, []Attempt{a})
 }
 
 // recordAttempts records attempts[i] of runs[i], in one statement.

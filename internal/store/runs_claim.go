@@ -178,19 +178,11 @@ func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, i
 // API's ?wait answers at once. version, when set, records the runtime definition the run
 // ran (a manual run learns it only when the leader starts it).
 func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json.RawMessage, errText *string, version *int64) error {
-	const update = `
-		WITH finished AS (
-			UPDATE job_runs SET status = $2, finished_at = now(), stats = $3, error = $4,
-			                    definition_version = coalesce($5, definition_version)
-			WHERE id = $1 AND status = 'running'
-			RETURNING id
-		)
-		SELECT pg_notify('` + RunFinishedChannel + `', id::text) FROM finished`
-	tag, err := tx.Exec(ctx, update, id, status, stats, errText, version)
+	done, err := tx.FinishRuns(ctx, []Finish{{RunID: id, Status: status, Stats: stats, Error: errText, Version: version}})
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if !done[id] {
 		return fmt.Errorf("finish run %d: %w", id, ErrNotRunning)
 	}
 	return nil

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -126,9 +127,9 @@ func TestAnActionThatCannotBeAuditedDoesNotHappen(t *testing.T) {
 	_, err := a.db.Pool.Exec(ctx, `
 CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'audit log unavailable'; END $$;
-CREATE TRIGGER refuse_audit BEFORE INSERT ON operator_actions FOR EACH ROW EXECUTE FUNCTION refuse_audit();
-INSERT INTO job_runs (job, trigger, status) VALUES ('rounds-create', 'manual', 'queued');`)
+CREATE TRIGGER refuse_audit BEFORE INSERT ON operator_actions FOR EACH ROW EXECUTE FUNCTION refuse_audit();`)
 	require.NoError(t, err)
+	queued := a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('rounds-create', 'manual', 'queued') RETURNING id`)
 
 	res := a.do("POST", "/v1/jobs/plan-change/pause", "", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
@@ -141,7 +142,7 @@ INSERT INTO job_runs (job, trigger, status) VALUES ('rounds-create', 'manual', '
 	assert.Zero(t, countRows(t, a, `SELECT count(*) FROM job_runs WHERE job = 'plan-change'`), "no run queued")
 	assert.Zero(t, countRows(t, a, `SELECT count(*) FROM idempotency_keys`), "the key is not spent")
 
-	res = a.do("POST", "/v1/runs/1/cancel", "", nil)
+	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", queued), "", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)
-	assert.Equal(t, 1, countRows(t, a, `SELECT count(*) FROM job_runs WHERE id = 1 AND status = 'queued'`), "not cancelled")
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_runs WHERE id = $1 AND status = 'queued'`, queued), "not cancelled")
 }

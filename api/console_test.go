@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -32,14 +33,14 @@ func TestReadTokenReadsEverythingAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	a := newAccessAPI(t)
 	read := header{"Authorization": "Bearer " + testReadToken}
-	a.exec(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'running')`)
-	for _, path := range []string{"/v1/jobs", "/v1/jobs/plan-change", "/v1/jobs/plan-change/runs", "/v1/runs/1",
+	run := fmt.Sprintf("/v1/runs/%d", a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'running') RETURNING id`))
+	for _, path := range []string{"/v1/jobs", "/v1/jobs/plan-change", "/v1/jobs/plan-change/runs", run,
 		"/v1/instances", "/v1/locks", "/v1/audit"} {
 		res := a.do("GET", path, "", read)
 		assert.Equal(t, http.StatusOK, res.Status, "GET %s: %s", path, res.Body)
 	}
 	for _, path := range []string{"/v1/jobs/plan-change/pause", "/v1/jobs/plan-change/resume",
-		"/v1/jobs/plan-change/runs", "/v1/runs/1/cancel", "/v1/leader/step-down"} {
+		"/v1/jobs/plan-change/runs", run + "/cancel", "/v1/leader/step-down"} {
 		res := a.do("POST", path, `{"reason": "try"}`, read)
 		require.Equal(t, http.StatusForbidden, res.Status, "POST %s: %s", path, res.Body)
 		assert.Equal(t, "read-only-token", res.problemType(t))
@@ -98,7 +99,7 @@ func TestEveryActionIsAudited(t *testing.T) {
 	res := a.do("POST", "/v1/jobs/plan-change/runs", `{"reason": "backfill"}`, header{"X-Request-Id": "req-trigger"})
 	require.Equal(t, http.StatusAccepted, res.Status)
 	runID := int64(res.JSON(t)["id"].(float64))
-	res = a.do("POST", "/v1/runs/1/cancel", `{"reason": "wrong day"}`, nil)
+	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", runID), `{"reason": "wrong day"}`, nil)
 	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
 	res = a.do("POST", "/v1/jobs/plan-change/pause", `{"reason": "incident 42"}`, nil)
 	require.Equal(t, http.StatusOK, res.Status)

@@ -469,12 +469,12 @@ func TestRuntimeJobRoutesByName(t *testing.T) {
 func TestGetRunShowsAttempts(t *testing.T) {
 	t.Parallel()
 	a := newRuntimeAPI(t, 0)
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, started_at, finished_at, definition_version)
-		OVERRIDING SYSTEM VALUE VALUES (7, 'daily-report', 'manual', 'succeeded', '2025-01-01T02:00:00Z', '2025-01-01T02:00:05Z', 3)`)
+	id := a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, definition_version)
+		VALUES ('daily-report', 'manual', 'succeeded', '2025-01-01T02:00:00Z', '2025-01-01T02:00:05Z', 3) RETURNING id`)
 	a.exec(`INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error)
-		VALUES (7, 2, '2025-01-01T02:00:03Z', 40, 200, 'ok', NULL),
-		       (7, 1, '2025-01-01T02:00:00Z', 2000, NULL, NULL, 'connection refused')`)
-	res := a.do("GET", "/v1/runs/7", "", nil)
+		VALUES ($1, 2, '2025-01-01T02:00:03Z', 40, 200, 'ok', NULL),
+		       ($1, 1, '2025-01-01T02:00:00Z', 2000, NULL, NULL, 'connection refused')`, id)
+	res := a.do("GET", fmt.Sprintf("/v1/runs/%d", id), "", nil)
 	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
 	run := res.JSON(t)
 	assert.Equal(t, float64(3), run["definition_version"])

@@ -231,6 +231,15 @@ func (a *testAPI) exec(sql string, args ...any) {
 	require.NoError(a.t, err)
 }
 
+// insertRun runs an INSERT ... RETURNING id of one run and returns its id: a run's id
+// carries its day (migration 0013), so a test cannot know it in advance.
+func (a *testAPI) insertRun(sql string, args ...any) int64 {
+	a.t.Helper()
+	var id int64
+	require.NoError(a.t, a.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&id))
+	return id
+}
+
 func (a *testAPI) count(sql string, args ...any) int {
 	a.t.Helper()
 	var n int

@@ -2,6 +2,7 @@ package api
 
 import (
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -64,9 +65,9 @@ func TestPolledRoutesAnswerNotModified(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
 	a.exec(`UPDATE scheduler_leader SET epoch = 3, instance_id = 'leader-1', since = now() WHERE id = 1`)
-	a.exec(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'succeeded')`)
+	run := a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'succeeded') RETURNING id`)
 	for _, path := range []string{"/v1/leader", "/v1/instances", "/v1/locks", "/v1/jobs", "/v1/jobs/plan-change",
-		"/v1/jobs/plan-change/runs?limit=20", "/v1/runs/1", "/v1/audit"} {
+		"/v1/jobs/plan-change/runs?limit=20", fmt.Sprintf("/v1/runs/%d", run), "/v1/audit"} {
 		first := a.do("GET", path, "", nil)
 		require.Equal(t, http.StatusOK, first.Status, "GET %s: %s", path, first.Body)
 		tag := first.Header.Get("ETag")

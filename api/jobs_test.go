@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 func TestOpenRoutesNeedNoToken(t *testing.T) {
@@ -74,9 +76,12 @@ func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
 func TestJobsListAndGet(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
-	a.exec(`INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
-		VALUES ('plan-change', 'schedule', 'succeeded', '2025-01-01T02:00:00Z', '2025-01-01T02:00:01Z', '2025-01-01T02:00:03Z'),
-		       ('plan-change', 'schedule', 'failed', '2025-01-02T02:00:00Z', '2025-01-02T02:00:01Z', '2025-01-02T02:00:02Z')`)
+	testdb.AddRunDays(t, a.db.Pool, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC))
+	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
+		SELECT job_run_id(s), 'plan-change', 'schedule', status, s, started_at, finished_at
+		FROM (VALUES ('succeeded', timestamptz '2025-01-01T02:00:00Z', timestamptz '2025-01-01T02:00:01Z', timestamptz '2025-01-01T02:00:03Z'),
+		             ('failed', '2025-01-02T02:00:00Z', '2025-01-02T02:00:01Z', '2025-01-02T02:00:02Z'))
+		     AS r (status, s, started_at, finished_at)`)
 
 	res := a.do("GET", "/v1/jobs", "", nil)
 	require.Equal(t, http.StatusOK, res.Status)

@@ -12,14 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // seedHistory inserts n finished runs of job with statuses and triggers cycling, created one
-// minute apart from 2025-01-01T00:00:00Z.
+// minute apart from 2025-01-01T00:00:00Z, with the ids of their days (that of the slot is
+// required of a slot row; a manual run gets that of its creation, so that ids follow it).
 func (a *testAPI) seedHistory(job string, n int) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	testdb.AddRunDays(a.t, a.db.Pool, start, start.Add(time.Duration(n)*time.Minute))
 	a.exec(`
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at)
-		SELECT $1, t.trigger, (ARRAY['succeeded', 'failed', 'skipped', 'timed_out'])[1 + i % 4],
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at)
+		SELECT job_run_id(ts), $1, t.trigger, (ARRAY['succeeded', 'failed', 'skipped', 'timed_out'])[1 + i % 4],
 		       CASE WHEN t.trigger IN ('schedule', 'catch-up') THEN ts END, ts, ts, ts + interval '2 seconds'
 		FROM generate_series(0, $2 - 1) AS i,
 		     LATERAL (SELECT (ARRAY['schedule', 'manual', 'catch-up'])[1 + i % 3] AS trigger,
@@ -181,27 +185,27 @@ func TestCancelRun(t *testing.T) {
 	// Queued: cancelled at once.
 	res := a.do("POST", "/v1/jobs/plan-change/runs", "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
-	queued := res.JSON(t)["id"]
-	res = a.do("POST", fmt.Sprintf("/v1/runs/%v/cancel", queued), "", nil)
+	queued := int64(res.JSON(t)["id"].(float64))
+	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", queued), "", nil)
 	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
 	assert.Equal(t, "cancelled", res.JSON(t)["status"])
 	assert.NotNil(t, res.JSON(t)["finished_at"])
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_runs WHERE id = $1 AND status = 'cancelled' AND finished_at IS NOT NULL`, queued))
 
 	// Finished: nothing to cancel.
-	res = a.do("POST", fmt.Sprintf("/v1/runs/%v/cancel", queued), "", nil)
+	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", queued), "", nil)
 	require.Equal(t, http.StatusConflict, res.Status)
 	assert.Equal(t, "run-finished", res.problemType(t))
 
 	// Running: the leader is asked (cancel_requested, which NOTIFYs it) and the answer is 202.
 	res = a.do("POST", "/v1/jobs/plan-change/runs", "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
-	running := res.JSON(t)["id"]
+	running := int64(res.JSON(t)["id"].(float64))
 	a.exec(`UPDATE job_runs SET status = 'running', started_at = now() WHERE id = $1`, running)
 	listener, err := a.db.Listen(t.Context(), store.RunsChannel)
 	require.NoError(t, err)
 	defer listener.Close()
-	res = a.do("POST", fmt.Sprintf("/v1/runs/%v/cancel", running), "", nil)
+	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", running), "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
 	assert.Equal(t, true, res.JSON(t)["cancel_requested"])
 	assert.Equal(t, "running", res.JSON(t)["status"])
@@ -209,7 +213,7 @@ func TestCancelRun(t *testing.T) {
 	defer cancel()
 	id, err := listener.Wait(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprint(running), fmt.Sprint(id))
+	assert.Equal(t, running, id)
 
 	res = a.do("POST", "/v1/runs/424242/cancel", "", nil)
 	assert.Equal(t, http.StatusNotFound, res.Status)

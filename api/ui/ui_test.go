@@ -408,8 +408,9 @@ func viewport(t *testing.T, tab context.Context, dir, name string) {
 func seedHistory(t *testing.T, srv *replicatest.Server) {
 	t.Helper()
 	_, err := srv.DB.Pool.Exec(context.Background(), `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch, stats, error)
-		SELECT j.name, 'schedule', s.status, date_trunc('hour', now()) - i * interval '1 hour',
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch, stats, error)
+		SELECT job_run_id(date_trunc('hour', now()) - i * interval '1 hour'), j.name, 'schedule', s.status,
+		       date_trunc('hour', now()) - i * interval '1 hour',
 		       date_trunc('hour', now()) - i * interval '1 hour', date_trunc('hour', now()) - i * interval '1 hour',
 		       date_trunc('hour', now()) - i * interval '1 hour' + (i * 137 % 5000) * interval '1 ms',
 		       'console-test-0', 1, '{"processed": 3, "changed": 1}',

@@ -84,9 +84,10 @@ UPDATE members SET pending_membership_plan_id = NULL, pending_membership_start_d
                    pending_membership_end_date = NULL, pending_membership_price = NULL
 WHERE email = 'chaos-3@chaos.example';
 UPDATE scheduler_leader SET epoch = 2;
-INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, epoch)
-VALUES ('plan-change', 'schedule', 'running', date_trunc('second', now()), now(), 1),
-       ('plan-change', 'schedule', 'succeeded', date_trunc('second', now()) - interval '3 seconds', now(), 1);
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, epoch)
+SELECT job_run_id(slot), 'plan-change', 'schedule', status, slot, now(), 1
+FROM (VALUES ('running', date_trunc('second', now())),
+             ('succeeded', date_trunc('second', now()) - interval '3 seconds')) AS r (status, slot);
 INSERT INTO job_runs (job, trigger, status, started_at, finished_at, epoch)
 VALUES ('plan-change', 'manual', 'abandoned', now(), now(), 1)`)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func TestClientCommands(t *testing.T) {
 		assert.Equal(t, exitFailure, code)
 		run := jsonOf(out)
 		assert.Contains(t, []any{"queued", "running"}, run["status"])
-		id := fmt.Sprint(run["id"])
+		id := strconv.FormatInt(int64(run["id"].(float64)), 10)
 		code, out, stderr := cli("cancel", id, "--reason", "wrong export")
 		require.Equal(t, exitOK, code, stderr)
 		assert.Contains(t, out, "run "+id)

@@ -94,6 +94,11 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Error("cannot use DATABASE_URL", "error", err)
 		return exitFailure
 	}
+	// The leader keeps the day partitions of job_runs ahead; a replica adds them too, so a
+	// manual run queued while no leader has been elected for days still has its day.
+	if _, err := db.AddRunDays(ctx); err != nil {
+		log.Warn("adding the day partitions of job_runs failed; the leader retries", "error", err)
+	}
 	// The pool's Close waits for every connection in use: a job body that ignores its
 	// context would hold the exit forever, so the close is bounded too.
 	defer func() {

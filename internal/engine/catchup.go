@@ -16,6 +16,7 @@ import (
 func (e *Engine) rescueLoop(ctx context.Context, term leader.Term, log *slog.Logger) {
 	ticker := time.NewTicker(e.conf.RescueInterval)
 	defer ticker.Stop()
+	lastDays := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -23,6 +24,29 @@ func (e *Engine) rescueLoop(ctx context.Context, term leader.Term, log *slog.Log
 		case <-ticker.C:
 		}
 		e.rescue(ctx, term, log)
+		if time.Since(lastDays) >= runDaysInterval {
+			e.addRunDays(ctx, log)
+			lastDays = time.Now()
+		}
+	}
+}
+
+// runDaysInterval spaces the leader's checks of the day partitions ahead.
+const runDaysInterval = time.Hour
+
+// addRunDays adds the partitions of job_runs for the days ahead (store.DaysAhead): a day
+// without one would refuse its runs.
+func (e *Engine) addRunDays(ctx context.Context, log *slog.Logger) {
+	days, err := e.conf.DB.AddRunDays(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("adding the day partitions of job_runs failed; runs of a day without one cannot be recorded",
+				"error", err, "days_ahead", store.DaysAhead)
+		}
+		return
+	}
+	for _, d := range days {
+		log.Info("day partition of job_runs added", "day", d.Format(time.DateOnly))
 	}
 }
 

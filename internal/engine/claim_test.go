@@ -110,8 +110,8 @@ func TestCatchUpRecordsGapsNotOnlyTheTail(t *testing.T) {
 			continue
 		}
 		_, err := db.Pool.Exec(ctx, `
-			INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-			VALUES ('tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
+			INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
+			VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
 		require.NoError(t, err)
 	}
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{hourly}})
@@ -130,10 +130,13 @@ func TestCatchUpAfterALongOutageIsBoundedByTheCap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-		VALUES ('tick', 'schedule', 'succeeded', date_trunc('second', now()) - interval '20 years',
-		        now() - interval '20 years', now() - interval '20 years', 'old', 0)`)
+	now, err := db.Now(ctx)
+	require.NoError(t, err)
+	slot := now.Truncate(time.Second).AddDate(-20, 0, 0)
+	testdb.AddRunDays(t, db.Pool, slot, slot)
+	_, err = db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
+		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
 	require.NoError(t, err)
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}, maxMissed: 5})
 	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")

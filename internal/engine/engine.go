@@ -237,6 +237,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	e.loadDefinitions(termCtx, log)
 	e.prepareSQLRole(termCtx, term, log)
 	e.loadJobHistories(termCtx, log)
+	e.addRunDays(termCtx, log)
 	e.rescue(termCtx, term, log)
 	caughtUpTo := e.catchUp(termCtx, term, log)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)

@@ -14,6 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // manualOnly is a job that never fires on its own during a test: hourly, no catch-up.
@@ -217,9 +218,9 @@ func TestCatchUpRunsLatestMissedSlotAndRecordsOlderOnes(t *testing.T) {
 	db, url := newDB(t)
 	// Both jobs last ran five hours ago; "tick" may catch up within an hour, "boom" not at all.
 	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job, 'schedule', 'succeeded', date_trunc('hour', now()) - interval '5 hours', now(), now()
-		FROM (VALUES ('tick'), ('boom')) AS j (job)`)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
+		SELECT job_run_id(slot), job, 'schedule', 'succeeded', slot, now(), now()
+		FROM (VALUES ('tick'), ('boom')) AS j (job), (SELECT date_trunc('hour', now()) - interval '5 hours' AS slot) AS s`)
 	require.NoError(t, err)
 	tick := job(t, "tick", "@every 1h", time.Minute)
 	boom := job(t, "boom", "@every 1h", time.Minute)
@@ -301,10 +302,15 @@ func TestRetentionDoesNotMakeTheNextLeaderRerunAYearlySlot(t *testing.T) {
 	yearly := job(t, "tick", "0 0 1 1 *", time.Minute) // catch-up window: one period, a year
 	latest := yearly.Schedule.Prev(time.Now())
 	older := yearly.Schedule.Prev(latest.Add(-time.Second))
+	testdb.AddRunDays(t, db.Pool, older, older)
+	testdb.AddRunDays(t, db.Pool, latest, latest)
 	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT 'tick', 'schedule', 'succeeded', s, s, s + interval '1 second'
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
+		SELECT job_run_id(s), 'tick', 'schedule', 'succeeded', s, s, s + interval '1 second'
 		FROM unnest($1::timestamptz[]) AS s`, []time.Time{older, latest})
+	require.NoError(t, err)
+	// Data-retention counts a dropped day's rows by PostgreSQL's estimate.
+	_, err = db.Pool.Exec(ctx, `ANALYZE job_runs`)
 	require.NoError(t, err)
 	nodeJobs := []config.Job{yearly, manualOnly(t, "data-retention", time.Minute)}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
@@ -92,10 +93,12 @@ func startObservedNode(t *testing.T) *observedNode {
 	chatty := job(t, "chatty", "0 0 1 1 *", time.Minute)
 	tick := job(t, "tick", "@every 1s", time.Minute)
 	tick.Enabled = false
+	slot := chatty.Schedule.Prev(time.Now())
+	testdb.AddRunDays(t, db.Pool, slot, slot)
 	_, err := db.Pool.Exec(context.Background(), `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at)
-		VALUES ('chatty', 'schedule', 'succeeded', $1, $2, $2)`,
-		chatty.Schedule.Prev(time.Now()), chattyLastSuccess)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
+		VALUES (job_run_id($1), 'chatty', 'schedule', 'succeeded', $1, $2, $2)`,
+		slot, chattyLastSuccess)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(context.Background(), `INSERT INTO job_settings (job, paused) VALUES ('tick', true)`)
 	require.NoError(t, err)

@@ -61,8 +61,8 @@ func TestRescuerRecoversRunsNobodyOwns(t *testing.T) {
 
 	var orphan int64
 	require.NoError(t, db.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
-		VALUES ('tick', 'schedule', 'running', date_trunc('second', now()), now(), 'a', $1)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch)
+		VALUES (job_run_id(date_trunc('second', now())), 'tick', 'schedule', 'running', date_trunc('second', now()), now(), 'a', $1)
 		RETURNING id`, term.Epoch).Scan(&orphan))
 
 	awaitRescued(t, n)

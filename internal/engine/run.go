@@ -108,6 +108,7 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	}
 	if en.def == nil {
 		env.CatchUpWindows = e.catchUpWindows()
+		env.DropRunDays = e.conf.DB.DropRunDays
 	}
 	if en.def != nil {
 		if env.Call, err = e.call(runCtx, term, en, run, &fin); err != nil {

@@ -12,7 +12,9 @@ import (
 
 // RetentionSettings are data-retention's windows (rows older than these go) and pacing.
 type RetentionSettings struct {
-	// JobRuns keeps finished runs this long (by finished_at); queued and running runs stay.
+	// JobRuns keeps the runs of a day this long after the day ends (by slot, else by
+	// creation); a day with a queued or running run stays, and so do each job's newest run
+	// and newest slot.
 	JobRuns time.Duration
 	// MessageDeliveries keeps message records this long (by created_at).
 	MessageDeliveries time.Duration
@@ -38,10 +40,12 @@ const (
 	retentionPauseDefault             = 50 * time.Millisecond
 )
 
-// DataRetention deletes expired idempotency keys, old finished job runs, old message
-// deliveries, old abandoned leads and old operator actions, counted per table in Detail.
+// DataRetention drops the old days of job_runs (store.DB.DropRunDays) and deletes expired
+// idempotency keys, old message deliveries, old abandoned leads and old operator actions,
+// counted per table in Detail.
 //
-// It never holds a long lock: each batch is one short transaction deleting at most BatchSize
+// It never holds a long lock: a day of job_runs is detached concurrently and dropped whole;
+// on the other tables each batch is one short transaction deleting at most BatchSize
 // rows it has locked FOR UPDATE SKIP LOCKED (rows another transaction is writing are left for
 // the next run instead of waited for), batches walk the primary key (so a batch never rescans
 // the dead rows its predecessors left), and a pause separates them.
@@ -96,20 +100,18 @@ FOR UPDATE SKIP LOCKED`
 // Run purges each table in turn. A dry run counts the rows it would delete.
 func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 	var st Stats
-	// Deliveries go before leads, so that purging a lead rarely has deliveries to unlink.
-	var windowJobs []string
-	var windows []time.Duration
-	for job, w := range env.CatchUpWindows {
-		windowJobs, windows = append(windowJobs, job), append(windows, w)
+	dropped, err := j.dropRunDays(ctx, env)
+	st.Add(dropped)
+	if err != nil {
+		return st, err
 	}
+	// Deliveries go before leads, so that purging a lead rarely has deliveries to unlink.
 	purges := []struct {
 		table, read, delete string
 		cutoff              time.Time
 		args                pgx.NamedArgs
 	}{
 		{"idempotency_keys", store.PurgeIdempotencyKeys.ReadExpired, store.PurgeIdempotencyKeys.Delete, env.Now, nil},
-		{"job_runs", store.PurgeJobRuns.ReadExpired, store.PurgeJobRuns.Delete, env.Now.Add(-j.s.JobRuns),
-			pgx.NamedArgs{"now": env.Now, "jobs": windowJobs, "windows": windows}},
 		{"message_deliveries", store.PurgeMessageDeliveries.ReadExpired, store.PurgeMessageDeliveries.Delete,
 			env.Now.Add(-j.s.MessageDeliveries), nil},
 		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads), nil},
@@ -144,6 +146,43 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 		if err != nil {
 			return st, fmt.Errorf("purge %s: %w", p.table, err)
 		}
+	}
+	return st, nil
+}
+
+// dropRunDays drops the days of job_runs (and run_attempts) past the window, whole: a day
+// goes once it ended JobRuns ago, and once it ended longer ago than every job's catch-up
+// window (catch-up reads the slot rows inside it). Detail counts the days dropped
+// (job_runs_days), their runs as PostgreSQL estimates them (job_runs), the runs moved to
+// job_runs_kept and those pruned from it, and the days kept for an active run.
+func (j *DataRetention) dropRunDays(ctx context.Context, env *Env) (Stats, error) {
+	var st Stats
+	before := env.Now.Add(-j.s.JobRuns)
+	for _, w := range env.CatchUpWindows {
+		if b := env.Now.Add(-w); b.Before(before) {
+			before = b
+		}
+	}
+	if env.DropRunDays == nil {
+		return st, fmt.Errorf("purge job_runs: the run has no DropRunDays")
+	}
+	out, err := env.DropRunDays(ctx, before, env.Params.DryRun)
+	for _, d := range out.Dropped {
+		st.Changed += d.Rows
+		st.Count("job_runs", d.Rows)
+		st.Count("job_runs_days", 1)
+		env.Log.Info("day of job_runs dropped", "partition", d.Table, "day_end", d.End, "rows", d.Rows,
+			"dry_run", env.Params.DryRun)
+	}
+	for _, d := range out.Kept {
+		st.Count("job_runs_days_active", 1)
+		env.Log.Warn("day of job_runs past the window kept: a run of it is still queued or running",
+			"partition", d.Table, "day_end", d.End)
+	}
+	st.Count("job_runs_kept", out.KeptRuns)
+	st.Count("job_runs_kept_pruned", out.Pruned)
+	if err != nil {
+		return st, fmt.Errorf("purge job_runs: %w", err)
 	}
 	return st, nil
 }

@@ -25,29 +25,40 @@ const day = 24 * time.Hour
 func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
+	for _, age := range []int{60, 40, 29} {
+		at := runNow.AddDate(0, 0, -age)
+		testdb.AddRunDays(t, pool, at, at)
+	}
 	for _, q := range []string{
 		// idempotency_keys: 13 expired, 5 still valid; the scope says which.
 		`INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
 		 SELECT gen_random_uuid(), 'old', 'h', $1::timestamptz - i * interval '1 hour' FROM generate_series(1, 13) i`,
 		`INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
 		 SELECT gen_random_uuid(), 'keep', 'h', $1::timestamptz + i * interval '1 minute' FROM generate_series(1, 5) i`,
-		// job_runs: 11 finished more than 30 days ago; kept: 4 finished within 30 days, an old
-		// queued and an old running run, and a recent recovery run of an old run.
-		`INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, reason)
-		 SELECT 'j', 'manual', (ARRAY['succeeded', 'failed', 'skipped', 'cancelled'])[1 + i % 4],
+		// job_runs: 11 runs of a day 40 days ago; kept: 4 of a day 29 days ago, an old queued
+		// and an old running run (which keep their day, 60 days ago, whole), and a recent
+		// recovery run of an old run.
+		`INSERT INTO job_runs (id, job, trigger, status, created_at, started_at, finished_at, reason)
+		 SELECT job_run_id($1::timestamptz - interval '40 days'), 'j', 'manual',
+		        (ARRAY['succeeded', 'failed', 'skipped', 'cancelled'])[1 + i % 4],
 		        $1::timestamptz - interval '40 days', $1::timestamptz - interval '40 days',
 		        $1::timestamptz - interval '31 days' - i * interval '1 hour', 'old'
 		 FROM generate_series(1, 11) i`,
-		`INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, reason)
-		 SELECT 'j', 'manual', 'succeeded', $1::timestamptz - interval '29 days', $1::timestamptz - interval '29 days',
+		`INSERT INTO job_runs (id, job, trigger, status, created_at, started_at, finished_at, reason)
+		 SELECT job_run_id($1::timestamptz - interval '29 days'), 'j', 'manual', 'succeeded',
+		        $1::timestamptz - interval '29 days', $1::timestamptz - interval '29 days',
 		        $1::timestamptz - interval '29 days', 'keep'
 		 FROM generate_series(1, 4) i`,
-		`INSERT INTO job_runs (job, trigger, status, created_at, reason)
-		 VALUES ('q', 'manual', 'queued', $1::timestamptz - interval '60 days', 'keep'),
-		        ('r', 'manual', 'running', $1::timestamptz - interval '60 days', 'keep')`,
+		`INSERT INTO job_runs (id, job, trigger, status, created_at, reason)
+		 VALUES (job_run_id($1::timestamptz - interval '60 days'), 'q', 'manual', 'queued',
+		         $1::timestamptz - interval '60 days', 'keep'),
+		        (job_run_id($1::timestamptz - interval '60 days'), 'r', 'manual', 'running',
+		         $1::timestamptz - interval '60 days', 'keep')`,
 		`INSERT INTO job_runs (job, trigger, status, created_at, finished_at, recovers_run_id, reason)
 		 SELECT 'j', 'recovery', 'succeeded', $1::timestamptz, $1::timestamptz, min(id), 'keep'
 		 FROM job_runs WHERE reason = 'old'`,
+		// The estimates DropRunDays reports the dropped rows by.
+		`ANALYZE job_runs`,
 		// leads: 9 abandoned more than 180 days ago; kept: 2 abandoned recently, 3 old submitted
 		// leads and 2 old leads never claimed.
 		`INSERT INTO tenants (name) VALUES ('t')`,
@@ -138,8 +149,14 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 		sum += n
 	}
 	assert.Equal(t, sum, st.Changed)
-	// 4 rows a batch: 13 → 4 batches, 11 → 3, 7 → 2, 9 → 3, 5 → 2.
-	assert.EqualValues(t, 14, st.Detail["batches"], "deleted in several bounded batches")
+	// 4 rows a batch: 13 → 4 batches, 7 → 2, 9 → 3, 5 → 2; job_runs lost a day whole.
+	assert.EqualValues(t, 11, st.Detail["batches"], "deleted in several bounded batches")
+	assert.EqualValues(t, 1, st.Detail["job_runs_days"], "the day of the 11 old runs is dropped")
+	assert.EqualValues(t, 1, st.Detail["job_runs_days_active"], "the day with a queued run is kept")
+	var day *string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT to_regclass($1)::text`,
+		"job_runs_p"+runNow.AddDate(0, 0, -40).Format("20060102")).Scan(&day))
+	assert.Nil(t, day, "the day's partition is dropped")
 
 	after := remaining(t, db.Pool)
 	for table := range want {
@@ -178,40 +195,50 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 	st, err := job.Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 4, st.Detail["idempotency_keys"], "one batch done before the cancellation")
-	assert.Zero(t, st.Detail["job_runs"])
+	assert.EqualValues(t, 11, st.Detail["job_runs"], "job_runs' old day went first, whole")
 }
 
 // Catch-up decides from the slots recorded in job_runs: were the newest slot row of a job
-// purged, a new leader would find its latest slot unrecorded and run it again. So the purge
-// keeps each job's newest slot row however old, and every slot row inside the job's
-// catch-up window, and deletes the rest of the expired rows.
-func TestDataRetentionKeepsTheSlotRowsCatchUpNeeds(t *testing.T) {
+// purged, a new leader would find its latest slot unrecorded and run it again. So retention
+// keeps every day inside the longest catch-up window, and moves each job's newest run and
+// newest slot to job_runs_kept before it drops a day, however old they are.
+func TestDataRetentionKeepsTheRunsCatchUpAndTheJobListNeed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := testdb.Open(t, store.Options{})
-	// (job, slot age in days, kept): every row finished at its slot, long past 30 days.
+	// (job, age in days, slot or manual run, kept): every run finished on its day.
 	rows := []struct {
-		job  string
-		age  int
-		kept bool
+		job    string
+		age    int
+		manual bool
+		kept   bool
 	}{
-		{"yearly", 400, true}, {"yearly", 765, false}, // its newest row, a year old, stays
-		{"windowed", 40, true}, {"windowed", 50, true}, {"windowed", 90, false}, // 60-day window
-		{"plain", 31, true}, {"plain", 35, false}, // no window: only its newest row stays
+		{"yearly", 765, false, false},
+		{"yearly", 400, false, true}, // its newest slot, a year old: catch-up decides from it
+		{"yearly", 380, true, true},  // its newest run: the job list shows it
+		{"windowed", 90, false, false},
+		{"windowed", 50, false, true}, {"windowed", 40, false, true}, // inside the 60-day window
+		{"plain", 80, false, false}, {"plain", 70, false, false},
+		{"plain", 35, false, true}, {"plain", 31, false, true}, // inside the 60-day window too
 	}
+	ids := map[int64]bool{}
 	for _, r := range rows {
-		_, err := db.Pool.Exec(ctx, `
-INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at, reason)
-SELECT $1, 'schedule', 'succeeded', s, s, s, s + interval '1 minute', $2
-FROM (SELECT $3::timestamptz - make_interval(days => $4) AS s) AS slot`,
-			r.job, fmt.Sprint(r.kept), runNow, r.age)
-		require.NoError(t, err)
+		at := runNow.AddDate(0, 0, -r.age)
+		testdb.AddRunDays(t, db.Pool, at, at)
+		var id int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, reason)
+VALUES (job_run_id($3), $1, CASE WHEN $4 THEN 'manual' ELSE 'schedule' END, 'succeeded',
+        CASE WHEN $4 THEN NULL ELSE $3::timestamptz END, $3, $3, $3 + interval '1 minute', $2)
+RETURNING id`, r.job, fmt.Sprint(r.kept), at, r.manual).Scan(&id))
+		ids[id] = r.kept
 	}
 	env := newEnv(t, db, "data-retention")
-	env.CatchUpWindows = map[string]time.Duration{"yearly": 365 * day, "windowed": 60 * day}
+	env.CatchUpWindows = map[string]time.Duration{"windowed": 60 * day}
 	st, err := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 2}).Run(ctx, env)
 	require.NoError(t, err)
-	assert.EqualValues(t, 3, st.Detail["job_runs"])
+	assert.EqualValues(t, 6, st.Detail["job_runs_days"], "the days 765, 400, 380, 90, 80 and 70 days ago")
+	assert.EqualValues(t, 2, st.Detail["job_runs_kept"])
 
 	left := map[string]int{}
 	r, err := db.Pool.Query(ctx, `SELECT job || ' ' || reason FROM job_runs WHERE job <> 'data-retention'`)
@@ -221,5 +248,50 @@ FROM (SELECT $3::timestamptz - make_interval(days => $4) AS s) AS slot`,
 	for _, n := range names {
 		left[n]++
 	}
-	assert.Equal(t, map[string]int{"yearly true": 1, "windowed true": 2, "plain true": 1}, left)
+	assert.Equal(t, map[string]int{"yearly true": 2, "windowed true": 2, "plain true": 2}, left)
+	for id, kept := range ids {
+		run, err := db.Run(ctx, id)
+		if kept {
+			assert.NoError(t, err, "run %d is found by its id", id)
+			assert.Equal(t, id, run.ID)
+		} else {
+			assert.ErrorIs(t, err, store.ErrRunNotFound, "run %d", id)
+		}
+	}
+
+	// A second pass, once the job has a newer run and slot, prunes the kept ones.
+	testdb.AddRunDays(t, db.Pool, runNow.AddDate(0, 0, -20), runNow.AddDate(0, 0, -20))
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at)
+VALUES (job_run_id($1), 'yearly', 'schedule', 'succeeded', $1, $1)`, runNow.AddDate(0, 0, -20))
+	require.NoError(t, err)
+	st, err = jobs.NewDataRetention(jobs.RetentionSettings{}).Run(ctx, env)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, st.Detail["job_runs_kept_pruned"])
+}
+
+// A drop interrupted after its DETACH (a leader killed between the steps) leaves a detached
+// table; the next run finishes it.
+func TestDataRetentionFinishesAnInterruptedDrop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	at := runNow.AddDate(0, 0, -40)
+	testdb.AddRunDays(t, db.Pool, at, at)
+	_, err := db.Pool.Exec(ctx, `
+INSERT INTO job_runs (id, job, trigger, status, created_at, finished_at)
+SELECT job_run_id($1), 'j', 'manual', 'succeeded', $1, $1 FROM generate_series(1, 3)`, at)
+	require.NoError(t, err)
+	day := "job_runs_p" + at.Format("20060102")
+	_, err = db.Pool.Exec(ctx, `ALTER TABLE job_runs_days DETACH PARTITION `+day)
+	require.NoError(t, err)
+
+	st, err := jobs.NewDataRetention(jobs.RetentionSettings{}).Run(ctx, newEnv(t, db, "data-retention"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Detail["job_runs_days"])
+	for _, table := range []string{day, "run_attempts_p" + at.Format("20060102")} {
+		var left *string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, table).Scan(&left))
+		assert.Nil(t, left, "%s is dropped", table)
+	}
 }

@@ -57,6 +57,9 @@ type Env struct {
 	// CatchUpWindows are every configured job's catch-up windows: data-retention keeps the
 	// job_runs rows catch-up decides from.
 	CatchUpWindows map[string]time.Duration
+	// DropRunDays drops the day partitions of job_runs that ended before a time, outside the
+	// fence: DETACH ... CONCURRENTLY cannot run in a transaction (store.DB.DropRunDays).
+	DropRunDays func(ctx context.Context, before time.Time, dryRun bool) (store.DroppedDays, error)
 	// Call is what a runtime job's run needs besides; zero for a built-in job.
 	Call Call
 }

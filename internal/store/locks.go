@@ -19,7 +19,30 @@ type KnownLock struct {
 // hashtextextended('<job>:<entity id>', 0), which cannot be reversed, so they show as keys.
 var KnownLocks = []KnownLock{
 	{Name: "scheduler-leader", Meaning: "leader election: held by the leader's dedicated session"},
+	{Name: activeRunsLock, Meaning: "one active run per job: held by a transaction that claims slots or queues a run"},
+	{Name: "scheduler:run_partitions", Meaning: "adding the day partitions of job_runs and run_attempts"},
+	{Name: "scheduler:job_definitions", Meaning: "creating a runtime job definition (the cap on their number)"},
 }
+
+// activeRunsLock serialises the transactions that write a queued or running run: slot
+// claims, manual runs and recoveries. Each partition of job_runs has a unique index on its
+// job's active run, but a partitioned table has no index across partitions: two
+// transactions writing an active run of the same job into two days (a catch-up slot of
+// yesterday, a manual run of today) would both pass it. Under this lock each writer's
+// "no active run" check reads every earlier writer's commit.
+const activeRunsLock = "scheduler:active_runs"
+
+// lockActiveRuns takes activeRunsLock until the transaction ends. The check that follows it
+// must be a later statement: a statement's snapshot is taken when it starts.
+func lockActiveRuns(ctx context.Context, q dbtx) error {
+	_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('`+activeRunsLock+`', 0))`)
+	if err != nil {
+		return fmt.Errorf("take the lock on active runs: %w", err)
+	}
+	return nil
+}
+
+func (tx *Tx) lockActiveRuns(ctx context.Context) error { return lockActiveRuns(ctx, tx) }
 
 // AdvisoryLock is one advisory lock held or awaited in this database.
 type AdvisoryLock struct {

@@ -90,34 +90,42 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 var ErrRunNotFound = errors.New("run not found")
 
 // QueueManualRun inserts a queued manual run of job, unless the job already has a queued or
-// running run: then it returns that one with created=false. The partial unique index
-// job_runs_one_active_key decides, so concurrent triggers on any replicas create one run:
-// a second INSERT waits for the first to commit and then does nothing.
+// running run: then it returns that one with created=false. Under activeRunsLock, concurrent
+// triggers on any replicas create one run: a second one waits for the first to commit and
+// then finds its run.
 func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
-	// The active run can finish between our INSERT (which saw it) and our SELECT (which no
-	// longer does); then a new run may be queued after all, so try again.
-	for range 5 {
-		run, err = scanRun(q.q.QueryRow(ctx, `
-			INSERT INTO job_runs (job, trigger, status, reason, params)
-			VALUES ($1, 'manual', 'queued', $2, $3)
-			ON CONFLICT (job) WHERE status IN ('queued', 'running') DO NOTHING
-			RETURNING `+runColumns, job, reason, params))
+	const insert = `
+		INSERT INTO job_runs (job, trigger, status, reason, params)
+		SELECT $1, 'manual', 'queued', $2, $3
+		WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))
+		RETURNING ` + runColumns
+	const active = `SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')`
+	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
+		if err := lockActiveRuns(ctx, tx); err != nil {
+			return err
+		}
+		run, err = scanRun(tx.QueryRow(ctx, insert, job, reason, params))
 		if err == nil {
-			return run, true, nil
+			created = true
+			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, fmt.Errorf("queue a manual run of %s: %w", job, err)
+			return err
 		}
-		run, err = scanRun(q.q.QueryRow(ctx, `
-			SELECT `+runColumns+` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')`, job))
-		if err == nil {
-			return run, false, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, fmt.Errorf("read the active run of %s: %w", job, err)
-		}
+		run, err = scanRun(tx.QueryRow(ctx, active, job))
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("queue a manual run of %s: %w", job, err)
 	}
-	return nil, false, fmt.Errorf("queue a manual run of %s: its active run kept changing; try again", job)
+	return run, created, nil
+}
+
+// inTx runs fn in a transaction on q: a new one on the pool, a savepoint inside one.
+func inTx(ctx context.Context, q dbtx, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, q.(interface {
+		Begin(ctx context.Context) (pgx.Tx, error)
+	}), fn)
 }
 
 // Run returns the run with id, or ErrRunNotFound.

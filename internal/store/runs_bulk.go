@@ -25,8 +25,8 @@ import (
 // savepoint, and the batch is claimed again with claimSlotsSafeSQL. The claims it leaves
 // are decided by slotStateSQL.
 const claimSlotsSQL = `
-INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-SELECT c.job, c.trigger, 'running', c.slot, now(), $6, $7, c.version
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $6, $7, c.version
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[])
      AS c (job, trigger, slot, version, min_gap)
 LEFT JOIN job_settings s ON s.job = c.job
@@ -62,8 +62,8 @@ ORDER BY c.i`
 
 // skipSlotsSQL records the skipped slots.
 const skipSlotsSQL = `
-INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-SELECT c.job, c.trigger, 'skipped', c.slot, now(), $5, $6, c.reason
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'skipped', c.slot, now(), $5, $6, c.reason
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS c (job, trigger, slot, reason)
 ON CONFLICT DO NOTHING
 RETURNING id, job, scheduled_at`
@@ -96,6 +96,9 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	// The planner's estimate of the subqueries makes PostgreSQL compile the statement with
 	// JIT, which costs more than the statement at these sizes.
 	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
+	}
+	if err := tx.lockActiveRuns(ctx); err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
 	args := []any{all.jobs, all.triggers, all.slots, all.versions, gaps, instanceID, tx.epoch}
@@ -334,8 +337,8 @@ func (tx *Tx) RecordedSlotsIn(ctx context.Context, ranges []SlotRange) (map[stri
 // already have a row alone, and returns how many rows it wrote per job.
 func (tx *Tx) RecordMissedSlots(ctx context.Context, jobs []string, slots []time.Time, instanceID string) (map[string]int, error) {
 	rows, err := tx.Query(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT c.job, 'schedule', 'missed', c.slot, now(), $3, $4
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
+		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, now(), $3, $4
 		FROM unnest($1::text[], $2::timestamptz[]) AS c (job, slot)
 		ON CONFLICT DO NOTHING
 		RETURNING job`, jobs, slots, instanceID, tx.epoch)

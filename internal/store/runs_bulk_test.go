@@ -27,11 +27,11 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
 	slot := now.Add(-time.Second)
 	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, finished_at) VALUES
-			('taken', 'schedule', 'succeeded', $1, now(), now()),
-			('busy', 'manual', 'running', NULL, now(), NULL),
-			('busy-queue-one', 'manual', 'running', NULL, now(), NULL),
-			('gap', 'schedule', 'succeeded', $1 - interval '1 minute', now(), now())`, slot)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
+			(job_run_id($1), 'taken', 'schedule', 'succeeded', $1, now(), now()),
+			(DEFAULT, 'busy', 'manual', 'running', NULL, now(), NULL),
+			(DEFAULT, 'busy-queue-one', 'manual', 'running', NULL, now(), NULL),
+			(job_run_id($1 - interval '1 minute'), 'gap', 'schedule', 'succeeded', $1 - interval '1 minute', now(), now())`, slot)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
 	require.NoError(t, err)

@@ -69,11 +69,14 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	// ON CONFLICT without a target covers both unique indexes: an existing slot row and
 	// another active run of the job (inserted since the check above) both leave no row.
 	const insert = `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-		VALUES ($1, $2, 'running', $3, now(), $4, $5, $6)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
+		VALUES (job_run_id($3), $1, $2, 'running', $3, now(), $4, $5, $6)
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
+	if err := tx.lockActiveRuns(ctx); err != nil {
+		return ClaimOutcome{}, err
+	}
 	var ahead time.Duration
 	if err := tx.QueryRow(ctx, early, c.ScheduledAt).Scan(&ahead); err != nil {
 		return ClaimOutcome{}, fmt.Errorf("compare the slot with the database clock: %w", err)
@@ -141,8 +144,8 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 // recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
 func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, error) {
 	const insert = `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-		VALUES ($1, $2, 'skipped', $3, now(), $4, $5, $6)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
+		VALUES (job_run_id($3), $1, $2, 'skipped', $3, now(), $4, $5, $6)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	var id int64
@@ -161,8 +164,8 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 // rows it wrote.
 func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string) (int64, error) {
 	const insert = `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT $1, 'schedule', 'missed', slot, now(), $3, $4
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
+		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, now(), $3, $4
 		FROM unnest($2::timestamptz[]) AS slot
 		ON CONFLICT DO NOTHING`
 	tag, err := tx.Exec(ctx, insert, job, slots, instanceID, tx.epoch)
@@ -226,8 +229,8 @@ type Abandoned struct {
 // guarantees 5 and 10). Only a leader calls it, inside its fenced transaction: after the
 // epoch bump no older epoch can write, so those runs are certainly dead; an orphan is a run
 // of this term that no goroutine of the leader owns (its claim committed while the answer
-// was lost), which the caller has checked. recovers_run_id is unique, so no run is
-// recovered twice.
+// was lost), which the caller has checked. No run is recovered twice: each partition's
+// unique index on recovers_run_id, and across partitions the check under activeRunsLock.
 func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, error) {
 	const abandon = `
 		UPDATE job_runs
@@ -237,13 +240,18 @@ func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, er
 		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
 		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		RETURNING id, job, trigger, epoch, params`
-	// Queued, so the leader's queue picks it up like a manual run. DO NOTHING also covers
-	// a job that already has a queued run: that run does the recovering.
+	// Queued, so the leader's queue picks it up like a manual run. A job that already has a
+	// queued run gets none: that run does the recovering.
 	const recover = `
 		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id)
-		VALUES ($1, 'recovery', 'queued', $2, $3)
+		SELECT $1, 'recovery', 'queued', $2, $3
+		WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))
+		  AND NOT EXISTS (SELECT 1 FROM job_runs WHERE recovers_run_id = $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
+	if err := tx.lockActiveRuns(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)

@@ -27,9 +27,10 @@ func TestHistoryPagesUseAnIndex(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	const perJob = 100_000
+	testdb.AddRunDays(t, db.Pool, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2020, 3, 12, 0, 0, 0, 0, time.UTC))
 	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (job, trigger, status, scheduled_at, created_at, started_at, finished_at)
-		SELECT j.name, t.trigger, (ARRAY['succeeded', 'succeeded', 'succeeded', 'failed', 'skipped'])[1 + i % 5],
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at)
+		SELECT job_run_id(t.ts), j.name, t.trigger, (ARRAY['succeeded', 'succeeded', 'succeeded', 'failed', 'skipped'])[1 + i % 5],
 		       CASE WHEN t.trigger = 'schedule' THEN t.ts END, t.ts, t.ts, t.ts + interval '1 second'
 		FROM unnest(ARRAY['plan-change', 'status-sync', 'rounds-open']) AS j(name),
 		     generate_series(1, $1) AS i,

@@ -98,7 +98,26 @@ func New(t testing.TB) string {
 	if err := adminOn(ctx, u, `UPDATE scheduler_identity SET deployment_id = gen_random_uuid()`); err != nil {
 		t.Fatalf("testdb: draw the database's deployment id: %v", err)
 	}
+	// The template may have been migrated on an earlier day than this test runs.
+	if err := adminOn(ctx, u, fmt.Sprintf(`SELECT scheduler_add_run_day((now() AT TIME ZONE 'UTC')::date + n)
+		FROM generate_series(-1, %d) AS n`, store.DaysAhead)); err != nil {
+		t.Fatalf("testdb: add the day partitions of job_runs: %v", err)
+	}
 	return u
+}
+
+// AddRunDays adds the day partitions of job_runs for the UTC days from from to to, for a
+// test that records runs of other days than today's (their ids carry their slot's day:
+// insert them with id = job_run_id(scheduled_at)).
+func AddRunDays(t testing.TB, pool *pgxpool.Pool, from, to time.Time) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		SELECT scheduler_add_run_day(d::date)
+		FROM generate_series(($1::timestamptz AT TIME ZONE 'UTC')::date, ($2::timestamptz AT TIME ZONE 'UTC')::date,
+		                     interval '1 day') AS d`, from, to)
+	if err != nil {
+		t.Fatalf("testdb: add the day partitions of job_runs from %s to %s: %v", from, to, err)
+	}
 }
 
 // Empty creates an empty (unmigrated) database for this test, for migration tests.

@@ -32,11 +32,12 @@ func NewEnv(t testing.TB, db *testdb.DB, job string, now time.Time) *jobs.Env {
 INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), $2)
 RETURNING id`, job, Epoch).Scan(&runID))
 	return &jobs.Env{
-		RunID:    runID,
-		Tx:       fencedTx(db.DB),
-		ReadOnly: db.ReadOnly(),
-		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
-		Now:      now,
+		RunID:       runID,
+		Tx:          fencedTx(db.DB),
+		ReadOnly:    db.ReadOnly(),
+		Log:         slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
+		Now:         now,
+		DropRunDays: db.DropRunDays,
 	}
 }
 

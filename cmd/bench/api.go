@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerhq/scheduler/internal/config"
@@ -30,13 +32,16 @@ const (
 	triggerRate = 50  // trigger + cancel pairs a second
 )
 
+// benchAPI measures the history API on historyRows runs of plan-change over the 30 days
+// before now (one partition a day): its first page, a page 90 % back, a run by id from
+// each of those days, and a trigger.
 func benchAPI(ctx context.Context, b *bench) error {
 	n := b.sz.historyRows
-	tmpl, err := b.runsTemplate(ctx, n)
+	runs, err := b.runsTemplate(ctx, historyRuns, n)
 	if err != nil {
 		return err
 	}
-	full, err := b.createDB(ctx, "api", tmpl)
+	full, err := b.createDB(ctx, "api", runs.template)
 	if err != nil {
 		return err
 	}
@@ -77,32 +82,50 @@ func benchAPI(ctx context.Context, b *bench) error {
 		return err
 	}
 
-	data := fmt.Sprintf("%s rows in job_runs", count(n))
-	for _, page := range []struct{ name, path string }{
-		{"first page", "/v1/jobs/plan-change/runs"},
-		{"deep page (cursor 90 % back)", "/v1/jobs/plan-change/runs?cursor=" + deep},
+	ids, idDays, err := sampleRunIDs(ctx, pool, runByIDSamples)
+	if err != nil {
+		return err
+	}
+
+	data := fmt.Sprintf("%s rows in job_runs, plan-change's runs over the 30 days before now (%d day partitions)",
+		count(n), runs.days)
+	var next atomic.Int64
+	for _, q := range []struct {
+		name, data string
+		check      func() error
+	}{
+		{"GET /v1/jobs/{name}/runs, first page", data, func() error {
+			return fullPage(ctx, client, ts.URL+"/v1/jobs/plan-change/runs")
+		}},
+		{"GET /v1/jobs/{name}/runs, deep page (cursor 90 % back)", data, func() error {
+			return fullPage(ctx, client, ts.URL+"/v1/jobs/plan-change/runs?cursor="+deep)
+		}},
+		// Each request reads the next sampled run, so consecutive requests hit other days'
+		// partitions.
+		{"GET /v1/runs/{id}", data + fmt.Sprintf("; ids of %d runs from %d days, in turn", len(ids), idDays), func() error {
+			id := ids[(next.Add(1)-1)%int64(len(ids))]
+			res, err := getJSON(ctx, client, ts.URL+"/v1/runs/"+strconv.FormatInt(id, 10))
+			if err != nil {
+				return err
+			}
+			if got, _ := res["id"].(float64); int64(got) != id {
+				return fmt.Errorf("GET /v1/runs/%d answered run %v", id, res["id"])
+			}
+			return nil
+		}},
 	} {
 		// Repeated: one run's p99 rests on its slowest 1 %, a few requests that a busy
 		// shared machine can slow on its own; the median of the repetitions' p99 is reported.
 		var p50s, p99s []time.Duration
 		for range b.sz.reps {
-			lat, err := paced(ctx, b.sz.requests, historyRate, func() error {
-				res, err := getJSON(ctx, client, ts.URL+page.path)
-				if err != nil {
-					return err
-				}
-				if runs, _ := res["runs"].([]any); len(runs) != 50 {
-					return fmt.Errorf("%s: %d runs, want a full page of 50", page.name, len(runs))
-				}
-				return nil
-			})
+			lat, err := paced(ctx, b.sz.requests, historyRate, q.check)
 			if err != nil {
-				return fmt.Errorf("history %s: %w", page.name, err)
+				return fmt.Errorf("%s: %w", q.name, err)
 			}
 			p50s, p99s = append(p50s, percentile(lat, 50)), append(p99s, percentile(lat, 99))
 		}
 		p99 := median(p99s)
-		b.report.add(row{name: "API GET /v1/jobs/{name}/runs, " + page.name + ": p99", data: data,
+		b.report.add(row{name: "API " + q.name + ": p99", data: q.data,
 			value: dur(p99), target: "p99 < 10 ms", pass: verdict(p99 < 10*time.Millisecond),
 			note: fmt.Sprintf("median of %d repetitions (p99 each: %s; median p50 %s); %d requests each at %d/s from an in-process Go client over loopback (httptest server with the real handler)",
 				len(p99s), durs(p99s), dur(median(p50s)), b.sz.requests, historyRate)})
@@ -146,6 +169,47 @@ func benchAPI(ctx context.Context, b *bench) error {
 		note: fmt.Sprintf("p50 %s; %d triggers at %d/s, each followed by an untimed cancel so the next one queues a new run",
 			dur(percentile(trig, 50)), len(trig), triggerRate)})
 	return nil
+}
+
+// fullPage gets a page of history and checks it is full (50 runs).
+func fullPage(ctx context.Context, client *http.Client, url string) error {
+	res, err := getJSON(ctx, client, url)
+	if err != nil {
+		return err
+	}
+	if runs, _ := res["runs"].([]any); len(runs) != 50 {
+		return fmt.Errorf("GET %s: %d runs, want a full page of 50", url, len(runs))
+	}
+	return nil
+}
+
+// runByIDSamples is how many runs GET /v1/runs/{id} reads in turn.
+const runByIDSamples = 100
+
+// sampleRunIDs returns the ids of k runs of plan-change at regular times over its history
+// (by slot, as the data set spreads them), and how many days they fall on.
+func sampleRunIDs(ctx context.Context, pool *pgxpool.Pool, k int) ([]int64, int, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT r.id
+		FROM (SELECT min(scheduled_at) AS lo, max(scheduled_at) AS hi FROM job_runs WHERE job = 'plan-change') b,
+		     generate_series(0, $1::int - 1) AS i,
+		     LATERAL (SELECT id FROM job_runs WHERE job = 'plan-change' AND scheduled_at >= b.lo + (b.hi - b.lo) * (i::float8 / $1::int)
+		              ORDER BY scheduled_at LIMIT 1) r`, k)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sample run ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, 0, fmt.Errorf("sample run ids: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, 0, fmt.Errorf("sample run ids: plan-change has no runs")
+	}
+	days := map[int64]bool{}
+	for _, id := range ids {
+		days[id>>37] = true // the id's UTC day (migration 0013)
+	}
+	return ids, len(days), nil
 }
 
 func getJSON(ctx context.Context, client *http.Client, url string) (map[string]any, error) {
@@ -229,7 +293,9 @@ func paced(ctx context.Context, count, rate int, fn func() error, opts ...pacedO
 }
 
 // deepCursor is a history cursor 90 % of the way back through plan-change's runs: the API's
-// own first-page cursor with its id moved back.
+// own first-page cursor with its id moved back to the run 10 % of the way from the oldest
+// slot to the newest (the data sets spread their runs evenly over time; ids, which carry
+// their day in the high bits, are not spread evenly).
 func deepCursor(ctx context.Context, client *http.Client, base string, pool *pgxpool.Pool) (string, error) {
 	first, err := getJSON(ctx, client, base+"/v1/jobs/plan-change/runs")
 	if err != nil {
@@ -240,11 +306,15 @@ func deepCursor(ctx context.Context, client *http.Client, base string, pool *pgx
 	if err != nil || !strings.Contains(string(raw), ".") {
 		return "", fmt.Errorf("first page has no usable next_cursor: %v", first["next_cursor"])
 	}
-	var minID, maxID int64
-	if err := pool.QueryRow(ctx, `SELECT min(id), max(id) FROM job_runs WHERE job = 'plan-change'`).Scan(&minID, &maxID); err != nil {
-		return "", err
+	var deepID int64
+	if err := pool.QueryRow(ctx, `
+		SELECT id FROM job_runs
+		WHERE job = 'plan-change'
+		  AND scheduled_at >= (SELECT min(scheduled_at) + (max(scheduled_at) - min(scheduled_at)) / 10
+		                       FROM job_runs WHERE job = 'plan-change')
+		ORDER BY scheduled_at LIMIT 1`).Scan(&deepID); err != nil {
+		return "", fmt.Errorf("deep cursor: %w", err)
 	}
 	_, fp, _ := strings.Cut(string(raw), ".")
-	deepID := minID + (maxID-minID)/10
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(deepID, 10) + "." + fp)), nil
 }

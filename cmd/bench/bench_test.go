@@ -63,7 +63,8 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 		"appointment-reminders-day job ÷ raw SQL claim + record", "no-show-detection job ÷ one raw SQL statement",
 		"no-show-rate job ÷ raw SQL claim + record",
 		"data-retention: concurrent writer's p99 insert latency during the purge ÷ without it",
-		"API GET /v1/jobs/{name}/runs, first page: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
+		"API GET /v1/jobs/{name}/runs, first page: p99", "API GET /v1/jobs/{name}/runs, deep page (cursor 90 % back): p99",
+		"API GET /v1/runs/{id}: p99", "API POST /v1/jobs/{name}/runs (trigger): p99",
 		"API under load: p99 of an open-loop mix of history pages and job views",
 		"claiming 300 due slots ÷ one raw INSERT … SELECT of as many rows",
 	} {
@@ -72,4 +73,6 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	md := b.report.markdown(ctx, b)
 	assert.Contains(t, md, "| plan-change job ÷ one raw SQL statement | 2 k members, all due |")
 	assert.Contains(t, md, "- PostgreSQL: PostgreSQL ")
+	// The old runs span several days past the window, each dropped whole.
+	assert.Regexp(t, `\| data-retention: [^|]+ \| (9|10) days dropped \(3 k old job_runs rows`, md)
 }

@@ -136,9 +136,10 @@ func runChild(args []string) childResult {
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
 		},
-		ReadOnly: db.ReadOnly(),
-		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Now:      now,
+		ReadOnly:    db.ReadOnly(),
+		Log:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:         now,
+		DropRunDays: db.DropRunDays, // data-retention drops the old days of job_runs outside the fence
 	}
 	runCtx := ctx
 	if d, err := time.ParseDuration(os.Getenv(envRunFor)); err == nil {

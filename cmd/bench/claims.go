@@ -10,10 +10,10 @@ import (
 )
 
 // rawClaimSQL is the reference: the same rows inserted by one plain INSERT ... SELECT, with
-// none of the claim's checks.
+// none of the claim's checks; each slot row's id is job_run_id(slot), as the claim's.
 const rawClaimSQL = `
-INSERT INTO job_runs (job, trigger, status, scheduled_at, started_at, instance_id, epoch)
-SELECT 'raw-' || i, 'schedule', 'running', $1, now(), 'bench', 1
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch)
+SELECT job_run_id($1), 'raw-' || i, 'schedule', 'running', $1, now(), 'bench', 1
 FROM generate_series(1, $2) AS i`
 
 // benchClaims measures the claim of N slots due at one instant (store.ClaimSlots: the state of

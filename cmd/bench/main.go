@@ -9,7 +9,7 @@
 // copy (CREATE DATABASE ... TEMPLATE), so the job and its reference see identical data.
 //
 //	BENCH_DATABASE_URL (or DATABASE_URL): a PostgreSQL whose user may create databases.
-//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-only members,rounds,...]
+//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-only members,rounds,...] [-runs N]
 package main
 
 import (
@@ -30,9 +30,9 @@ type sizes struct {
 	members      int           // due members for plan-change and status-sync
 	naiveSample  int           // members the naive per-member loop processes (extrapolated to members)
 	groups       int           // groups for rounds-open
-	retention    int           // old job_runs rows data-retention deletes
-	historyRows  int           // job_runs rows behind the history API
-	loadRows     int           // job_runs rows behind the API under load
+	retention    int           // old job_runs rows, over 9 days past the window, whose days data-retention drops
+	historyRows  int           // job_runs rows over the 30 days before now behind the history API
+	loadRows     int           // job_runs rows, as historyRows, behind the API under load
 	loadDuration time.Duration // how long each repetition of the API load lasts
 	reps         int           // repetitions of each timed measurement
 	requests     int           // requests per API measurement
@@ -88,6 +88,7 @@ func main() {
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
 	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale); default all")
+	runs := flag.Int("runs", 0, "job_runs rows of the retention, api and apiload data sets (default: 10 M, 10 M and 1 M; with -quick 1 M, 1 M and 100 k)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -105,6 +106,9 @@ func main() {
 	sz := fullSizes
 	if *quick {
 		sz = quickSizes
+	}
+	if *runs > 0 {
+		sz.retention, sz.historyRows, sz.loadRows = *runs, *runs, *runs
 	}
 	b, err := newBench(ctx, url, sz, *quick, log)
 	if err != nil {

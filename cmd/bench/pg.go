@@ -26,7 +26,8 @@ type bench struct {
 	log      *slog.Logger
 	report   *report
 	created  []string
-	base     string // the migrated database the others are copied from
+	base     string              // the migrated database the others are copied from
+	runs     map[string]runsData // job_runs data sets built, by template name
 }
 
 func newBench(ctx context.Context, adminURL string, sz sizes, quick bool, log *slog.Logger) (*bench, error) {
@@ -41,7 +42,7 @@ func newBench(ctx context.Context, adminURL string, sz sizes, quick bool, log *s
 	var suffix [3]byte
 	_, _ = rand.Read(suffix[:])
 	return &bench{adminURL: adminURL, admin: admin, run: hex.EncodeToString(suffix[:]), sz: sz, quick: quick,
-		log: log, report: &report{quick: quick, sz: sz}}, nil
+		log: log, report: &report{quick: quick, sz: sz}, runs: map[string]runsData{}}, nil
 }
 
 // close drops every database this run created.
@@ -89,7 +90,8 @@ func (b *bench) dropDB(ctx context.Context, full string) {
 	}
 }
 
-// migratedDB creates a database with every migration applied and the leader row at epoch 1,
+// migratedDB creates a database with every migration applied, the day partitions of
+// job_runs the leader would have (addRunDays) and the leader row at epoch 1,
 // so job bodies called with a fenced Env for epoch 1 commit without an elected leader. The
 // migrations run once per bench run, into a base database the others are copied from.
 func (b *bench) migratedDB(ctx context.Context, name string) (string, error) {
@@ -101,9 +103,32 @@ func (b *bench) migratedDB(ctx context.Context, name string) (string, error) {
 		if err := migrateUp(ctx, b.url(base)); err != nil {
 			return "", err
 		}
+		if err := addRunDays(ctx, b.url(base)); err != nil {
+			return "", err
+		}
 		b.base = base
 	}
-	return b.createDB(ctx, name, b.base)
+	full, err := b.createDB(ctx, name, b.base)
+	if err != nil {
+		return "", err
+	}
+	return full, addRunDays(ctx, b.url(full))
+}
+
+// addRunDays adds the day partitions of job_runs the leader would have, from yesterday to
+// store.DaysAhead days ahead: a bench run may outlast the day its base was migrated on.
+func addRunDays(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT scheduler_add_run_day((now() AT TIME ZONE 'UTC')::date + n)
+		FROM generate_series(-1, $1::int) AS n`, store.DaysAhead)
+	if err != nil {
+		return fmt.Errorf("add the day partitions of job_runs: %w", err)
+	}
+	return nil
 }
 
 func migrateUp(ctx context.Context, url string) error {

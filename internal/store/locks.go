@@ -42,8 +42,6 @@ func lockActiveRuns(ctx context.Context, q dbtx) error {
 	return nil
 }
 
-func (tx *Tx) lockActiveRuns(ctx context.Context) error { return lockActiveRuns(ctx, tx) }
-
 // AdvisoryLock is one advisory lock held or awaited in this database.
 type AdvisoryLock struct {
 	PID             int32

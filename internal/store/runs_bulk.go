@@ -98,7 +98,7 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
-	if err := tx.lockActiveRuns(ctx); err != nil {
+	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
 	args := []any{all.jobs, all.triggers, all.slots, all.versions, gaps, instanceID, tx.epoch}

@@ -74,7 +74,7 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
-	if err := tx.lockActiveRuns(ctx); err != nil {
+	if err := lockActiveRuns(ctx, tx); err != nil {
 		return ClaimOutcome{}, err
 	}
 	var ahead time.Duration
@@ -249,7 +249,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, er
 		  AND NOT EXISTS (SELECT 1 FROM job_runs WHERE recovers_run_id = $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	if err := tx.lockActiveRuns(ctx); err != nil {
+	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)

@@ -1,4 +1,13 @@
 package store
 
+import "time"
+
 // ListRunsSQL lets the external tests EXPLAIN the history query.
 var ListRunsSQL = listRunsSQL
+
+// RecentRunsSQL is the history query ListRuns sends first: bounded to the cursor's day and
+// the day before.
+func RecentRunsSQL(f RunFilter, now time.Time) (string, []any) {
+	f.fromID = recentIDFloor(f.BeforeID, now)
+	return listRunsSQL(f)
+}

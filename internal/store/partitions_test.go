@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -119,4 +120,85 @@ func TestRunByIDReadsOnePartition(t *testing.T) {
 	day := "job_runs_p" + time.Now().UTC().AddDate(0, 0, -20).Format("20060102")
 	assert.Contains(t, text, day)
 	assert.Equal(t, 2, strings.Count(text, " on job_runs_"), "one day's partition and job_runs_kept:\n%s", text)
+}
+
+// Reads of a job's newest runs (a history page, the job list's last run, a new leader's last
+// successes) look at the two newest days first and at the older ones only for what those
+// lack: the answers are those of one read over every day, and the first read plans and
+// probes a handful of partitions rather than every day kept.
+func TestNewestRunsReadTheNewestDaysFirst(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	testdb.AddRunDays(t, db.Pool, time.Now().AddDate(0, 0, -40), time.Now())
+	// "busy" ran three times today and five times 20 days ago; "quiet" only 20 and 30 days
+	// ago; "never" did not run. Every other run succeeded.
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, finished_at)
+		SELECT job_run_id(t.ts), r.job, 'schedule', CASE WHEN r.i % 2 = 0 THEN 'succeeded' ELSE 'failed' END,
+		       t.ts, t.ts, t.ts + interval '1 second'
+		FROM (VALUES ('busy', 0, 1), ('busy', 0, 2), ('busy', 0, 3),
+		             ('busy', 20, 1), ('busy', 20, 2), ('busy', 20, 3), ('busy', 20, 4), ('busy', 20, 5),
+		             ('quiet', 30, 1), ('quiet', 20, 2), ('quiet', 20, 3)) AS r(job, days_ago, i),
+		     LATERAL (SELECT date_trunc('minute', now()) - r.days_ago * interval '1 day'
+		                     - (10 - r.i) * interval '1 minute' AS ts) AS t`)
+	require.NoError(t, err)
+	everyDay := func(job string, before int64, limit int) []int64 {
+		rows, err := db.Pool.Query(ctx, `SELECT id FROM job_runs WHERE job = $1 AND ($2::bigint = 0 OR id < $2)
+			ORDER BY id DESC LIMIT $3`, job, before, limit)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		require.NoError(t, err)
+		return ids
+	}
+	pageIDs := func(f store.RunFilter) []int64 {
+		runs, err := db.ListRuns(ctx, f)
+		require.NoError(t, err)
+		ids := make([]int64, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+		}
+		return ids
+	}
+
+	first := pageIDs(store.RunFilter{Job: "busy", Limit: 5})
+	assert.Equal(t, everyDay("busy", 0, 5), first, "a first page that spans today and 20 days ago")
+	assert.Equal(t, everyDay("busy", 0, 2), pageIDs(store.RunFilter{Job: "busy", Limit: 2}))
+	assert.Equal(t, everyDay("busy", first[4], 5), pageIDs(store.RunFilter{Job: "busy", BeforeID: first[4], Limit: 5}),
+		"a deep page from 20 days ago")
+	assert.Equal(t, everyDay("quiet", 0, 5), pageIDs(store.RunFilter{Job: "quiet", Limit: 5}))
+
+	_, _, last, err := db.JobStates(ctx, []string{"busy", "quiet", "never"})
+	require.NoError(t, err)
+	require.Contains(t, last, "busy")
+	require.Contains(t, last, "quiet")
+	assert.Equal(t, everyDay("busy", 0, 1)[0], last["busy"].ID)
+	assert.Equal(t, everyDay("quiet", 0, 1)[0], last["quiet"].ID)
+	assert.NotContains(t, last, "never")
+
+	histories, err := db.JobHistories(ctx, []string{"busy", "quiet", "never"})
+	require.NoError(t, err)
+	success := map[string]time.Time{}
+	for _, h := range histories {
+		success[h.Job] = h.LastSuccess
+	}
+	for _, job := range []string{"busy", "quiet", "never"} {
+		var at *time.Time
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT max(finished_at) FROM job_runs
+			WHERE job = $1 AND status = 'succeeded'`, job).Scan(&at), job)
+		var want time.Time
+		if at != nil {
+			want = *at
+		}
+		assert.True(t, want.Equal(success[job]), "%s: last success %v, want %v", job, success[job], want)
+	}
+
+	sql, args := store.RecentRunsSQL(store.RunFilter{Job: "busy", Limit: 5}, time.Now())
+	rows, err := db.Pool.Query(ctx, `EXPLAIN `+sql, args...)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	assert.LessOrEqual(t, strings.Count(plan, " on job_runs_"), store.DaysAhead+3,
+		"yesterday, today, the days ahead and job_runs_kept, not 40 days:\n%s", plan)
 }

@@ -53,11 +53,11 @@ func (s *slotReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // benchCalls measures runtime HTTP jobs' delivery: N jobs on "* * * * *" calling one local
-// receiver that answers in 20 ms, run by one in-process replica (elector and engine) with the
+// receiver that answers in 20 ms, run by in-process replicas (the first one leads) with the
 // default concurrency bounds, against calling the same receiver one call at a time.
 func benchCalls(ctx context.Context, b *bench) error {
 	n := b.sz.callJobs
-	d, err := deliver(ctx, b, n, 1, config.HTTPHostConcurrencyDefault, false)
+	d, err := deliver(ctx, b, n, 1, defaultBounds, false)
 	if err != nil {
 		return err
 	}
@@ -71,8 +71,8 @@ func benchCalls(ctx context.Context, b *bench) error {
 	p99 := percentile(d.lateness, 99)
 	b.report.add(row{name: "Runtime HTTP jobs: call started − slot, p99", data: data, value: dur(p99),
 		target: "p99 ≤ 1 s", pass: verdict(p99 <= time.Second),
-		note: fmt.Sprintf("p50 %s, last call %s after the slot; one in-process replica, SCHEDULER_HTTP_CONCURRENCY=%d, SCHEDULER_HTTP_HOST_CONCURRENCY=%d (the defaults)",
-			dur(percentile(d.lateness, 50)), dur(d.last), config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault)})
+		note: fmt.Sprintf("p50 %s, last call %s after the slot; %d in-process replicas, %s (the defaults)",
+			dur(percentile(d.lateness, 50)), dur(d.last), scaleReplicas, defaultBounds)})
 	b.report.add(row{name: "Runtime HTTP jobs: calls per second", data: data, value: fmt.Sprintf("%.0f/s", d.rate),
 		ref: fmt.Sprintf("%.0f/s one call at a time", seqRate), ratio: fmt.Sprintf("%.1f×", d.rate/seqRate),
 		target: "≥ 1 000 calls/s", pass: verdict(d.rate >= 1000),
@@ -80,41 +80,71 @@ func benchCalls(ctx context.Context, b *bench) error {
 	return nil
 }
 
-// benchScale runs ten thousand runtime HTTP jobs on "* * * * *" for a few minutes: every
-// slot recorded once and called once, how late the calls start, the leader's memory and the
-// database's commits per slot instant. One receiver is one host, so the per-host bound is
-// raised to the global one for the main figure; the defaults' figure is reported beside it.
+// benchScale runs ten thousand runtime HTTP jobs on "* * * * *" with three replicas for
+// several minutes: every slot recorded once and called once, how late the calls start, the
+// leader's memory, the database's commits per slot instant, the job list, and a hand-over.
+// One receiver is one host, so the main run raises both bounds (scaleBounds); the
+// defaults' figure is reported beside it.
 func benchScale(ctx context.Context, b *bench) error {
-	n, minutes := b.sz.scaleJobs, b.sz.scaleMinutes
-	data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s, %d minute(s)", count(n), receiverDelay, minutes)
-	for _, host := range []int{config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault} {
-		d, err := deliver(ctx, b, n, minutes, host, host == config.HTTPConcurrencyDefault)
+	n := b.sz.scaleJobs
+	for _, run := range []struct {
+		bounds  bounds
+		minutes int
+		main    bool
+	}{
+		{scaleBounds, b.sz.scaleMinutes, true},
+		// The defaults, for comparison: two minutes tell them.
+		{defaultBounds, min(b.sz.scaleMinutes, 2), false},
+	} {
+		data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s, %d replicas, %d minute(s)",
+			count(n), receiverDelay, scaleReplicas, run.minutes)
+		d, err := deliver(ctx, b, n, run.minutes, run.bounds, run.main)
 		if err != nil {
 			return err
 		}
 		p99 := percentile(d.lateness, 99)
-		name := fmt.Sprintf("%s jobs: call started − slot, p99 (SCHEDULER_HTTP_HOST_CONCURRENCY=%d)", count(n), host)
+		name := fmt.Sprintf("%s jobs: call started − slot, p99 (%s)", count(n), run.bounds)
 		var target string
 		var pass *bool
-		if host == config.HTTPConcurrencyDefault {
+		if run.main {
 			target, pass = "p99 ≤ 1 s", verdict(p99 <= time.Second)
 		}
 		b.report.add(row{name: name, data: data, value: dur(p99), target: target, pass: pass,
-			note: fmt.Sprintf("p50 %s, last call %s after its slot; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replica and receiver) %.0f MB; defining the jobs took %s",
-				dur(percentile(d.lateness, 50)), dur(d.last), dur(d.claimP50), dur(d.claimP99), d.calls, n*minutes, d.doubles, d.missing,
+			note: fmt.Sprintf("p50 %s, last call %s after its slot; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
+				dur(percentile(d.lateness, 50)), dur(d.last), dur(d.claimP50), dur(d.claimP99), d.calls, n*run.minutes, d.doubles, d.missing,
 				d.commitsPerSlot, d.peakRSSMB, dur(d.defining))})
-		if host == config.HTTPConcurrencyDefault {
-			b.report.add(row{name: fmt.Sprintf("%s jobs: hand-over, every job's next slot claimed by the new leader, p99 after the slot", count(n)),
-				data: data, value: dur(d.nextClaimP99), target: "within the next slot (60 s)", pass: verdict(d.nextClaimP99 < time.Minute),
-				note: fmt.Sprintf("the leader resigned (as on SIGTERM) early in a minute; the follower was elected %s later; reading and checking the %d definitions takes %s",
-					dur(d.electedIn), n, dur(d.loadIn))})
-			b.report.add(row{name: fmt.Sprintf("%s jobs: peak RSS", count(n)), data: data,
-				value: fmt.Sprintf("%.0f MB", d.peakRSSMB), target: "≤ 300 MB", pass: verdict(d.peakRSSMB <= 300),
-				note: "VmHWM of the bench process, which holds the leader's replica and the receiver: an upper bound of the leader's"})
+		if !run.main {
+			continue
 		}
+		b.report.add(row{name: fmt.Sprintf("%s jobs: hand-over, every job's next slot claimed by the new leader, p99 after the slot", count(n)),
+			data: data, value: dur(d.nextClaimP99), target: "within the next slot (60 s)", pass: verdict(d.nextClaimP99 < time.Minute),
+			note: fmt.Sprintf("the leader resigned (as on SIGTERM) early in a minute; a follower was elected %s later; reading and checking the %d definitions takes %s",
+				dur(d.electedIn), n, dur(d.loadIn))})
+		b.report.add(row{name: fmt.Sprintf("%s jobs: GET /v1/jobs, p50", count(n)), data: data + "; after the measured minutes",
+			value: dur(d.jobList.p50),
+			note: fmt.Sprintf("every job with its state and last run, %d requests one at a time: max %s, %.1f MB an answer",
+				jobListRequests, dur(d.jobList.max), float64(d.jobList.bytes)/1e6)})
+		b.report.add(row{name: fmt.Sprintf("%s jobs: peak RSS", count(n)), data: data,
+			value: fmt.Sprintf("%.0f MB", d.peakRSSMB), target: "≤ 300 MB", pass: verdict(d.peakRSSMB <= 300),
+			note: "VmHWM of the bench process, which holds the three replicas and the receiver: an upper bound of the leader's"})
 	}
 	return nil
 }
+
+// bounds are a replica's SCHEDULER_HTTP_CONCURRENCY and SCHEDULER_HTTP_HOST_CONCURRENCY.
+type bounds struct{ global, host int }
+
+func (c bounds) String() string {
+	return fmt.Sprintf("SCHEDULER_HTTP_CONCURRENCY=%d, SCHEDULER_HTTP_HOST_CONCURRENCY=%d", c.global, c.host)
+}
+
+// scaleBounds are the scale run's main bounds: its one receiver is one host, which a real
+// deployment's ten thousand jobs would spread over many, so the per-host bound is raised to
+// the global one.
+var scaleBounds = bounds{config.HTTPConcurrencyDefault, config.HTTPConcurrencyDefault}
+
+// defaultBounds are the defaults.
+var defaultBounds = bounds{config.HTTPConcurrencyDefault, config.HTTPHostConcurrencyDefault}
 
 // delivery is what deliver measured.
 type delivery struct {
@@ -131,11 +161,24 @@ type delivery struct {
 	// The hand-over (measureHandOver).
 	electedIn, loadIn, nextClaimP99 time.Duration
 	defining                        time.Duration
+	jobList                         jobListTiming
 }
+
+// jobListTiming is how GET /v1/jobs answered with every job defined.
+type jobListTiming struct {
+	p50, max time.Duration
+	bytes    int
+}
+
+// scaleReplicas is how many replicas the scale run starts: the leader, then followers.
+const scaleReplicas = 3
+
+// jobListRequests is how many times the scale run reads GET /v1/jobs.
+const jobListRequests = 5
 
 // deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
 // until it leads, and records the calls of the next `slots` whole minutes.
-func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handOver bool) (delivery, error) {
+func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOver bool) (delivery, error) {
 	var d delivery
 	full, err := b.migratedDB(ctx, "calls")
 	if err != nil {
@@ -170,27 +213,23 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handO
 	}
 	d.defining = time.Since(loadStart)
 
-	log := slog.New(slog.DiscardHandler)
-	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-calls", Log: log,
-		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
-		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
-			HTTPConcurrency: config.HTTPConcurrencyDefault, HTTPHostConcurrency: hostConcurrency}})
+	lead, err := startReplica(ctx, b, full, "bench-calls", n, bounds)
 	if err != nil {
 		return d, err
 	}
-	terms := rep.Listen()
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(runCtx) }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			cancel()
-			<-done
-		}
-	}()
-	if _, err := awaitTerm(ctx, terms, 5*time.Minute); err != nil {
+	defer lead.stop()
+	if _, err := awaitTerm(ctx, lead.terms, 5*time.Minute); err != nil {
 		return d, err
+	}
+	// The followers start once the first replica leads, so that it is the leader measured.
+	var followers []*benchReplica
+	for i := 2; i <= scaleReplicas; i++ {
+		f, err := startReplica(ctx, b, full, fmt.Sprintf("bench-calls-%d", i), n, bounds)
+		if err != nil {
+			return d, err
+		}
+		defer f.stop()
+		followers = append(followers, f)
 	}
 
 	// Whole minutes after the replica leads, so that no catch-up run is counted.
@@ -274,24 +313,89 @@ func deliver(ctx context.Context, b *bench, n, slots, hostConcurrency int, handO
 		return d, err
 	}
 	d.peakRSSMB = peakRSSMB()
-	if handOver {
-		stopped = true
-		err := measureHandOver(ctx, b, full, n, func() { cancel(); <-done }, &d)
+	if !handOver {
+		return d, nil
+	}
+	if d.jobList, err = timeJobList(ctx, lead.rep, n); err != nil {
 		return d, err
 	}
-	return d, nil
+	return d, measureHandOver(ctx, b, full, db, n, lead, followers, &d)
 }
 
-// measureHandOver makes a second replica take over from the first (which stop resigns, as
-// on SIGTERM) with n runtime jobs defined, and measures how long the follower took to be
-// elected, how long reading and checking the n definitions takes, and how late the new
-// leader claimed the next slot of every job.
-func measureHandOver(ctx context.Context, b *bench, full string, n int, stop func(), d *delivery) error {
-	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-calls-2", LeaseTimeout: config.LeaseTimeoutDefault})
+// benchReplica is a replica the scale run started, with its own pool, as serve runs one.
+type benchReplica struct {
+	id    string
+	rep   *replica.Replica
+	terms *leader.Subscription
+	stop  func() // resigns (as on SIGTERM) and waits; later calls do nothing
+}
+
+func startReplica(ctx context.Context, b *bench, full, id string, n int, bounds bounds) (*benchReplica, error) {
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: id, LeaseTimeout: config.LeaseTimeoutDefault})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: id, Log: slog.New(slog.DiscardHandler),
+		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
+		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
+			HTTPConcurrency: bounds.global, HTTPHostConcurrency: bounds.host}})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	r := &benchReplica{id: id, rep: rep, terms: rep.Listen()}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(runCtx) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done; db.Close() }) }
+	return r, nil
+}
+
+// timeJobList reads GET /v1/jobs from rep's API a few times, one request at a time.
+func timeJobList(ctx context.Context, rep *replica.Replica, n int) (jobListTiming, error) {
+	var t jobListTiming
+	srv := httptest.NewServer(rep.Handler())
+	defer srv.Close()
+	var took []time.Duration
+	for range jobListRequests {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/jobs", nil)
+		if err != nil {
+			return t, err
+		}
+		start := time.Now()
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			return t, err
+		}
+		var list struct {
+			Jobs []json.RawMessage `json:"jobs"`
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		took = append(took, time.Since(start))
+		if err != nil {
+			return t, err
+		}
+		if err := json.Unmarshal(body, &list); err != nil || len(list.Jobs) != n {
+			return t, fmt.Errorf("GET /v1/jobs answered %s with %d jobs, want %d (%v)", res.Status, len(list.Jobs), n, err)
+		}
+		t.bytes = len(body)
+	}
+	t.p50, t.max = percentile(took, 50), percentile(took, 100)
+	return t, nil
+}
+
+// measureHandOver makes a follower take over from lead (which resigns, as on SIGTERM) with
+// n runtime jobs defined, and measures how long the follower took to be elected, how long
+// reading and checking the n definitions takes, and how late the new leader claimed the
+// next slot of every job.
+func measureHandOver(ctx context.Context, b *bench, full string, db *store.DB, n int, lead *benchReplica, followers []*benchReplica, d *delivery) error {
+	pool, err := pgxpool.New(ctx, b.url(full))
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer pool.Close()
 	start := time.Now()
 	stored, err := db.Definitions(ctx)
 	if err != nil {
@@ -307,48 +411,42 @@ func measureHandOver(ctx context.Context, b *bench, full string, n int, stop fun
 		}
 	}
 	d.loadIn = time.Since(start)
-	pool, err := pgxpool.New(ctx, b.url(full))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 
-	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-calls-2", Log: slog.New(slog.DiscardHandler),
-		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
-		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
-			HTTPConcurrency: config.HTTPConcurrencyDefault, HTTPHostConcurrency: config.HTTPConcurrencyDefault}})
-	if err != nil {
-		return err
-	}
-	terms := rep.Listen()
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
-	// The follower waits in pg_advisory_lock once it has heartbeated.
+	// The followers wait in pg_advisory_lock once they have heartbeated.
 	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
-		var ok bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM scheduler_instances WHERE instance_id = 'bench-calls-2')`).Scan(&ok)
-		return ok, err
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM scheduler_instances WHERE instance_id <> $1`, lead.id).Scan(&waiting)
+		return waiting == len(followers), err
 	}); err != nil {
 		return err
 	}
 	if wait := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); wait < 20*time.Second {
 		time.Sleep(wait + time.Second) // hand over early in a minute, so the next slot is not the one being caught up
 	}
+	elected := make(chan string, len(followers))
+	for _, f := range followers {
+		go func() {
+			if _, err := awaitTerm(ctx, f.terms, time.Minute); err == nil {
+				elected <- f.id
+			}
+		}()
+	}
 	stopAt := time.Now()
-	stop()
-	if _, err := awaitTerm(ctx, terms, time.Minute); err != nil {
-		return err
+	lead.stop()
+	var next string
+	select {
+	case next = <-elected:
+	case <-time.After(time.Minute):
+		return fmt.Errorf("no follower was elected within a minute of the leader's resignation")
 	}
 	d.electedIn = time.Since(stopAt)
-	next := time.Now().Truncate(time.Minute).Add(time.Minute)
-	return waitFor(ctx, time.Until(next)+time.Minute, func() (bool, error) {
+	slot := time.Now().Truncate(time.Minute).Add(time.Minute)
+	return waitFor(ctx, time.Until(slot)+time.Minute, func() (bool, error) {
 		var claimed int
 		var p99 *time.Duration
 		err := pool.QueryRow(ctx, `
 			SELECT count(*), percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
-			FROM job_runs WHERE scheduled_at = $1 AND instance_id = 'bench-calls-2'`, next).Scan(&claimed, &p99)
+			FROM job_runs WHERE scheduled_at = $1 AND instance_id = $2`, slot, next).Scan(&claimed, &p99)
 		if err != nil || claimed < n {
 			return false, err
 		}

@@ -29,7 +29,7 @@ func benchAPILoad(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	full, err := b.createDB(ctx, "apiload", runs.template)
+	full, err := b.runsDB(ctx, "apiload", runs)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ var (
 		members: 1_000_000, naiveSample: 20_000, groups: 100_000, retention: 10_000_000,
 		historyRows: 10_000_000, loadRows: 1_000_000, loadDuration: 20 * time.Second, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
 		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second, appointments: 1_000_000,
-		callJobs: 1000, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 3,
+		callJobs: 1000, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 10,
 	}
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
@@ -89,6 +89,8 @@ func main() {
 	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
 	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale); default all")
 	runs := flag.Int("runs", 0, "job_runs rows of the retention, api and apiload data sets (default: 10 M, 10 M and 1 M; with -quick 1 M, 1 M and 100 k)")
+	scaleMinutes := flag.Int("scale-minutes", 0, "minutes the scale section measures with the raised per-host bound (default 10; with -quick 1)")
+	inPlace := flag.Bool("in-place", false, "measure the api and apiload sections on their runs data set itself, not a copy: half the disk for a large -runs")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -110,12 +112,16 @@ func main() {
 	if *runs > 0 {
 		sz.retention, sz.historyRows, sz.loadRows = *runs, *runs, *runs
 	}
+	if *scaleMinutes > 0 {
+		sz.scaleMinutes = *scaleMinutes
+	}
 	b, err := newBench(ctx, url, sz, *quick, log)
 	if err != nil {
 		log.Error("bench setup", "error", err)
 		os.Exit(1)
 	}
 	defer b.close()
+	b.inPlace = *inPlace
 
 	start := time.Now()
 	var failed []string

@@ -23,6 +23,7 @@ type bench struct {
 	run      string
 	sz       sizes
 	quick    bool
+	inPlace  bool // measure the api sections on their runs data set itself (runsDB)
 	log      *slog.Logger
 	report   *report
 	created  []string
@@ -82,6 +83,21 @@ func (b *bench) createDB(ctx context.Context, name, template string) (string, er
 	}
 	b.created = append(b.created, full)
 	return full, nil
+}
+
+// runsDB is the database a section measures a runs data set on: a copy of its template, or
+// with -in-place the template itself, which no later section then reuses (a copy of 100 M
+// rows would double the disk the run needs).
+func (b *bench) runsDB(ctx context.Context, name string, d runsData) (string, error) {
+	if !b.inPlace {
+		return b.createDB(ctx, name, d.template)
+	}
+	for k, v := range b.runs {
+		if v.template == d.template {
+			delete(b.runs, k)
+		}
+	}
+	return d.template, nil
 }
 
 func (b *bench) dropDB(ctx context.Context, full string) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -201,4 +202,80 @@ func TestNewestRunsReadTheNewestDaysFirst(t *testing.T) {
 	plan := strings.Join(lines, "\n")
 	assert.LessOrEqual(t, strings.Count(plan, " on job_runs_"), store.DaysAhead+3,
 		"yesterday, today, the days ahead and job_runs_kept, not 40 days:\n%s", plan)
+}
+
+// A bulk claim looks for a slot's row in the slot's day only (and job_runs_kept), so the row
+// must be found wherever it went: moved to job_runs_kept by retention, with a day's id or an
+// id from before migration 13, or left in the legacy partition by the upgrade.
+func TestClaimSlotsFindsSlotsKeptOrFromBeforePartitioning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	claimTwice := func(t *testing.T, db *store.DB, pool *pgxpool.Pool, claims ...store.Claim) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+		require.NoError(t, err)
+		var rows, after int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM job_runs`).Scan(&rows))
+		var out []store.ClaimOutcome
+		require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+			out, err = tx.ClaimSlots(ctx, claims)
+			return err
+		}))
+		for i, c := range claims {
+			assert.Nil(t, out[i].Run, "%s: its slot has a row already", c.Job)
+			assert.True(t, out[i].Taken, "%s: %+v", c.Job, out[i])
+		}
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM job_runs`).Scan(&after))
+		assert.Equal(t, rows, after)
+	}
+	// keep inserts a slot of two days ago and moves it to job_runs_kept, as retention does.
+	keep := func(t *testing.T, pool *pgxpool.Pool, job string) store.Claim {
+		var slot time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT date_trunc('minute', now()) - interval '2 days'`).Scan(&slot))
+		_, err := pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at)
+			VALUES (job_run_id($1), $2, 'schedule', 'succeeded', $1)`, slot, job)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE job_runs SET kept = true WHERE job = $1`, job)
+		require.NoError(t, err)
+		var kept bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs_kept WHERE job = $1)`, job).Scan(&kept))
+		require.True(t, kept)
+		return store.Claim{Job: job, ScheduledAt: slot, Trigger: store.TriggerCatchUp, InstanceID: "a"}
+	}
+
+	t.Run("day ids", func(t *testing.T) {
+		t.Parallel()
+		db, _ := testdb.Open(t, store.Options{})
+		testdb.AddRunDays(t, db.Pool, time.Now().AddDate(0, 0, -3), time.Now())
+		claimTwice(t, db.DB, db.Pool, keep(t, db.Pool, "kept"))
+	})
+
+	t.Run("upgraded", func(t *testing.T) {
+		t.Parallel()
+		u := testdb.Empty(t)
+		mg, err := store.NewMigrator(u)
+		require.NoError(t, err)
+		defer mg.Close()
+		require.NoError(t, mg.Up())
+		require.NoError(t, mg.Down(1)) // to 12: job_runs before partitioning
+		pool, err := pgxpool.New(ctx, u)
+		require.NoError(t, err)
+		defer pool.Close()
+		var slot time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT date_trunc('minute', now()) - interval '1 minute'`).Scan(&slot))
+		_, err = pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status, scheduled_at) VALUES ('old', 'schedule', 'succeeded', $1)`, slot)
+		require.NoError(t, err)
+		require.NoError(t, mg.Up())
+		var legacy bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs_legacy WHERE job = 'old')`).Scan(&legacy))
+		require.True(t, legacy)
+		_, err = pool.Exec(ctx, `SELECT scheduler_add_run_day((now() AT TIME ZONE 'UTC')::date + n) FROM generate_series(-2, 3) AS n`)
+		require.NoError(t, err)
+		db, err := store.Open(ctx, u, store.Options{InstanceID: "a", LeaseTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		defer db.Close()
+		// Before the cutover (the next UTC day), slots get plain ids, kept ones too.
+		claimTwice(t, db, pool, store.Claim{Job: "old", ScheduledAt: slot, Trigger: store.TriggerCatchUp, InstanceID: "a"},
+			keep(t, pool, "kept"))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,14 @@ import (
 // transaction meanwhile (a manual run queued through the API) fails the statement, inside a
 // savepoint, and the batch is claimed again with claimSlotsSafeSQL. The claims it leaves
 // are decided by slotStateSQL.
+//
+// job_runs has a partition a day, so each test must not probe every day for every claim:
+// a slot's row lies in its day (its id's range; an id from before migration 0013 is below
+// every day's), which prunes the slot test to that day and job_runs_kept; the active runs
+// are read once, from each day's small partial index, into a hashed anti-join. Under
+// activeRunsLock no other transaction adds an active run meanwhile.
 const claimSlotsSQL = `
+WITH active AS MATERIALIZED (SELECT job FROM job_runs WHERE status IN ('queued', 'running'))
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
 SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $6, $7, c.version
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[])
@@ -32,12 +40,33 @@ FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[
 LEFT JOIN job_settings s ON s.job = c.job
 WHERE c.slot <= now()
   AND NOT coalesce(s.paused, false)
-  AND NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.scheduled_at = c.slot)
-  AND NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.status IN ('queued', 'running'))
+  AND NOT EXISTS (SELECT 1 FROM job_runs r
+                  WHERE r.job = c.job AND r.scheduled_at = c.slot
+                    AND r.id >= CASE WHEN c.slot < job_run_cutover() THEN 0 ELSE job_run_day_start(job_run_day(c.slot)) END
+                    AND r.id < job_run_day_start(job_run_day(c.slot) + 1))
+  AND c.job NOT IN (SELECT job FROM active)` + minGapTest + `
+RETURNING id, job, created_at, started_at`
+
+// minGapTest is claimSlotsSQL's test of the minimum gap. Planned over every day partition
+// while executed for few jobs, it is left out of the statement for a batch whose jobs have
+// no minimum gap (claimSQL).
+const minGapTest = `
   AND NOT (c.min_gap > 0 AND EXISTS (
       SELECT 1 FROM job_runs r
-      WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'))
-RETURNING id, job, created_at, started_at`
+      WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'))`
+
+// claimSQL is claimSlotsSQL for a batch (safe: with ON CONFLICT DO NOTHING), without the
+// minimum gap's test when no job of the batch has one.
+func claimSQL(gaps []int64, safe bool) string {
+	sql := claimSlotsSQL
+	if safe {
+		sql = claimSlotsSafeSQL
+	}
+	if slices.ContainsFunc(gaps, func(g int64) bool { return g > 0 }) {
+		return sql
+	}
+	return strings.Replace(sql, minGapTest, "", 1)
+}
 
 // claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: both
 // unique indexes), for a batch that met a row written meanwhile.
@@ -102,10 +131,10 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
 	args := []any{all.jobs, all.triggers, all.slots, all.versions, gaps, instanceID, tx.epoch}
-	won, err := claimWinners(ctx, tx, claimSlotsSQL, args)
+	won, err := claimWinners(ctx, tx, claimSQL(gaps, false), args)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
-		won, err = claimWinners(ctx, tx, claimSlotsSafeSQL, args)
+		won, err = claimWinners(ctx, tx, claimSQL(gaps, true), args)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -91,6 +92,7 @@ func main() {
 	runs := flag.Int("runs", 0, "job_runs rows of the retention, api and apiload data sets (default: 10 M, 10 M and 1 M; with -quick 1 M, 1 M and 100 k)")
 	scaleMinutes := flag.Int("scale-minutes", 0, "minutes the scale section measures with the raised per-host bound (default 10; with -quick 1)")
 	inPlace := flag.Bool("in-place", false, "measure the api and apiload sections on their runs data set itself, not a copy: half the disk for a large -runs")
+	cpuProfile := flag.String("cpuprofile", "", "write the bench process's CPU profile (replicas and receiver included) to this file")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -122,6 +124,17 @@ func main() {
 	}
 	defer b.close()
 	b.inPlace = *inPlace
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			log.Error("cpu profile", "error", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	start := time.Now()
 	var failed []string

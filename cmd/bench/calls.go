@@ -177,7 +177,8 @@ const scaleReplicas = 3
 const jobListRequests = 5
 
 // deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
-// until it leads, and records the calls of the next `slots` whole minutes.
+// until it leads and then two followers, records the calls of the next `slots` whole
+// minutes, and with handOver reads the job list and hands over to a follower.
 func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOver bool) (delivery, error) {
 	var d delivery
 	full, err := b.migratedDB(ctx, "calls")

@@ -46,3 +46,18 @@ func decodeCursor(c, fp string) (int64, bool) {
 	}
 	return id, true
 }
+
+// A job list's cursor is base64url("job." + the last job's name); clients treat it as
+// opaque. A name is not a position: a job deleted meanwhile does not move the next page.
+func encodeJobCursor(name string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("job." + name))
+}
+
+func decodeJobCursor(c string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(string(b), "job.")
+	return name, ok && name != ""
+}

@@ -546,3 +546,59 @@ func TestDefinitionBodyLimit(t *testing.T) {
 	res = a.do("POST", "/v1/jobs/big/runs", `{"reason": "`+strings.Repeat("x", maxBodyBytes)+`"}`, nil)
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.Status, "other routes keep 64 KiB")
 }
+
+// GET /v1/jobs?limit pages through the built-in jobs, then the runtime jobs by name: the
+// pages together are the unpaged list, whatever the page size, and a bad limit or cursor is
+// a 400 naming the field.
+func TestJobListPages(t *testing.T) {
+	t.Parallel()
+	a := newRuntimeAPI(t, 0)
+	for _, name := range []string{"report-c", "report-a", "report-b", "report-e", "report-d"} {
+		res := a.do("POST", "/v1/jobs", fmt.Sprintf(`{"name": %q, "schedule": "0 2 * * *", "http": {"url": "https://billing.internal/%s"}}`, name, name), nil)
+		require.Equal(t, http.StatusCreated, res.Status, string(res.Body))
+	}
+	names := func(res response) []string {
+		var out []string
+		for _, j := range res.JSON(t)["jobs"].([]any) {
+			out = append(out, j.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	all := a.do("GET", "/v1/jobs", "", nil)
+	require.Equal(t, http.StatusOK, all.Status)
+	want := names(all)
+	assert.Nil(t, all.JSON(t)["next_cursor"], "no page without a limit")
+	builtins := len(testJobs(t))
+	require.Len(t, want, builtins+5)
+	assert.Equal(t, []string{"report-a", "report-b", "report-c", "report-d", "report-e"}, want[builtins:])
+
+	for _, limit := range []int{1, 2, builtins, builtins + 1, builtins + 5, 500} {
+		var got []string
+		pages := 0
+		for path := fmt.Sprintf("/v1/jobs?limit=%d", limit); ; pages++ {
+			require.Less(t, pages, len(want)+1, "limit %d: the pages never end", limit)
+			res := a.do("GET", path, "", nil)
+			require.Equal(t, http.StatusOK, res.Status, string(res.Body))
+			page := names(res)
+			assert.LessOrEqual(t, len(page), limit)
+			got = append(got, page...)
+			next, _ := res.JSON(t)["next_cursor"].(string)
+			if next == "" {
+				break
+			}
+			path = fmt.Sprintf("/v1/jobs?limit=%d&cursor=%s", limit, next)
+		}
+		assert.Equal(t, want, got, "limit %d", limit)
+	}
+
+	for path, field := range map[string]string{
+		"/v1/jobs?limit=0":          "limit",
+		"/v1/jobs?limit=501":        "limit",
+		"/v1/jobs?limit=ten":        "limit",
+		"/v1/jobs?cursor=not-a-cur": "cursor",
+	} {
+		res := a.do("GET", path, "", nil)
+		assert.Equal(t, http.StatusBadRequest, res.Status, path)
+		assert.Equal(t, field, res.problemField(t), path)
+	}
+}

@@ -124,6 +124,10 @@ func benchScale(ctx context.Context, b *bench) error {
 			value: dur(d.jobList.p50),
 			note: fmt.Sprintf("every job with its state and last run, %d requests one at a time: max %s, %.1f MB an answer",
 				jobListRequests, dur(d.jobList.max), float64(d.jobList.bytes)/1e6)})
+		b.report.add(row{name: fmt.Sprintf("%s jobs: GET /v1/jobs?limit=%d, p50", count(n), jobPageSize), data: data + "; after the measured minutes",
+			value: dur(d.jobPage.p50),
+			note: fmt.Sprintf("the first page, %d requests one at a time: max %s, %.0f kB an answer",
+				jobListRequests, dur(d.jobPage.max), float64(d.jobPage.bytes)/1e3)})
 		b.report.add(row{name: fmt.Sprintf("%s jobs: peak RSS", count(n)), data: data,
 			value: fmt.Sprintf("%.0f MB", d.peakRSSMB), target: "≤ 300 MB", pass: verdict(d.peakRSSMB <= 300),
 			note: "VmHWM of the bench process, which holds the three replicas and the receiver: an upper bound of the leader's"})
@@ -161,7 +165,7 @@ type delivery struct {
 	// The hand-over (measureHandOver).
 	electedIn, loadIn, nextClaimP99 time.Duration
 	defining                        time.Duration
-	jobList                         jobListTiming
+	jobList, jobPage                jobListTiming // every job; a page of jobPageSize
 }
 
 // jobListTiming is how GET /v1/jobs answered with every job defined.
@@ -173,8 +177,12 @@ type jobListTiming struct {
 // scaleReplicas is how many replicas the scale run starts: the leader, then followers.
 const scaleReplicas = 3
 
-// jobListRequests is how many times the scale run reads GET /v1/jobs.
-const jobListRequests = 5
+// jobListRequests is how many times the scale run reads GET /v1/jobs, and jobPageSize the
+// limit of its paged reads.
+const (
+	jobListRequests = 5
+	jobPageSize     = 100
+)
 
 // deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
 // until it leads and then two followers, records the calls of the next `slots` whole
@@ -317,7 +325,10 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 	if !handOver {
 		return d, nil
 	}
-	if d.jobList, err = timeJobList(ctx, lead.rep, n); err != nil {
+	if d.jobList, err = timeJobList(ctx, lead.rep, "/v1/jobs", n); err != nil {
+		return d, err
+	}
+	if d.jobPage, err = timeJobList(ctx, lead.rep, fmt.Sprintf("/v1/jobs?limit=%d", jobPageSize), jobPageSize); err != nil {
 		return d, err
 	}
 	return d, measureHandOver(ctx, b, full, db, n, lead, followers, &d)
@@ -353,14 +364,15 @@ func startReplica(ctx context.Context, b *bench, full, id string, n int, bounds 
 	return r, nil
 }
 
-// timeJobList reads GET /v1/jobs from rep's API a few times, one request at a time.
-func timeJobList(ctx context.Context, rep *replica.Replica, n int) (jobListTiming, error) {
+// timeJobList reads path, a GET /v1/jobs that answers want jobs, from rep's API a few
+// times, one request at a time.
+func timeJobList(ctx context.Context, rep *replica.Replica, path string, want int) (jobListTiming, error) {
 	var t jobListTiming
 	srv := httptest.NewServer(rep.Handler())
 	defer srv.Close()
 	var took []time.Duration
 	for range jobListRequests {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/jobs", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
 		if err != nil {
 			return t, err
 		}
@@ -378,8 +390,8 @@ func timeJobList(ctx context.Context, rep *replica.Replica, n int) (jobListTimin
 		if err != nil {
 			return t, err
 		}
-		if err := json.Unmarshal(body, &list); err != nil || len(list.Jobs) != n {
-			return t, fmt.Errorf("GET /v1/jobs answered %s with %d jobs, want %d (%v)", res.Status, len(list.Jobs), n, err)
+		if err := json.Unmarshal(body, &list); err != nil || len(list.Jobs) != want {
+			return t, fmt.Errorf("GET %s answered %s with %d jobs, want %d (%v)", path, res.Status, len(list.Jobs), want, err)
 		}
 		t.bytes = len(body)
 	}

@@ -154,6 +154,21 @@ func (q queries) Definitions(ctx context.Context) ([]StoredDefinition, error) {
 	return list, nil
 }
 
+// DefinitionsAfter returns up to limit runtime jobs whose names sort after after, by name:
+// a page of GET /v1/jobs.
+func (q queries) DefinitionsAfter(ctx context.Context, after string, limit int) ([]StoredDefinition, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE name > $1 ORDER BY name LIMIT $2`,
+		after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runtime jobs after %q: %w", after, err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredDefinition, error) { return scanDefinition(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list runtime jobs after %q: %w", after, err)
+	}
+	return list, nil
+}
+
 // DefinitionVersions returns every runtime job's current version, by name: what the
 // leader's poll compares with what it runs, so it reloads only what changed.
 func (q queries) DefinitionVersions(ctx context.Context) (map[string]int64, error) {

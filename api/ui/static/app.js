@@ -1283,13 +1283,19 @@ function stopTimer() { if (timer) { clearTimeout(timer); timer = null; } }
 function isLive(p) { return !p.live || p.live(); }
 
 let inFlight = false;
+// lastRefreshMs is how long the last refresh took. The next one waits ten times that, at
+// least REFRESH_MS: a job list of ten thousand jobs (half a second to build on the server)
+// is then asked for every five seconds, not every second.
+let lastRefreshMs = 0;
 async function refreshNow() {
   if (!page || inFlight) return;
   const current = page;
   const focused = document.activeElement;
   inFlight = true;
+  const started = performance.now();
   try {
     await current.refresh();
+    lastRefreshMs = performance.now() - started;
     tickTimes();
     // A control that went away with the data it acted on (Cancel, once the run ended)
     // hands the focus to the page's heading, not to the body, where a screen reader
@@ -1310,18 +1316,21 @@ async function refreshNow() {
   }
 }
 
-// schedule ticks every second: a live page refreshes (while the tab is visible), a page
-// that cannot change only moves its relative times on.
+// schedule ticks: a live page refreshes (while the tab is visible) every second, or every
+// ten times its last refresh when that is slower; a page that cannot change only moves its
+// relative times on, every second.
 function schedule() {
   stopTimer();
+  const wait = page && isLive(page) ? Math.max(REFRESH_MS, 10 * lastRefreshMs) : REFRESH_MS;
   timer = setTimeout(async () => {
     if (page && isLive(page)) { if (!document.hidden) await refreshNow(); } else tickTimes();
     if (page) schedule();
-  }, REFRESH_MS);
+  }, wait);
 }
 
 function route() {
   stopTimer();
+  lastRefreshMs = 0;
   clearSay();
   const arrived = nextFlash;
   nextFlash = null;

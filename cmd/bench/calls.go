@@ -110,8 +110,8 @@ func benchScale(ctx context.Context, b *bench) error {
 			target, pass = "p99 ≤ 1 s", verdict(p99 <= time.Second)
 		}
 		b.report.add(row{name: name, data: data, value: dur(p99), target: target, pass: pass,
-			note: fmt.Sprintf("p50 %s, last call %s after its slot; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
-				dur(percentile(d.lateness, 50)), dur(d.last), dur(d.claimP50), dur(d.claimP99), d.calls, n*run.minutes, d.doubles, d.missing,
+			note: fmt.Sprintf("p50 %s, last call %s after its slot; each minute's p99: %s; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
+				dur(percentile(d.lateness, 50)), dur(d.last), durs(d.slotP99), dur(d.claimP50), dur(d.claimP99), d.calls, n*run.minutes, d.doubles, d.missing,
 				d.commitsPerSlot, d.peakRSSMB, dur(d.defining))})
 		if !run.main {
 			continue
@@ -153,6 +153,7 @@ var defaultBounds = bounds{config.HTTPConcurrencyDefault, config.HTTPHostConcurr
 // delivery is what deliver measured.
 type delivery struct {
 	lateness       []time.Duration // call arrival − slot, every call of every measured slot
+	slotP99        []time.Duration // each measured slot's own p99 lateness, in order
 	last           time.Duration   // the latest call's lateness
 	rate           float64         // calls per second over the first measured slot
 	calls          int
@@ -272,9 +273,12 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 			return d, fmt.Errorf("%d of %d calls of the slot %s arrived within a minute", len(arrived), n, key)
 		}
 		sort.Slice(arrived, func(i, j int) bool { return arrived[i].Before(arrived[j]) })
+		var late []time.Duration
 		for _, at := range arrived {
-			d.lateness = append(d.lateness, at.Sub(slot))
+			late = append(late, at.Sub(slot))
 		}
+		d.lateness = append(d.lateness, late...)
+		d.slotP99 = append(d.slotP99, percentile(late, 99))
 		d.calls += len(arrived)
 		d.last = max(d.last, arrived[len(arrived)-1].Sub(slot))
 		if k == 0 {

@@ -11,3 +11,9 @@ func RecentRunsSQL(f RunFilter, now time.Time) (string, []any) {
 	f.fromID = recentIDFloor(f.BeforeID, now)
 	return listRunsSQL(f)
 }
+
+// ClaimSettings and ClaimSQL let the external tests EXPLAIN the bulk claim as ClaimSlots
+// sends it.
+const ClaimSettings = claimSettings
+
+var ClaimSQL = claimSQL

@@ -279,3 +279,25 @@ func TestClaimSlotsFindsSlotsKeptOrFromBeforePartitioning(t *testing.T) {
 			keep(t, pool, "kept"))
 	})
 }
+
+// The bulk claim reads the active runs with an index scan, which marks the entries of
+// finished runs dead for the next claim, not with a bitmap scan, which would visit every
+// run finished since the last vacuum again at each claim.
+func TestClaimReadsActiveRunsWithoutBitmapScan(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, store.ClaimSettings)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, `EXPLAIN `+store.ClaimSQL([]int64{0}, false),
+		[]string{"j"}, []string{"schedule"}, []time.Time{time.Now().Truncate(time.Minute)}, []*int64{nil}, []int64{0}, "a", int64(1))
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	assert.Contains(t, plan, "one_active_key")
+	assert.NotContains(t, plan, "Bitmap", "the claim reads the active runs with a bitmap scan")
+}

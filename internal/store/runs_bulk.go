@@ -68,6 +68,14 @@ func claimSQL(gaps []int64, safe bool) string {
 	return strings.Replace(sql, minGapTest, "", 1)
 }
 
+// claimSettings are ClaimSlots' planner settings. The planner's estimate of the subqueries
+// makes PostgreSQL compile the statement with JIT, which costs more than the statement at
+// these sizes. And it reads the active runs with a bitmap scan, which leaves the index
+// entries of every run finished since the last vacuum to be visited again by each claim
+// (10 000 more a minute at 10 000 jobs): an index-only scan marks them dead the first time
+// (12 ms for 100 000 of them, 1 ms on the next read).
+const claimSettings = `SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off`
+
 // claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: both
 // unique indexes), for a batch that met a row written meanwhile.
 var claimSlotsSafeSQL = strings.Replace(claimSlotsSQL, "\nRETURNING ", "\nON CONFLICT DO NOTHING\nRETURNING ", 1)
@@ -122,9 +130,7 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 			gaps = append(gaps, c.MinGap.Microseconds())
 		}
 	}
-	// The planner's estimate of the subqueries makes PostgreSQL compile the statement with
-	// JIT, which costs more than the statement at these sizes.
-	if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
+	if _, err := tx.Exec(ctx, claimSettings); err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
 	if err := lockActiveRuns(ctx, tx); err != nil {

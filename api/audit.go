@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,14 +37,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit := limitDefault
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > limitMax {
-			fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(w, r, q, limitDefault)
+	if !ok {
+		return
 	}
 	var before int64
 	if v := q.Get("cursor"); v != "" {

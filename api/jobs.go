@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"regexp"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -107,14 +106,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	limit := 0 // every job
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > limitMax {
-			fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(w, r, q, 0) // 0: every job
+	if !ok {
+		return
 	}
 	var after string
 	if v := q.Get("cursor"); v != "" {

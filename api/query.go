@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -49,4 +50,19 @@ func malformedParam(raw string) (string, error) {
 		}
 	}
 	return "", errors.New("it does not decode")
+}
+
+// queryLimit reads a page's ?limit (1 to limitMax), or answers 400 and returns false; without
+// one it returns def.
+func queryLimit(w http.ResponseWriter, r *http.Request, q url.Values, def int) (int, bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > limitMax {
+		fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
+		return 0, false
+	}
+	return n, true
 }

@@ -63,13 +63,8 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			f.Since.Format(time.RFC3339Nano), f.Until.Format(time.RFC3339Nano)))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > limitMax {
-			fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
-			return
-		}
-		f.Limit = n
+	if f.Limit, ok = queryLimit(w, r, q, limitDefault); !ok {
+		return
 	}
 	fp := filterFingerprint(f)
 	if v := q.Get("cursor"); v != "" {

@@ -482,7 +482,7 @@ func targetLine(d *definition.Definition) string {
 		}
 		line = method + " " + d.HTTP.URL
 	case d.SQL != nil:
-		line = "SQL: " + strings.Join(strings.Fields(d.SQL.Statements), " ")
+		line = "SQL on " + d.SQL.Target + ": " + strings.Join(strings.Fields(d.SQL.Statements), " ")
 	}
 	if utf8.RuneCountInString(line) <= targetRunes {
 		return line

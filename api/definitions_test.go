@@ -24,6 +24,14 @@ const dailyReport = `{"name": "daily-report", "schedule": "0 2 * * *", "time_zon
 	"http": {"url": "https://billing.internal/reports/daily", "headers": {"Content-Type": "application/json"},
 	         "body": "{}", "auth": {"bearer_secret": "BILLING_TOKEN"}}}`
 
+// testSQLTarget declares the SQL target APP.
+func testSQLTarget(name string) error {
+	if strings.EqualFold(name, "APP") {
+		return nil
+	}
+	return fmt.Errorf("%q is not a declared SQL target; declared: APP", name)
+}
+
 // newRuntimeAPI is newTestAPI with runtime jobs configured: the test's secrets, SQL jobs
 // enabled, at most maxJobs runtime jobs (0: the default), and the read-only token.
 func newRuntimeAPI(t *testing.T, maxJobs int) *testAPI {
@@ -32,8 +40,8 @@ func newRuntimeAPI(t *testing.T, maxJobs int) *testAPI {
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(), MaxJobs: maxJobs,
 		Runtime: definition.Env{
-			HasSecret:  func(name string) bool { _, ok := testSecrets[name]; return ok },
-			SQLEnabled: true,
+			HasSecret: func(name string) bool { _, ok := testSecrets[name]; return ok },
+			SQLTarget: testSQLTarget,
 		}})
 	a.http.Config.Handler = a.server.Handler()
 	return a
@@ -153,8 +161,8 @@ func TestInvalidDefinitionListsEveryField(t *testing.T) {
 		{"wrong type", `{"name": "x", "schedule": "@every 1m", "enabled": "yes"}`, "400", "invalid-json", "enabled"},
 		{"empty body", ``, "400", "invalid-json", "(body)"},
 		{"secret not set", `{"name": "x", "schedule": "@every 1m", "http": {"url": "https://a.example", "signing_secret": "NOT_SET"}}`, "422", "invalid-definition", "http.signing_secret"},
-		{"NUL in a free text", `{"name": "x", "schedule": "@every 1m", "description": "a\u0000b", "sql": {"statements": "SELECT 1"}}`, "422", "invalid-definition", "description"},
-		{"a built-in job's name", `{"name": "plan-change", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}}`, "422", "invalid-definition", "name"},
+		{"NUL in a free text", `{"name": "x", "schedule": "@every 1m", "description": "a\u0000b", "sql": {"target": "APP", "statements": "SELECT 1"}}`, "422", "invalid-definition", "description"},
+		{"a built-in job's name", `{"name": "plan-change", "schedule": "@every 1m", "sql": {"target": "APP", "statements": "SELECT 1"}}`, "422", "invalid-definition", "name"},
 	} {
 		res := a.do("POST", "/v1/jobs", c.body, nil)
 		require.Equal(t, c.status, fmt.Sprint(res.Status), "%s: %s", c.name, res.Body)
@@ -249,7 +257,7 @@ func TestPutRuntimeJob(t *testing.T) {
 func TestBuiltinJobsRefuseDefinitionChanges(t *testing.T) {
 	t.Parallel()
 	a := newRuntimeAPI(t, 0)
-	body := `{"schedule": "@every 1m", "sql": {"statements": "SELECT 1"}}`
+	body := `{"schedule": "@every 1m", "sql": {"target": "APP", "statements": "SELECT 1"}}`
 	res := a.do("PUT", "/v1/jobs/plan-change", body, nil)
 	require.Equal(t, http.StatusConflict, res.Status, "body: %s", res.Body)
 	assert.Equal(t, "builtin-job", res.problemType(t))
@@ -408,7 +416,7 @@ func TestJobsListBuiltinThenRuntime(t *testing.T) {
 	a := newRuntimeAPI(t, 0)
 	statements := "REFRESH MATERIALIZED VIEW daily_totals;\n\n    REFRESH MATERIALIZED VIEW monthly_totals_by_customer_and_region;"
 	sqlJob, _ := json.Marshal(map[string]any{"name": "a-refresh", "schedule": "@every 10m", "enabled": false,
-		"overlap": "queue-one", "sql": map[string]string{"statements": statements}})
+		"overlap": "queue-one", "sql": map[string]string{"target": "APP", "statements": statements}})
 	require.Equal(t, http.StatusCreated, a.do("POST", "/v1/jobs", strings.Replace(dailyReport, "daily-report", "b-report", 1), nil).Status)
 	res := a.do("POST", "/v1/jobs", string(sqlJob), nil)
 	require.Equal(t, http.StatusCreated, res.Status, "body: %s", res.Body)
@@ -426,7 +434,7 @@ func TestJobsListBuiltinThenRuntime(t *testing.T) {
 
 	refresh := jobs[3].(map[string]any)
 	target := refresh["target"].(string)
-	assert.True(t, strings.HasPrefix(target, "SQL: REFRESH MATERIALIZED VIEW daily_totals; REFRESH"), "one line: %q", target)
+	assert.True(t, strings.HasPrefix(target, "SQL on APP: REFRESH MATERIALIZED VIEW daily_totals; REFRESH"), "one line: %q", target)
 	assert.LessOrEqual(t, len([]rune(target)), 80)
 	assert.True(t, strings.HasSuffix(target, "…"), "cut: %q", target)
 	assert.Equal(t, "queue-one", refresh["overlap"])

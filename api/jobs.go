@@ -45,7 +45,7 @@ func runtimeJob(sd store.StoredDefinition) jobRef {
 	}
 	ref.def = &def
 	ref.conf.Enabled = def.IsEnabled()
-	j, errs := definition.Check(def, definition.Env{SQLEnabled: true})
+	j, errs := definition.Check(def, definition.Env{})
 	if errs != nil {
 		ref.invalid = errs.Error()
 		return ref

@@ -47,16 +47,20 @@ type Config struct {
 	// Version and HTTPAddr describe the replica in scheduler_instances.
 	Version, HTTPAddr string
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
-	// SCHEDULER_SQL_ROLE, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
+	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
 	Runtime config.Runtime
+	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
+	// the SQL targets' markers of the slots they committed; 0: 30 days.
+	RunRetention time.Duration
 }
 
 // Replica is one assembled replica.
 type Replica struct {
-	handler http.Handler
-	elector *leader.Elector
-	engine  *engine.Engine
-	terms   *leader.Subscription
+	handler    http.Handler
+	sqlTargets *targets.SQLTargets
+	elector    *leader.Elector
+	engine     *engine.Engine
+	terms      *leader.Subscription
 }
 
 // New builds the replica's parts without touching the database, so that its API can answer
@@ -75,9 +79,13 @@ func New(c Config) (*Replica, error) {
 	caller := targets.NewCaller(targets.Config{Guard: guard, Concurrency: c.Runtime.HTTPConcurrency,
 		HostConcurrency: c.Runtime.HTTPHostConcurrency, OnCall: c.Metrics.TargetCall})
 	c.Metrics.ExportCallsWaiting(caller.Waiting)
+	sqlTargets, err := buildSQLTargets(c)
+	if err != nil {
+		return nil, err
+	}
 	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics,
-		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLRole: c.Runtime.SQLRole}})
+		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}
@@ -85,10 +93,39 @@ func New(c Config) (*Replica, error) {
 	handler := api.NewServer(api.Config{DB: c.DB, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics,
-		Runtime: definition.Env{HasSecret: hasSecret, CheckURL: guard.CheckURL, SQLEnabled: c.Runtime.SQLRole != ""},
+		Runtime: definition.Env{HasSecret: hasSecret, CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
-	return &Replica{handler: handler, elector: elector, engine: eng, terms: elector.Listen()}, nil
+	return &Replica{handler: handler, sqlTargets: sqlTargets, elector: elector, engine: eng, terms: elector.Listen()}, nil
+}
+
+// runRetentionDefault is SCHEDULER_RETENTION_JOB_RUNS's default, for a Config without it.
+const runRetentionDefault = 30 * 24 * time.Hour
+
+// buildSQLTargets makes the declared SQL targets; it connects to none.
+func buildSQLTargets(c Config) (*targets.SQLTargets, error) {
+	retention := c.RunRetention
+	if retention <= 0 {
+		retention = runRetentionDefault
+	}
+	var list []*targets.SQLTarget
+	for name, t := range c.Runtime.SQLTargets {
+		conn, err := store.ConnConfig(t.URL, store.Options{InstanceID: c.InstanceID, LeaseTimeout: c.LeaseTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("SCHEDULER_SQL_TARGET_%s: %w", name, err)
+		}
+		list = append(list, targets.NewSQLTarget(targets.SQLTargetConfig{Name: name, Conn: conn,
+			Connections: c.Runtime.SQLConnections, InstanceID: c.InstanceID, SchedulerLogin: c.DB.Login(),
+			MarkerRetention: retention}))
+	}
+	return targets.NewSQLTargets(list...), nil
+}
+
+// CheckSQLTargets refuses, before the replica runs anything, a SQL target whose login could
+// reach the scheduler (docs/operations.md, "SQL targets"). Call it once the schema is
+// migrated, so the check sees the scheduler's tables.
+func (r *Replica) CheckSQLTargets(ctx context.Context, log *slog.Logger) error {
+	return r.sqlTargets.CheckAll(ctx, log)
 }
 
 // apiLog is the API's logger: the API, unlike the elector and the engine, does not add

@@ -47,22 +47,31 @@ bin/scheduler migrate up
 bin/scheduler seed
 
 # The demo runtime jobs: the HTTP one signs its calls with a secret the receiver checks; the
-# SQL one runs as a role of its own, which needs a user that may create roles (the local
-# cluster's does; another DATABASE_URL's may not, and then the SQL demo is left out).
+# SQL one runs in the SQL target DEMO, the scheduler's database reached with a login of its
+# own, which needs a user that may create roles (the local cluster's does; another
+# DATABASE_URL's may not, and then the SQL demo is left out).
 mkdir -p .run
 go build -o bin/receiver ./examples/receiver
 signing="whsec_$(head -c 24 /dev/urandom | base64)"
 RECEIVER_ADDR="127.0.0.1:${receiver_port}" RECEIVER_SIGNING_SECRET="$signing" \
   bin/receiver > >(sed -u "s/^/[receiver] /") 2>&1 &
 pids+=("$!")
-sql_role=""
+sql_target=""
 psql=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
-if [ -x "$psql" ] && "$psql" -qX -v ON_ERROR_STOP=1 "$DATABASE_URL" -f scripts/demo-sql-role.sql >/dev/null 2>.run/sql-role.err; then
-  sql_role=scheduler_demo_jobs
+export SCHEDULER_SECRET_DEMO_JOBS_PASSWORD
+SCHEDULER_SECRET_DEMO_JOBS_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr '+/' '-_')
+# DATABASE_URL with the demo login as its user; the password comes from the secret by name.
+demo_url=$(printf '%s' "$DATABASE_URL" | sed -E 's#^(postgres(ql)?://)([^@/]*@)?#\1scheduler_demo_jobs@#')
+case "$demo_url" in *\?*) demo_url="${demo_url}&password_secret=DEMO_JOBS_PASSWORD" ;; *) demo_url="${demo_url}?password_secret=DEMO_JOBS_PASSWORD" ;; esac
+if [ -x "$psql" ] && "$psql" -qX -v ON_ERROR_STOP=1 -v password="$SCHEDULER_SECRET_DEMO_JOBS_PASSWORD" \
+    "$DATABASE_URL" -f scripts/demo-sql-target.sql >/dev/null 2>.run/sql-target.err &&
+  SCHEDULER_SQL_TARGET_DEMO="$demo_url" bin/scheduler sql-target init DEMO --admin-url "$DATABASE_URL" >/dev/null 2>>.run/sql-target.err; then
+  sql_target=DEMO
+  export SCHEDULER_SQL_TARGET_DEMO="$demo_url"
 else
-  echo "run.sh: could not create the demo SQL job's role ($(head -n 1 .run/sql-role.err)); the demo SQL job is left out" >&2
+  echo "run.sh: could not prepare the demo SQL job's target ($(head -n 1 .run/sql-target.err)); the demo SQL job is left out" >&2
 fi
-export SCHEDULER_SECRET_DEMO_SIGNING="$signing" SCHEDULER_HTTP_ALLOW="127.0.0.1/32" SCHEDULER_SQL_ROLE="$sql_role"
+export SCHEDULER_SECRET_DEMO_SIGNING="$signing" SCHEDULER_HTTP_ALLOW="127.0.0.1/32"
 
 for i in $(seq 1 "$replicas"); do
   port=$((base + i - 1))
@@ -92,13 +101,14 @@ jobs:
     body: '{"hello": "from the scheduler"}'
     signing_secret: DEMO_SIGNING
 YAML
-if [ -n "$sql_role" ]; then
+if [ -n "$sql_target" ]; then
   cat >> .run/demo-jobs.yaml <<'YAML'
 - name: demo-member-counts
   description: Counts members by status every minute into demo_member_counts, exactly once per slot.
   schedule: "* * * * *"
   labels: {team: demo}
   sql:
+    target: DEMO
     statements: >-
       INSERT INTO demo_member_counts
       SELECT coalesce(nullif(current_setting('scheduler.scheduled_at'), '')::timestamptz, date_trunc('second', now())),
@@ -111,6 +121,6 @@ echo
 echo "replicas:"
 for i in $(seq 1 "$replicas"); do echo "  replica-${i}: http://127.0.0.1:$((base + i - 1))"; done
 echo "try:  curl -s http://127.0.0.1:${base}/v1/leader; curl -s -XPOST http://127.0.0.1:${base}/v1/jobs/status-sync/runs?wait=30s"
-echo "runtime jobs: demo-webhook (HTTP, receiver on 127.0.0.1:${receiver_port})${sql_role:+ and demo-member-counts (SQL)}; bin/scheduler get demo-webhook"
+echo "runtime jobs: demo-webhook (HTTP, receiver on 127.0.0.1:${receiver_port})${sql_target:+ and demo-member-counts (SQL, target DEMO)}; bin/scheduler get demo-webhook"
 echo "Ctrl-C stops everything."
 wait "${pids[@]}"

@@ -423,7 +423,7 @@ func measureHandOver(ctx context.Context, b *bench, full string, db *store.DB, n
 		if err != nil {
 			return err
 		}
-		if _, errs := definition.Check(def, definition.Env{SQLEnabled: true}); errs != nil {
+		if _, errs := definition.Check(def, definition.Env{}); errs != nil {
 			return errs
 		}
 	}

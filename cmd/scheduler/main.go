@@ -36,6 +36,8 @@ Usage:
   scheduler migrate down [N|--all] revert N migrations (default 1)
   scheduler migrate version       print the applied schema version
   scheduler seed [flags]          load demo data (idempotent)
+  scheduler sql-target init|check NAME
+                                  prepare or check a SQL target (SCHEDULER_SQL_TARGET_NAME)
   scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
   scheduler version               print the build version
 
@@ -66,6 +68,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return migrateCmd(ctx, rest, environ, stdout, stderr)
 	case "seed":
 		return seedCmd(ctx, rest, environ, stdout, stderr)
+	case "sql-target":
+		return sqlTargetCmd(ctx, rest, environ, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(environ, stderr)
 	case "version", "--version":

@@ -112,7 +112,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
 		ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,
-		Runtime: cfg.Runtime})
+		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns})
 	if err != nil {
 		log.Error("cannot build the replica", "error", err)
 		return exitFailure
@@ -142,6 +142,10 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	leading := make(chan struct{})
 	if err := migrateUntilDone(ctx, cfg.DatabaseURL, log); err == nil {
 		log.Info("schema ready", "version", store.SchemaVersion())
+		if err := rep.CheckSQLTargets(ctx, log); err != nil {
+			log.Error("a SQL target's login could reach the scheduler; not starting", "error", err)
+			return exitFailure
+		}
 		go func() { defer close(leading); rep.Run(ctx) }()
 	} else {
 		close(leading)

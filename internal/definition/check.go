@@ -45,7 +45,7 @@ const (
 	secretNameWant         = "upper-case letters, digits and _, starting with a letter, at most 63 (e.g. BILLING_TOKEN)"
 	headerReservedMessage  = "is set by the scheduler on every call and cannot be overridden"
 	durationWant           = `a duration such as "30s", "5m" or "1h30m"`
-	sqlDisabledMessage     = "SQL jobs are disabled on this scheduler: an operator enables them by setting SCHEDULER_SQL_ROLE to the PostgreSQL role they run as"
+	sqlTargetMessage       = "required: the name of an operator's SQL target (SCHEDULER_SQL_TARGET_<NAME>), e.g. APP"
 	notBothTargetsMessage  = `a job has exactly one target: "http" or "sql"`
 	builtinNameMessageTmpl = "%q is a built-in job's name; choose another"
 )
@@ -72,8 +72,9 @@ type Env struct {
 	HasSecret func(name string) bool
 	// CheckURL is the outbound guard's check of a target URL (scheme, host, allowed address).
 	CheckURL func(raw string) error
-	// SQLEnabled is whether SCHEDULER_SQL_ROLE is set.
-	SQLEnabled bool
+	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.
+	// Nil checks no target: a stored definition, whose target is checked when it runs.
+	SQLTarget func(target string) error
 	// Now is the time a one-time schedule must lie after.
 	Now time.Time
 }
@@ -408,9 +409,15 @@ func (c *checker) retry(r *Retry) RetryPolicy {
 
 func (c *checker) sql(j *Job) {
 	s := j.Def.SQL
+	if c.env.SQLTarget != nil {
+		switch err := c.env.SQLTarget(s.Target); {
+		case s.Target == "":
+			c.fail("sql.target", sqlTargetMessage)
+		case err != nil:
+			c.fail("sql.target", "%s", err.Error())
+		}
+	}
 	switch {
-	case !c.env.SQLEnabled:
-		c.fail("sql", sqlDisabledMessage)
 	case strings.TrimSpace(s.Statements) == "":
 		c.fail("sql.statements", "required: the statements to run, e.g. REFRESH MATERIALIZED VIEW daily_totals")
 	case len(s.Statements) > MaxStatements:
@@ -419,7 +426,7 @@ func (c *checker) sql(j *Job) {
 		c.fail("sql.statements", "must be UTF-8 text without NUL characters")
 	}
 	if j.Def.Retry != nil {
-		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once, with the record of the run")
+		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once per slot, with its marker")
 	}
 }
 

@@ -2,6 +2,7 @@ package definition_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,13 @@ func env() definition.Env {
 			}
 			return nil
 		},
-		SQLEnabled: true,
-		Now:        time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC),
+		SQLTarget: func(n string) error {
+			if strings.EqualFold(n, "APP") {
+				return nil
+			}
+			return fmt.Errorf("%q is not a declared SQL target; declared: APP", n)
+		},
+		Now: time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -78,33 +84,37 @@ func TestCheckFillsDefaultsAndIsStable(t *testing.T) {
 	assert.Equal(t, j.Def, again.Def, "checking the normal form changes nothing")
 }
 
-func TestCheckRefusesBuiltinNamesBothTargetsAndDisabledSQL(t *testing.T) {
-	e := env()
-	e.SQLEnabled = false
-	_, errs := definition.Check(decode(t, `{"name": "plan-change", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}}`), e)
+func TestCheckRefusesBuiltinNamesBothTargetsAndUnknownSQLTargets(t *testing.T) {
+	_, errs := definition.Check(decode(t, `{"name": "plan-change", "schedule": "@every 1m", "sql": {"target": "REPORTS", "statements": "SELECT 1"}}`), env())
 	got := fields(errs)
 	assert.Contains(t, got["name"], "built-in")
-	assert.Contains(t, got["sql"], "SCHEDULER_SQL_ROLE")
+	assert.Contains(t, got["sql.target"], `"REPORTS" is not a declared SQL target; declared: APP`)
 
-	_, errs = definition.Check(decode(t, `{"name": "x", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}, "http": {"url": "https://a.example"}}`), env())
+	_, errs = definition.Check(decode(t, `{"name": "x", "schedule": "@every 1m", "sql": {"statements": "SELECT 1"}}`), env())
+	assert.Contains(t, fields(errs)["sql.target"], "SCHEDULER_SQL_TARGET_<NAME>")
+
+	_, errs = definition.Check(decode(t, `{"name": "x", "schedule": "@every 1m", "sql": {"target": "app", "statements": "SELECT 1"}}`), env())
+	assert.Empty(t, errs, "target names match case-insensitively")
+
+	_, errs = definition.Check(decode(t, `{"name": "x", "schedule": "@every 1m", "sql": {"target": "APP", "statements": "SELECT 1"}, "http": {"url": "https://a.example"}}`), env())
 	assert.Contains(t, fields(errs), "http")
 }
 
 func TestCheckOneTimeSchedule(t *testing.T) {
-	_, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2020-01-01T00:00:00Z", "sql": {"statements": "SELECT 1"}}`), env())
+	_, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2020-01-01T00:00:00Z", "sql": {"target": "APP", "statements": "SELECT 1"}}`), env())
 	assert.Contains(t, fields(errs)["schedule"], "has passed")
-	j, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2027-01-01T00:00:00Z", "sql": {"statements": "SELECT 1"}}`), env())
+	j, errs := definition.Check(decode(t, `{"name": "once", "schedule": "@at 2027-01-01T00:00:00Z", "sql": {"target": "APP", "statements": "SELECT 1"}}`), env())
 	require.Empty(t, errs)
 	assert.Equal(t, time.Hour, j.Catchup)
 }
 
 func TestJitterOffsetIsStableAndBelowJitter(t *testing.T) {
-	j, errs := definition.Check(decode(t, `{"name": "spread", "schedule": "0 * * * *", "jitter": "30s", "sql": {"statements": "SELECT 1"}}`), env())
+	j, errs := definition.Check(decode(t, `{"name": "spread", "schedule": "0 * * * *", "jitter": "30s", "sql": {"target": "APP", "statements": "SELECT 1"}}`), env())
 	require.Empty(t, errs)
 	o := j.Offset()
 	assert.Less(t, o, 30*time.Second)
 	assert.Equal(t, o, j.Offset())
-	_, errs = definition.Check(decode(t, `{"name": "spread", "schedule": "@every 10s", "jitter": "10s", "sql": {"statements": "SELECT 1"}}`), env())
+	_, errs = definition.Check(decode(t, `{"name": "spread", "schedule": "@every 10s", "jitter": "10s", "sql": {"target": "APP", "statements": "SELECT 1"}}`), env())
 	assert.Contains(t, fields(errs), "jitter")
 }
 

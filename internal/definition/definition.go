@@ -76,8 +76,10 @@ type Auth struct {
 	HeaderSecret string `json:"header_secret,omitempty"`
 }
 
-// SQLTarget is the statements a SQL job runs.
+// SQLTarget is the statements a SQL job runs and the target they run in.
 type SQLTarget struct {
+	// Target names an operator's SCHEDULER_SQL_TARGET_<NAME> (case-insensitive).
+	Target     string `json:"target"`
 	Statements string `json:"statements"`
 }
 

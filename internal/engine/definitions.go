@@ -80,7 +80,7 @@ func (e *Engine) runtimeEntry(sd store.StoredDefinition) (*entry, error) {
 	}
 	// Secrets, addresses and the SQL role are checked when the job runs: a leader missing
 	// one fails the run with its reason rather than dropping the job.
-	j, errs := definition.Check(def, definition.Env{SQLEnabled: true})
+	j, errs := definition.Check(def, definition.Env{})
 	if errs != nil {
 		return nil, errs
 	}

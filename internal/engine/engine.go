@@ -235,7 +235,6 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
 	e.loadDefinitions(termCtx, log)
-	e.prepareSQLRole(termCtx, term, log)
 	e.loadJobHistories(termCtx, log)
 	e.addRunDays(termCtx, log)
 	e.rescue(termCtx, term, log)

@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -12,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/targets"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -67,17 +67,13 @@ func TestRuntimeJobsOncePerSlotThroughLeaderKills(t *testing.T) {
 	bin := buildScheduler(t, t.TempDir())
 	db, url := testdb.Open(t, store.Options{InstanceID: "test"})
 	ctx := context.Background()
-	role := "rt_jobs_" + randomSuffix(t)
-	_, err := db.Pool.Exec(ctx, `CREATE ROLE `+role+` NOLOGIN`)
+	// The SQL job's target is another database, reached with a login of its own.
+	appURL := testdb.New(t)
+	app := testdb.Pool(t, appURL)
+	_, err := app.Exec(ctx, `CREATE TABLE effects (slot timestamptz NOT NULL, run_id bigint NOT NULL)`)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = db.Pool.Exec(context.Background(), `DROP OWNED BY `+role)
-		_, _ = db.Pool.Exec(context.Background(), `DROP ROLE `+role)
-	})
-	_, err = db.Pool.Exec(ctx, `
-		CREATE TABLE effects (slot timestamptz NOT NULL, run_id bigint NOT NULL);
-		GRANT INSERT ON effects TO `+role)
-	require.NoError(t, err)
+	login, loginURL := testdb.Login(t, appURL, `GRANT INSERT ON effects TO %s`)
+	initMarkers(t, appURL, login)
 
 	rc := &receiver{seen: map[string]int{}, inFlight: make(chan string)}
 	srv := httptest.NewServer(rc)
@@ -86,9 +82,9 @@ func TestRuntimeJobsOncePerSlotThroughLeaderKills(t *testing.T) {
 		"retry": {"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"},
 		"http": {"url": "`+srv.URL+`/tick", "timeout": "2s"}}`)
 	createDefinition(t, db, `{"name": "insert-every-second", "schedule": "@every 1s", "timeout": "10s",
-		"sql": {"statements": "SELECT pg_sleep(0.3); INSERT INTO effects VALUES (current_setting('scheduler.scheduled_at')::timestamptz, current_setting('scheduler.run_id')::bigint)"}}`)
+		"sql": {"target": "APP", "statements": "SELECT pg_sleep(0.3); INSERT INTO effects VALUES (current_setting('scheduler.scheduled_at')::timestamptz, current_setting('scheduler.run_id')::bigint)"}}`)
 
-	env := []string{"SCHEDULER_HTTP_ALLOW=127.0.0.1/32", "SCHEDULER_SQL_ROLE=" + role,
+	env := []string{"SCHEDULER_HTTP_ALLOW=127.0.0.1/32", "SCHEDULER_SQL_TARGET_APP=" + loginURL,
 		"SCHEDULER_JOB_ROUNDS_CLOSE_ENABLED=false"}
 	procs := map[string]*process{}
 	for _, id := range []string{"rt-a", "rt-b", "rt-c"} {
@@ -180,7 +176,7 @@ func TestRuntimeJobsOncePerSlotThroughLeaderKills(t *testing.T) {
 		N    int    `json:"n"`
 	}
 	var raw []byte
-	require.NoError(t, db.Pool.QueryRow(ctx, `
+	require.NoError(t, app.QueryRow(ctx, `
 		SELECT coalesce(json_agg(e), '[]') FROM (
 			SELECT to_char(slot AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS slot, count(*) AS n
 			FROM effects GROUP BY slot) e`).Scan(&raw))
@@ -211,9 +207,15 @@ func awaitRuntimeSuccesses(t *testing.T, db *testdb.DB, epoch int64, n int) {
 	}, 60*time.Second, 20*time.Millisecond, "both runtime jobs to succeed %d times under epoch %d", n, epoch)
 }
 
-func randomSuffix(t *testing.T) string {
-	b := make([]byte, 4)
-	_, err := rand.Read(b)
+// initMarkers creates a SQL target's marker table as an administrator does
+// (scheduler sql-target init --admin-url): the target's login may not create tables in the
+// scheduler's schema.
+func initMarkers(t *testing.T, adminURL, login string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
 	require.NoError(t, err)
-	return hex.EncodeToString(b)
+	defer conn.Close(ctx)
+	require.NoError(t, targets.InitMarkers(ctx, conn, login))
 }

@@ -129,10 +129,9 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 }
 
 // finishing is what execute and finish share about a run's end: the definition version to
-// record, whether the job recorded its end itself (Call.Finish), and the final status.
+// record and the final status.
 type finishing struct {
 	version *int64
-	inTx    bool
 	status  string
 	// pending are call attempts recorded with the run's end rather than on their own.
 	pending []store.Attempt
@@ -153,18 +152,6 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 			return nil
 		}
 		return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
-	}
-	c.Finish = func(ctx context.Context, fn func(pgx.Tx) (jobs.Stats, error)) (jobs.Stats, error) {
-		var stats jobs.Stats
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			var err error
-			if stats, err = fn(tx); err != nil {
-				return err
-			}
-			return tx.FinishRun(ctx, run.ID, store.StatusSucceeded, statsJSON(stats), nil, fin.version)
-		})
-		fin.inTx = err == nil
-		return stats, err
 	}
 	return c, nil
 }
@@ -236,10 +223,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 			e.testSignals.finished.Send(run.ID)
 		}
 	}()
-	if fin.inTx {
-		// The job recorded its success with its own writes (Call.Finish): nothing to add.
-		runErr, cause = nil, nil
-	} else if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
+	if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
 		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)
@@ -268,7 +252,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
 		defer cancel()
 	}
-	if !fin.inTx && !e.recordFinish(ctx, term, log, run, status, statsJSON(stats), errText, fin) {
+	if !e.recordFinish(ctx, term, log, run, status, statsJSON(stats), errText, fin) {
 		status = statusInterrupted
 		return
 	}

@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/jobs"
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -25,22 +21,8 @@ type Runtime struct {
 	Caller *targets.Caller
 	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME.
 	Secrets map[string]string
-	// SQLRole is the role SQL jobs run as; "" fails them with a clear error.
-	SQLRole string
-}
-
-// prepareSQLRole checks, when a term starts, that SCHEDULER_SQL_ROLE can run SQL jobs, so a
-// misconfigured role is reported once at election rather than only by each failed run.
-func (e *Engine) prepareSQLRole(ctx context.Context, term leader.Term, log *slog.Logger) {
-	if e.conf.Runtime == nil || e.conf.Runtime.SQLRole == "" {
-		return
-	}
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		return targets.PrepareSQLRole(ctx, tx, e.conf.Runtime.SQLRole)
-	})
-	if err != nil && ctx.Err() == nil {
-		log.Error("SCHEDULER_SQL_ROLE cannot run SQL jobs; they fail with this reason until it is fixed", "error", err)
-	}
+	// SQLTargets are the databases SQL jobs run in.
+	SQLTargets *targets.SQLTargets
 }
 
 // build makes the body of a runtime job.
@@ -171,9 +153,10 @@ func statusClass(code int) string {
 	return fmt.Sprintf("%dxx", code/100)
 }
 
-// sqlJob runs its statements in the transaction that records the run succeeded, so a
-// slot's statements commit exactly once: a leader that dies before that commit leaves the
-// run to be abandoned and recovered, with nothing of it committed.
+// sqlJob runs its statements in the target it names, on a connection of its own, with the
+// slot's marker in their transaction (targets.SQLTarget.Run): a slot's statements commit
+// once, and a retry or a recovery of a slot that committed records it succeeded without
+// running it again. The run is recorded after the target's commit.
 type sqlJob struct {
 	rt  *Runtime
 	def *definition.Job
@@ -183,22 +166,29 @@ func (j *sqlJob) Name() string            { return j.def.Def.Name }
 func (j *sqlJob) Defaults() jobs.Defaults { return jobs.Defaults{} }
 
 func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	if j.rt.SQLRole == "" {
-		return jobs.Stats{}, errors.New("SQL jobs are disabled on this leader: set SCHEDULER_SQL_ROLE on every replica")
+	s := j.def.Def.SQL
+	if s.Target == "" {
+		return jobs.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
+	}
+	target, err := j.rt.SQLTargets.Lookup(s.Target)
+	if err != nil {
+		return jobs.Stats{}, err
 	}
 	if env.Params.DryRun {
 		return jobs.Stats{}, nil // nothing is changed, and nothing can be counted without running
 	}
-	return env.Call.Finish(ctx, func(tx pgx.Tx) (jobs.Stats, error) {
-		res, err := targets.RunSQL(ctx, tx, targets.SQLRun{
-			Role: j.rt.SQLRole, Statements: j.def.Def.SQL.Statements, Timeout: j.def.Timeout,
-			Job: j.def.Def.Name, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
-		})
-		if err != nil {
-			return jobs.Stats{}, fmt.Errorf("the statements failed: %s", strings.TrimSpace(err.Error()))
-		}
-		return jobs.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
-	})
+	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Name,
+		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout})
+	if err != nil {
+		return jobs.Stats{}, err
+	}
+	if res.AppliedBy != 0 {
+		env.Log.Info("the slot's statements already committed in the target; not run again", "applied_by_run_id", res.AppliedBy)
+		stats := jobs.Stats{}
+		stats.Count("already_applied", 1)
+		return stats, nil
+	}
+	return jobs.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
 }
 
 // deadlineFor is when a slot's retries must end: when the job's next slot is due after the

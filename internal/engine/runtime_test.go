@@ -46,7 +46,7 @@ func checkDefinition(t *testing.T, js string) *definition.Job {
 	t.Helper()
 	d, err := definition.Decode([]byte(js))
 	require.NoError(t, err)
-	j, errs := definition.Check(d, definition.Env{SQLEnabled: true})
+	j, errs := definition.Check(d, definition.Env{})
 	require.Empty(t, errs)
 	return j
 }

@@ -76,9 +76,6 @@ type Call struct {
 	Deadline time.Time
 	// RecordAttempt records one attempt of an outbound call with the run.
 	RecordAttempt func(ctx context.Context, a store.Attempt) error
-	// Finish runs fn in the fenced transaction that records the run succeeded, with the
-	// stats fn returns: fn's writes commit if and only if the run's success does.
-	Finish func(ctx context.Context, fn func(pgx.Tx) (Stats, error)) (Stats, error)
 }
 
 // Params are what a manual trigger may pass to a job.

@@ -102,6 +102,9 @@ type Reader interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Login is the scheduler's own PostgreSQL login (DATABASE_URL's user).
+func (db *DB) Login() string { return db.conf.User }
+
 // ReadOnly is the pool for reads outside the fence (a job's candidate ids). Every
 // transaction on it is READ ONLY unless the caller explicitly asks otherwise, so an
 // accidental write through it fails with SQLSTATE 25006 rather than committing unfenced.
@@ -112,6 +115,25 @@ func (db *DB) ReadOnly() Reader { return db.readOnly }
 // state must not be shared: the leader's lock session and a LISTEN connection.
 func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, db.conf.Copy())
+}
+
+// ControlTables matches the names of the scheduler's own tables and sequences (a POSIX
+// regular expression, as PostgreSQL's ~ reads it): the leader row, runs and their day
+// partitions, definitions, settings, the audit log, control messages, the migrations' record.
+// No SQL target's login may hold a privilege on one of them. The application's tables beside
+// them (members, appointments, ...) are not in it; TestControlTablesNameEveryTable keeps the
+// two lists whole.
+const ControlTables = `^(scheduler_|job_runs|job_definitions|job_settings|run_attempts|operator_actions|idempotency_keys|schema_migrations)`
+
+// ConnConfig is connConfig for connections that are not the scheduler's own (SQL targets'):
+// the same settings that bound a partition, with application_name left to the caller.
+func ConnConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
+	conf, err := connConfig(databaseURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	delete(conf.RuntimeParams, "application_name")
+	return conf, nil
 }
 
 // connConfig parses the URL and adds the settings that bound a partition (docs/design.md

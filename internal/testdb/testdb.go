@@ -303,3 +303,34 @@ func redact(u string) string {
 	}
 	return strings.SplitN(u, "@", 2)[0]
 }
+
+// Login creates a LOGIN role of the test's own (roles are cluster-wide, so its name is
+// drawn), dropped with what it owns when the test ends, and returns its name and u with it
+// as the user: the login of a SQL target. grants run first, each with %[1]s for the role.
+func Login(t testing.TB, u string, grants ...string) (role, roleURL string) {
+	t.Helper()
+	role = "job_login_" + randomHex(4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := adminOn(ctx, u, `CREATE ROLE `+role+` LOGIN`); err != nil {
+		t.Fatalf("testdb: create role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = adminOn(ctx, u, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'`, role))
+		_ = adminOn(ctx, u, `DROP OWNED BY `+role)
+		_ = adminOn(ctx, adminURL, `DROP ROLE IF EXISTS `+role)
+	})
+	for _, g := range grants {
+		if err := adminOn(ctx, u, fmt.Sprintf(g, role)); err != nil {
+			t.Fatalf("testdb: %s: %v", fmt.Sprintf(g, role), err)
+		}
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	parsed.User = url.User(role)
+	return role, parsed.String()
+}

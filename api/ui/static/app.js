@@ -767,6 +767,7 @@ function jobFormPage(name) {
   const attemptTimeoutIn = text({ placeholder: "30s", class: "short" });
   const initialBackoffIn = text({ placeholder: "1s", class: "short" });
   const maxBackoffIn = text({ placeholder: "1m", class: "short" });
+  const sqlTargetIn = text({ class: "mono short", placeholder: "APP" });
   const statementsIn = area({ class: "mono", rows: 6, placeholder: "REFRESH MATERIALIZED VIEW daily_totals" });
   const catchupIn = text({ placeholder: "one period", class: "short" });
   const minGapIn = text({ placeholder: "0s", class: "short" });
@@ -793,8 +794,9 @@ function jobFormPage(name) {
       field("http.timeout", "Attempt timeout", attemptTimeoutIn, { hint: "One call's limit. Empty: 30s, or the job's timeout if shorter." })));
   const sqlSet = h("fieldset", { class: "kind-fields", id: "jf-sql", hidden: true }, h("legend", {}, "SQL statements"),
     h("div", { class: "grid" },
+      field("sql.target", "Target", sqlTargetIn, { hint: "The database and login an operator declared for SQL jobs (SCHEDULER_SQL_TARGET_<NAME>), such as APP." }),
       field("sql.statements", "Statements", statementsIn, { full: true,
-        hint: "Run as the PostgreSQL role an operator names in SCHEDULER_SQL_ROLE (without it, SQL jobs are refused); they commit once, with the record of the run." })));
+        hint: "Run in the target with its login, in one transaction; each slot commits once." })));
   const more = h("details", { class: "more" }, h("summary", {}, "More settings: catch-up, gap, jitter, automatic pause"),
     h("div", { class: "grid" },
       field("catchup", "Catch-up window", catchupIn, { hint: "Slots missed while no replica led run late if still this recent; 0s: never. Empty: one period of the schedule." }),
@@ -875,6 +877,7 @@ function jobFormPage(name) {
     attemptsIn.value = r.max_attempts ? String(r.max_attempts) : "";
     initialBackoffIn.value = r.initial_backoff || "";
     maxBackoffIn.value = r.max_backoff || "";
+    sqlTargetIn.value = (d.sql && d.sql.target) || "";
     statementsIn.value = (d.sql && d.sql.statements) || "";
     if (d.catchup || d.min_gap || d.jitter || d.pause_after_failures) more.open = true;
     showKind();
@@ -932,7 +935,7 @@ function jobFormPage(name) {
     } else {
       delete d.http;
       delete d.retry; // a SQL job commits once: it has no retries
-      d.sql = { statements: statementsIn.value };
+      d.sql = { target: sqlTargetIn.value.trim(), statements: statementsIn.value };
     }
     return { def: d, errors };
   }

@@ -1,12 +1,13 @@
--- The demo SQL job's role (make run): SQL jobs run as SCHEDULER_SQL_ROLE, with its privileges
--- only. Here it may read members and append to demo_member_counts, nothing else.
+-- The demo SQL job's target (make run): a login of its own in the scheduler's database, which
+-- may read members and append to demo_member_counts, and nothing of the scheduler's.
+-- psql -v password=... sets its password.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'scheduler_demo_jobs') THEN
-        CREATE ROLE scheduler_demo_jobs NOLOGIN;
+        CREATE ROLE scheduler_demo_jobs LOGIN;
     END IF;
 END $$;
-GRANT scheduler_demo_jobs TO CURRENT_USER;
+ALTER ROLE scheduler_demo_jobs LOGIN PASSWORD :'password';
 CREATE TABLE IF NOT EXISTS demo_member_counts (
     counted_for timestamptz NOT NULL,
     status      text NOT NULL,

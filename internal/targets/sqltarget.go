@@ -1,0 +1,368 @@
+package targets
+
+// SQL targets: the databases runtime SQL jobs run in, each reached with a login of its own
+// (SCHEDULER_SQL_TARGET_<NAME>).
+//
+// A job's statements are another team's text. They never share a connection, a transaction
+// or a login with the scheduler: whatever they do to their session (rename it, trap cancels,
+// take advisory locks, LISTEN, NOTIFY, SET anything) happens in a session that exists for
+// this one run and is closed after it. What keeps them from the scheduler's own tables is
+// the target's login, which CheckLogin refuses when it could reach them.
+//
+// Exactly once per slot without sharing the scheduler's transaction: the statements commit
+// in a transaction that also inserts the slot's key (the Idempotency-Key the slot would
+// carry) into scheduler_sql_runs in the target. A later run of the same slot (a retry, a
+// recovery after a leader died, a catch-up) that finds the key commits nothing and reports
+// the run that did; two runs of one slot at once serialise on the key's unique index, and
+// the second rolls back. The scheduler records the run after the target's commit, so a crash
+// in between leaves a run that its recovery finds applied.
+//
+// A hard timeout: a busy backend does not read its socket, so closing the client side does
+// not stop it, and a PL/pgSQL loop may trap the cancel that statement_timeout sends. At the
+// deadline the runner cancels the backend by the pid it recorded at connect, terminates it
+// two seconds later through a connection of the same login (a role may signal its own
+// backends), and returns only once pg_stat_activity no longer shows it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+const (
+	// SQLConnectionsDefault bounds a target's runs at once (SCHEDULER_SQL_CONNECTIONS).
+	SQLConnectionsDefault = 4
+	// sqlTerminateAfter is how long a cancelled backend has to end its statement before it
+	// is terminated.
+	sqlTerminateAfter = 2 * time.Second
+	// sqlGoneWithin bounds the wait for a terminated backend to leave pg_stat_activity.
+	sqlGoneWithin = 2500 * time.Millisecond
+	// sqlGonePoll is how often that wait looks: there is no event to await.
+	sqlGonePoll = 50 * time.Millisecond
+	// sqlCleanupTimeout bounds a rollback, a goodbye or a trial after the run's own context
+	// has ended.
+	sqlCleanupTimeout = time.Second
+	// ApplicationNameJobPrefix starts the application_name of a job's connection:
+	// scheduler-job:<instance>:<run id>. It is a label for people reading
+	// pg_stat_activity; the runner itself goes by the backend's pid.
+	ApplicationNameJobPrefix = "scheduler-job:"
+)
+
+// ErrTargetRefused wraps the reason a target's login may not run jobs (CheckLogin).
+var ErrTargetRefused = errors.New("the SQL target's login could reach the scheduler")
+
+// SQLTargetConfig declares one target.
+type SQLTargetConfig struct {
+	// Name is the <NAME> of SCHEDULER_SQL_TARGET_<NAME>, upper-case.
+	Name string
+	// Conn is the target's connection config (login, password, host, database), with the
+	// session settings that bound a partition (store.ConnConfig); application_name is set
+	// per run.
+	Conn *pgx.ConnConfig
+	// Connections bounds the target's runs at once (0: SQLConnectionsDefault).
+	Connections int
+	// InstanceID names this replica in the runs' application_name.
+	InstanceID string
+	// SchedulerLogin is the scheduler's own login, which the target's must neither be nor hold.
+	SchedulerLogin string
+	// MarkerRetention is how long a slot's marker is kept (the runs' retention).
+	MarkerRetention time.Duration
+}
+
+// SQLTarget is a declared target: its connection settings and the bound on its runs. Each
+// run opens a connection of its own and closes it, so nothing one run leaves in its session
+// (a setting, a temporary table shadowing scheduler_sql_runs, a prepared statement, a lock)
+// reaches the next.
+type SQLTarget struct {
+	conf  SQLTargetConfig
+	slots chan struct{}
+}
+
+// NewSQLTarget makes a target; it connects to nothing.
+func NewSQLTarget(c SQLTargetConfig) *SQLTarget {
+	if c.Connections <= 0 {
+		c.Connections = SQLConnectionsDefault
+	}
+	c.Conn = c.Conn.Copy()
+	// Unnamed statements only: after the job's statements, a statement the scheduler sends
+	// must not be one they PREPAREd under the name of pgx's statement cache.
+	c.Conn.DefaultQueryExecMode = pgx.QueryExecModeExec
+	return &SQLTarget{conf: c, slots: make(chan struct{}, c.Connections)}
+}
+
+// Name is the target's <NAME>.
+func (t *SQLTarget) Name() string { return t.conf.Name }
+
+// Login is the login the target's connections use.
+func (t *SQLTarget) Login() string { return t.conf.Conn.User }
+
+// SQLRun is one run of a SQL job's statements.
+type SQLRun struct {
+	// Key is the slot's Idempotency-Key (or the manual run's): the marker of its commit.
+	Key string
+	Job string
+	// RunID and ScheduledAt (zero for a manual run) are what the statements may read
+	// (current_setting('scheduler.run_id'), 'scheduler.scheduled_at').
+	RunID       int64
+	ScheduledAt time.Time
+	// Statements are one or more statements separated by ';' (untrusted text), parsed by
+	// the server, never by this package.
+	Statements string
+	// Timeout is the statements' statement_timeout, a first courtesy; the run's context is
+	// what ends them for sure.
+	Timeout time.Duration
+}
+
+// SQLResult says what a run did.
+type SQLResult struct {
+	// Statements is how many statements ran; RowsAffected the last one's row count.
+	Statements   int
+	RowsAffected int64
+	// AppliedBy is set when the slot's marker was already there: the statements committed
+	// in an earlier run (this one, AppliedBy), and ran no second time.
+	AppliedBy int64
+}
+
+// Run runs r in the target and returns once its backend is gone or idle: when ctx ends
+// first (the job's timeout, a cancel, the end of the term), the backend is cancelled, then
+// terminated, and the error wraps context.Cause(ctx). A run whose commit succeeded reports
+// success even if ctx ended just after.
+func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
+	select {
+	case t.slots <- struct{}{}:
+	case <-ctx.Done():
+		return SQLResult{}, fmt.Errorf("waiting for a connection to SQL target %s (SCHEDULER_SQL_CONNECTIONS): %w", t.conf.Name, context.Cause(ctx))
+	}
+	defer func() { <-t.slots }()
+
+	conf := t.conf.Conn.Copy()
+	conf.RuntimeParams["application_name"] = ApplicationNameJobPrefix + t.conf.InstanceID + ":" + strconv.FormatInt(r.RunID, 10)
+	conn, err := pgx.ConnectConfig(ctx, conf)
+	if err != nil {
+		return SQLResult{}, fmt.Errorf("connect to SQL target %s: %w", t.conf.Name, err)
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	pid := conn.PgConn().PID()
+
+	// The statements run under execCtx, not ctx: pgx would answer the end of ctx by closing
+	// the socket, which a busy backend never notices. stop ends the backend on the server
+	// first; execCtx then ends only a client still stuck on a dead link.
+	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExec()
+	applied := make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			stopped <- t.stop(conn.PgConn(), pid, applied)
+			cancelExec()
+		case <-applied:
+			stopped <- nil
+		}
+	}()
+	res, err := t.apply(execCtx, conn, r)
+	close(applied)
+	stopErr := <-stopped
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, errors.Join(fmt.Errorf("SQL target %s: the statements were stopped: %w", t.conf.Name, context.Cause(ctx)), stopErr)
+	}
+	return res, err
+}
+
+// stop ends the backend pid of a run whose context ended: a cancel, and if the statement
+// is still running two seconds later (applied not closed), a terminate and a wait for the
+// backend to leave pg_stat_activity.
+func (t *SQLTarget) stop(pc *pgconn.PgConn, pid uint32, applied <-chan struct{}) error {
+	cancelCtx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout)
+	_ = pc.CancelRequest(cancelCtx) // no answer to wait for; the terminate below is the sure way
+	cancel()
+	select {
+	case <-applied:
+		return nil // the cancel ended the statement; closing the connection ends the backend
+	case <-time.After(sqlTerminateAfter):
+	}
+	return t.terminate(pid)
+}
+
+// terminate ends backend pid through a new connection of the target's login and waits until
+// pg_stat_activity no longer shows it.
+func (t *SQLTarget) terminate(pid uint32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout+sqlGoneWithin)
+	defer cancel()
+	conf := t.conf.Conn.Copy()
+	conf.RuntimeParams["application_name"] = ApplicationNameJobPrefix + t.conf.InstanceID + ":stop"
+	conn, err := pgx.ConnectConfig(ctx, conf)
+	if err != nil {
+		return fmt.Errorf("SQL target %s: connect to terminate backend %d: %w", t.conf.Name, pid, err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend($1)`, int64(pid)); err != nil {
+		return fmt.Errorf("SQL target %s: terminate backend %d: %w", t.conf.Name, pid, err)
+	}
+	for {
+		var alive bool
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive)
+		switch {
+		case err != nil:
+			return fmt.Errorf("SQL target %s: watch backend %d end: %w", t.conf.Name, pid, err)
+		case !alive:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("SQL target %s: backend %d still runs %s after it was terminated", t.conf.Name, pid, sqlGoneWithin)
+		case <-time.After(sqlGonePoll):
+		}
+	}
+}
+
+// Statements the runner sends on the run's connection. Its own tables are named with their
+// schema, so nothing the statements create can stand in for them.
+const (
+	// sqlAppliedSQL finds the slot's marker of this login.
+	sqlAppliedSQL = `SELECT run_id FROM public.scheduler_sql_runs WHERE login = current_user AND key = $1`
+	// sqlSettingsSQL sets, for the transaction, the statements' timeout and what they may
+	// read of their run.
+	sqlSettingsSQL = `
+SELECT pg_catalog.set_config('statement_timeout', $1, true),
+       pg_catalog.set_config('scheduler.job', $2, true),
+       pg_catalog.set_config('scheduler.run_id', $3, true),
+       pg_catalog.set_config('scheduler.scheduled_at', $4, true)`
+	// sqlMarkSQL records the slot in the statements' transaction. ON CONFLICT waits for a
+	// concurrent run of the same slot: if it committed, this one inserts nothing and rolls
+	// back.
+	sqlMarkSQL = `
+INSERT INTO public.scheduler_sql_runs (key, job, scheduled_at, run_id)
+VALUES ($1, $2, $3::timestamptz, $4)
+ON CONFLICT (login, key) DO NOTHING
+RETURNING true`
+	// sqlPurgeSQL drops this job's markers older than the runs' retention, in the same
+	// transaction, so markers need no upkeep of their own.
+	sqlPurgeSQL = `
+DELETE FROM public.scheduler_sql_runs
+WHERE login = current_user AND job = $1 AND committed_at < pg_catalog.now() - $2::interval`
+)
+
+// apply checks the login, skips a slot already applied, and runs the statements with the
+// slot's marker in one transaction.
+func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLResult, error) {
+	if err := t.checkLogin(ctx, conn); err != nil {
+		return SQLResult{}, err
+	}
+	var res SQLResult
+	err := conn.QueryRow(ctx, sqlAppliedSQL, r.Key).Scan(&res.AppliedBy)
+	if isUndefinedTable(err) {
+		// First use: create the marker table where the login may.
+		if err := InitMarkers(ctx, conn, t.Login()); err != nil {
+			return res, fmt.Errorf("SQL target %s has no marker table public.scheduler_sql_runs and its login %s may not create it (%w): run `scheduler sql-target init %s --admin-url <an administrator's URL>`",
+				t.conf.Name, t.Login(), errors.Unwrap(err), t.conf.Name)
+		}
+		err = conn.QueryRow(ctx, sqlAppliedSQL, r.Key).Scan(&res.AppliedBy)
+	}
+	switch {
+	case err == nil:
+		return res, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return res, fmt.Errorf("SQL target %s: read the slot's marker: %w", t.conf.Name, err)
+	}
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("SQL target %s: begin: %w", t.conf.Name, err)
+	}
+	defer func() {
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlCleanupTimeout)
+		defer cancel()
+		_ = tx.Rollback(rbCtx)
+	}()
+	scheduledAt := ""
+	if !r.ScheduledAt.IsZero() {
+		scheduledAt = r.ScheduledAt.UTC().Format(time.RFC3339)
+	}
+	if _, err := tx.Exec(ctx, sqlSettingsSQL, millis(r.Timeout), r.Job, strconv.FormatInt(r.RunID, 10), scheduledAt); err != nil {
+		return res, fmt.Errorf("SQL target %s: set the run's settings: %w", t.conf.Name, err)
+	}
+	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
+		return res, fmt.Errorf("the statements failed: %w", err)
+	}
+	if conn.PgConn().TxStatus() != 'T' {
+		return res, errors.New("the statements ended the run's transaction (COMMIT, ROLLBACK or END), which SQL jobs may not do: " +
+			"what ran before it may have committed without the slot's marker")
+	}
+	var slot *time.Time // NULL for a manual run
+	if !r.ScheduledAt.IsZero() {
+		slot = &r.ScheduledAt
+	}
+	var marked bool
+	err = tx.QueryRow(ctx, sqlMarkSQL, r.Key, r.Job, slot, r.RunID).Scan(&marked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Another run of this slot committed while these statements ran: theirs stand.
+		if err := tx.Rollback(ctx); err != nil {
+			return res, fmt.Errorf("SQL target %s: roll back a slot applied by another run: %w", t.conf.Name, err)
+		}
+		applied, err := t.appliedBy(ctx, conn, r.Key)
+		return SQLResult{AppliedBy: applied}, err
+	case err != nil:
+		return res, fmt.Errorf("SQL target %s: record the slot's marker: %w", t.conf.Name, err)
+	}
+	if _, err := tx.Exec(ctx, sqlPurgeSQL, r.Job, strconv.FormatInt(int64(t.conf.MarkerRetention/time.Second), 10)+" seconds"); err != nil {
+		return res, fmt.Errorf("SQL target %s: purge old markers: %w", t.conf.Name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("SQL target %s: commit: %w", t.conf.Name, err)
+	}
+	return res, nil
+}
+
+func (t *SQLTarget) appliedBy(ctx context.Context, conn *pgx.Conn, key string) (int64, error) {
+	var id int64
+	if err := conn.QueryRow(ctx, sqlAppliedSQL, key).Scan(&id); err != nil {
+		return 0, fmt.Errorf("SQL target %s: read the marker of the run that applied the slot: %w", t.conf.Name, err)
+	}
+	return id, nil
+}
+
+// execStatements sends text as one simple-protocol query, so that the server, not a splitter
+// of ours, decides where statements end, and reads every result, discarding rows as they
+// come so that a large SELECT costs no memory. It returns how many statements ran and the
+// last one's row count.
+func execStatements(ctx context.Context, pc *pgconn.PgConn, text string) (n int, rows int64, err error) {
+	mrr := pc.Exec(ctx, text)
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		for rr.NextRow() {
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			_ = mrr.Close()
+			return n, rows, err
+		}
+		n++
+		rows = tag.RowsAffected()
+	}
+	return n, rows, mrr.Close()
+}
+
+// millis is d as a PostgreSQL duration in whole milliseconds, rounded up: statement_timeout
+// 0 would mean no limit at all.
+func millis(d time.Duration) string {
+	return strconv.FormatInt(int64((max(d, time.Millisecond)+time.Millisecond-1)/time.Millisecond), 10) + "ms"
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}

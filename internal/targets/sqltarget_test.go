@@ -1,0 +1,245 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// sqlFixture is a migrated scheduler database that is also the SQL target (as an application
+// keeping its tables beside the scheduler's), reached with a login of the test's own that may
+// use the table effects and nothing else. admin is the scheduler's own login (a superuser
+// here).
+type sqlFixture struct {
+	url    string
+	admin  *pgxpool.Pool
+	login  string
+	target *SQLTarget
+}
+
+func newSQLFixture(t *testing.T, grants ...string) *sqlFixture {
+	t.Helper()
+	u := testdb.New(t)
+	f := &sqlFixture{url: u, admin: testdb.Pool(t, u)}
+	f.exec(t, `CREATE TABLE effects (key text, note text NOT NULL DEFAULT '')`)
+	grants = append([]string{`GRANT SELECT, INSERT, UPDATE ON effects TO %s`}, grants...)
+	var loginURL string
+	f.login, loginURL = testdb.Login(t, u, grants...)
+	conn, err := pgx.Connect(sqlTestCtx(t), u)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.NoError(t, InitMarkers(sqlTestCtx(t), conn, f.login))
+	f.target = newTestTarget(t, "APP", loginURL)
+	return f
+}
+
+func newTestTarget(t *testing.T, name, u string) *SQLTarget {
+	t.Helper()
+	conn, err := store.ConnConfig(u, store.Options{InstanceID: "test", LeaseTimeout: config.LeaseTimeoutDefault})
+	require.NoError(t, err)
+	return NewSQLTarget(SQLTargetConfig{Name: name, Conn: conn, InstanceID: "test", SchedulerLogin: "postgres",
+		MarkerRetention: 24 * time.Hour})
+}
+
+func (f *sqlFixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := f.admin.Exec(sqlTestCtx(t), sql, args...)
+	require.NoError(t, err, sql)
+}
+
+func (f *sqlFixture) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, f.admin.QueryRow(sqlTestCtx(t), sql, args...).Scan(&n), sql)
+	return n
+}
+
+func sqlRun(key, statements string) SQLRun {
+	return SQLRun{Key: key, Job: "nightly-sql", RunID: 7, ScheduledAt: time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC),
+		Statements: statements, Timeout: 30 * time.Second}
+}
+
+func sqlTestCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestSQLTargetRunsStatementsOncePerSlot(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	statements := `INSERT INTO effects VALUES (current_setting('scheduler.scheduled_at'), current_setting('scheduler.job'));
+		UPDATE effects SET note = note || ':' || current_setting('scheduler.run_id')`
+	res, err := f.target.Run(ctx, sqlRun("slot-1", statements))
+	require.NoError(t, err)
+	assert.Equal(t, SQLResult{Statements: 2, RowsAffected: 1}, res)
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects WHERE key = '2026-11-26T02:00:00Z' AND note = 'nightly-sql:7'`))
+
+	again := sqlRun("slot-1", statements)
+	again.RunID = 8
+	res, err = f.target.Run(ctx, again)
+	require.NoError(t, err)
+	assert.Equal(t, SQLResult{AppliedBy: 7}, res, "a second run of the slot finds the first's marker")
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects`), "and runs nothing")
+
+	_, err = f.target.Run(ctx, sqlRun("slot-2", `INSERT INTO effects VALUES ('two'); SELECT 1/0`))
+	require.ErrorContains(t, err, "division by zero")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM effects WHERE key = 'two'`), "a failed run commits nothing")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM scheduler_sql_runs WHERE key = 'slot-2'`), "nor its marker")
+}
+
+// Runs of one slot at once (a recovery beside a run a dead leader left going) commit once.
+func TestSQLTargetConcurrentRunsOfOneSlotCommitOnce(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	for round := 0; round < 5; round++ {
+		key := fmt.Sprintf("slot-%d", round)
+		var wg sync.WaitGroup
+		results := make([]SQLResult, 4)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := sqlRun(key, `INSERT INTO effects (key) VALUES ('`+key+`'); SELECT pg_sleep(0.05)`)
+				r.RunID = int64(100*round + i + 1)
+				var err error
+				results[i], err = f.target.Run(ctx, r)
+				assert.NoError(t, err)
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects WHERE key = $1`, key), "slot %s committed once", key)
+		applied := 0
+		for _, r := range results {
+			if r.AppliedBy == 0 {
+				applied++
+			}
+		}
+		assert.Equal(t, 1, applied, "one run applied slot %s; the others found it applied", key)
+	}
+}
+
+// The attack: statements that rename their session and loop, trapping every cancel. The run
+// returns within its deadline + 5 s, and only once the backend is gone.
+func TestSQLTargetEndsABackendThatTrapsCancels(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx, cancel := context.WithTimeout(sqlTestCtx(t), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := f.target.Run(ctx, sqlRun("loop", `SET application_name = 'innocent';
+		DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(0.05); EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$`))
+	elapsed := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, elapsed, 6*time.Second, "returned within the deadline + 5 s")
+	assert.Greater(t, elapsed, 2*time.Second, "the cancel was trapped, so the backend was terminated after 2 s")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, f.login),
+		"no backend of the target's login is left")
+}
+
+// A cancel that works ends the run without a terminate.
+func TestSQLTargetCancelsAStatementThatHonoursIt(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx, cancel := context.WithCancel(sqlTestCtx(t))
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }() // the cancel is the input here, not a wait
+	start := time.Now()
+	_, err := f.target.Run(ctx, sqlRun("sleep", `SELECT pg_sleep(30)`))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 2*time.Second)
+}
+
+// What a job's statements do to their session stays there: a temporary table shadowing the
+// marker table, a COMMIT that would split the slot from its marker.
+func TestSQLTargetStatementsCannotForgeOrSplitTheMarker(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	_, err := f.target.Run(ctx, sqlRun("shadow", `CREATE TEMP TABLE scheduler_sql_runs (login name, key text, job text,
+		scheduled_at timestamptz, run_id bigint, committed_at timestamptz, PRIMARY KEY (login, key))`))
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM public.scheduler_sql_runs WHERE key = 'shadow'`))
+
+	_, err = f.target.Run(ctx, sqlRun("split", `INSERT INTO effects (key) VALUES ('split'); COMMIT; SELECT 1`))
+	require.ErrorContains(t, err, "ended the run's transaction")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM public.scheduler_sql_runs WHERE key = 'split'`))
+}
+
+// Two logins sharing a database: one cannot see, forge or delete the other's markers.
+func TestSQLTargetLoginsCannotTouchEachOthersMarkers(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	other, otherURL := testdb.Login(t, f.url, `GRANT SELECT, INSERT, UPDATE ON effects TO %s`)
+	conn, err := pgx.Connect(ctx, f.url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.NoError(t, InitMarkers(ctx, conn, other))
+	hostile := newTestTarget(t, "HOSTILE", otherURL)
+
+	// The hostile login forges the victim's marker for a future slot, and deletes its past ones.
+	_, err = f.target.Run(ctx, sqlRun("past", `INSERT INTO effects (key) VALUES ('past')`))
+	require.NoError(t, err)
+	_, err = hostile.Run(ctx, sqlRun("attack", fmt.Sprintf(`DELETE FROM scheduler_sql_runs;
+		INSERT INTO scheduler_sql_runs (login, key, job, run_id) VALUES ('%s', 'future', 'nightly-sql', 1)`, f.login)))
+	require.ErrorContains(t, err, "row-level security")
+	_, err = hostile.Run(ctx, sqlRun("attack-2", `DELETE FROM scheduler_sql_runs; INSERT INTO scheduler_sql_runs (key, job, run_id) VALUES ('future', 'nightly-sql', 1)`))
+	require.NoError(t, err, "it may write its own markers")
+
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM scheduler_sql_runs WHERE login = $1 AND key = 'past'`, f.login), "the victim's marker stands")
+	res, err := f.target.Run(ctx, sqlRun("future", `INSERT INTO effects (key) VALUES ('future')`))
+	require.NoError(t, err)
+	assert.Zero(t, res.AppliedBy, "the victim's slot runs: another login's key is not its")
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects WHERE key = 'future'`))
+}
+
+// A login that could reach the scheduler is refused, each way named.
+func TestSQLTargetRefusesLoginsThatReachTheScheduler(t *testing.T) {
+	u := testdb.New(t)
+	for _, tc := range []struct{ grant, want string }{
+		{`ALTER ROLE %s SUPERUSER`, "is a superuser"},
+		{`ALTER ROLE %s BYPASSRLS`, "has BYPASSRLS"},
+		{`ALTER ROLE %s CREATEROLE`, "has CREATEROLE"},
+		{`GRANT pg_write_all_data TO %s`, "is a member of pg_write_all_data"},
+		{`GRANT pg_read_all_data TO %s`, "is a member of pg_read_all_data"},
+		{`GRANT pg_signal_backend TO %s`, "is a member of pg_signal_backend"},
+		{`GRANT postgres TO %s`, "is a member of postgres"},
+		{`GRANT UPDATE ON scheduler_leader TO %s`, "holds privileges on the scheduler's tables (scheduler_leader)"},
+		{`GRANT SELECT ON job_runs TO %s`, "(job_runs)"},
+		{`GRANT USAGE ON SEQUENCE job_runs_id_seq TO %s`, "(job_runs_id_seq)"},
+		{`GRANT CREATE ON SCHEMA public TO %s`, "may CREATE in the scheduler's schema"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, loginURL := testdb.Login(t, u, tc.grant)
+			err := newTestTarget(t, "APP", loginURL).Check(sqlTestCtx(t))
+			require.ErrorIs(t, err, ErrTargetRefused)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+	t.Run("a login of its own", func(t *testing.T) {
+		_, loginURL := testdb.Login(t, u)
+		err := newTestTarget(t, "APP", loginURL).Check(sqlTestCtx(t))
+		require.Error(t, err, "it may not create the marker table in the scheduler's schema")
+		assert.NotErrorIs(t, err, ErrTargetRefused)
+		assert.ErrorContains(t, err, "scheduler sql-target init APP")
+	})
+}
+
+// Runs beyond SCHEDULER_SQL_CONNECTIONS wait for a connection; a run that cannot get one
+// before its deadline says so.
+func TestSQLTargetBoundsItsConnections(t *testing.T) {
+	f := newSQLFixture(t)
+	f.target.slots = make(chan struct{}, 1)
+	f.target.slots <- struct{}{} // the one connection is taken
+	ctx, cancel := context.WithTimeout(sqlTestCtx(t), 100*time.Millisecond)
+	defer cancel()
+	_, err := f.target.Run(ctx, sqlRun("waits", `SELECT 1`))
+	require.ErrorContains(t, err, "waiting for a connection to SQL target APP")
+}

@@ -58,7 +58,7 @@ func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger)
 	orphans, err := e.orphans(ctx, term)
 	var abandoned []store.Abandoned
 	if err == nil {
-		err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		err = e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
 			abandoned, err = tx.AbandonRuns(ctx, orphans)
 			return err
@@ -143,7 +143,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		outs    []store.ClaimOutcome
 		claimed []*jobCatchUp
 	)
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		decided, outs, claimed = nil, nil, nil
 		now, err := tx.Now(ctx)
 		if err != nil {

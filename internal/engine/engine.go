@@ -432,7 +432,7 @@ func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.L
 	retry := backoff.New(retryMin, retryMax)
 	for {
 		var n int64
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
 			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
 			return err

@@ -35,7 +35,7 @@ func (e *Engine) prepareSQLRole(ctx context.Context, term leader.Term, log *slog
 	if e.conf.Runtime == nil || e.conf.Runtime.SQLRole == "" {
 		return
 	}
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		return targets.PrepareSQLRole(ctx, tx, e.conf.Runtime.SQLRole)
 	})
 	if err != nil && ctx.Err() == nil {

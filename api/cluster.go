@@ -10,10 +10,13 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// Leader is GET /v1/leader's answer: who leads, under which epoch, since when.
+// Leader is GET /v1/leader's answer: who leads, under which term, since when. The term is
+// the epoch with its term_id: after a failover that lost commits an epoch number can come
+// back, the term id cannot.
 type Leader struct {
 	InstanceID string    `json:"instance_id"`
 	Epoch      int64     `json:"epoch"`
+	TermID     string    `json:"term_id"`
 	Since      time.Time `json:"since"`
 	IsSelf     bool      `json:"is_self"`
 }
@@ -34,7 +37,7 @@ func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
 			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment")
 		return
 	}
-	writeJSON(w, http.StatusOK, Leader{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC(),
+	writeJSON(w, http.StatusOK, Leader{InstanceID: l.InstanceID, Epoch: l.Epoch, TermID: l.TermID.String(), Since: l.Since.UTC(),
 		IsSelf: l.InstanceID == s.cfg.InstanceID})
 }
 

@@ -21,10 +21,12 @@ func TestLeader(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, res.Status, "never elected")
 	assert.Equal(t, "no-leader", res.problemType(t))
 
-	a.exec(`UPDATE scheduler_leader SET epoch = 3, instance_id = 'other', since = '2025-01-01T00:00:00Z'`)
+	a.exec(`UPDATE scheduler_leader SET epoch = 3, instance_id = 'other', since = '2025-01-01T00:00:00Z',
+		term_id = '6f1c2a52-8b6e-4d51-9f0e-3d2b7c1a4e90'`)
 	res = a.do("GET", "/v1/leader", "", nil)
 	require.Equal(t, http.StatusOK, res.Status)
-	assert.Equal(t, map[string]any{"instance_id": "other", "epoch": float64(3), "since": "2025-01-01T00:00:00Z", "is_self": false}, res.JSON(t))
+	assert.Equal(t, map[string]any{"instance_id": "other", "epoch": float64(3), "since": "2025-01-01T00:00:00Z",
+		"term_id": "6f1c2a52-8b6e-4d51-9f0e-3d2b7c1a4e90", "is_self": false}, res.JSON(t))
 
 	a.exec(`UPDATE scheduler_leader SET epoch = 4, instance_id = $1, since = now()`, testInstance)
 	res = a.do("GET", "/v1/leader", "", nil)

@@ -241,7 +241,7 @@ func (a *testAPI) engine(job, status string, release <-chan struct{}) chan int64
 		started <- id
 		<-release
 		// Finished as the engine does, which announces it to the waiting requests.
-		err := a.db.Fenced(context.Background(), 7, func(tx *store.Tx) error {
+		err := a.db.Fenced(context.Background(), store.Fence{Epoch: 7}, func(tx *store.Tx) error {
 			return tx.FinishRun(context.Background(), id, status, json.RawMessage(`{"processed": 3, "changed": 2}`), nil, nil)
 		})
 		if err != nil {

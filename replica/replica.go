@@ -44,6 +44,8 @@ type Config struct {
 	LeaseTimeout      time.Duration
 	InstanceHeartbeat time.Duration
 	PollInterval      time.Duration
+	// FailoverWindow is config's SCHEDULER_FAILOVER_WINDOW (0: its default).
+	FailoverWindow time.Duration
 	// Version and HTTPAddr describe the replica in scheduler_instances.
 	Version, HTTPAddr string
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
@@ -84,7 +86,7 @@ func New(c Config) (*Replica, error) {
 		return nil, err
 	}
 	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
-		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics,
+		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
 		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)

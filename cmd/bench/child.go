@@ -134,7 +134,7 @@ func runChild(args []string) childResult {
 	env := &jobs.Env{
 		RunID: 1,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
+			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly:    db.ReadOnly(),
 		Log:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

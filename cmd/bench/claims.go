@@ -35,7 +35,7 @@ func benchClaims(ctx context.Context, b *bench) error {
 	// Runs finished between repetitions, so every claim finds its job idle, as at the top
 	// of an hour; each repetition claims a slot of its own.
 	finish := func() error {
-		return db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			_, err := tx.Exec(ctx, `UPDATE job_runs SET status = 'succeeded', finished_at = now() WHERE status = 'running'`)
 			if err == nil {
 				_, err = tx.Exec(ctx, `DELETE FROM job_runs WHERE job LIKE 'raw-%'`)
@@ -53,7 +53,7 @@ func benchClaims(ctx context.Context, b *bench) error {
 		}
 		start := time.Now()
 		var won int
-		err := db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		err := db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			outs, err := tx.ClaimSlots(ctx, claims)
 			for _, o := range outs {
 				if o.Run != nil {
@@ -70,7 +70,7 @@ func benchClaims(ctx context.Context, b *bench) error {
 			return fmt.Errorf("%d of %d claims won on idle jobs", won, n)
 		}
 		start = time.Now()
-		err = db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		err = db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			_, err := tx.Exec(ctx, rawClaimSQL, slot, n)
 			return err
 		})

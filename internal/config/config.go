@@ -23,10 +23,13 @@ import (
 // them (store, leader, engine, api) take validated values. The exported ones are for code
 // that builds those packages without loading the environment (tests, benchmarks).
 const (
-	httpAddrDefault        = "127.0.0.1:8080"
-	logFormatDefault       = "json"
-	LeaseTimeoutDefault    = 5 * time.Second
-	IdempotencyTTLDefault  = 24 * time.Hour
+	httpAddrDefault       = "127.0.0.1:8080"
+	logFormatDefault      = "json"
+	LeaseTimeoutDefault   = 5 * time.Second
+	IdempotencyTTLDefault = 24 * time.Hour
+	// FailoverWindowDefault is how far before its election a leader that finds PostgreSQL
+	// failed over catches up unrecorded slots instead of recording them missed.
+	FailoverWindowDefault  = 5 * time.Minute
 	PollIntervalDefault    = 2 * time.Second
 	shutdownTimeoutDefault = 25 * time.Second
 )
@@ -90,6 +93,7 @@ type Config struct {
 	LogFormat       string // "json" or "text"
 	LeaseTimeout    time.Duration
 	IdempotencyTTL  time.Duration
+	FailoverWindow  time.Duration
 	PollInterval    time.Duration // fallback polling for queued manual runs
 	ShutdownTimeout time.Duration
 	SendConcurrency int           // messages in flight at once on this replica, every sending job together
@@ -130,6 +134,7 @@ func Load(env *Env) *Config {
 		APIReadToken:    env.String("SCHEDULER_API_READ_TOKEN", ""),
 		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", LeaseTimeoutDefault),
 		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
+		FailoverWindow:  env.Duration("SCHEDULER_FAILOVER_WINDOW", FailoverWindowDefault),
 		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", PollIntervalDefault),
 		ShutdownTimeout: env.Duration("SCHEDULER_SHUTDOWN_TIMEOUT", shutdownTimeoutDefault),
 		NoShowGrace:     env.Duration("SCHEDULER_NO_SHOW_GRACE", NoShowGraceDefault),
@@ -185,6 +190,7 @@ func Load(env *Env) *Config {
 	// A lease under a second would make a healthy leader step down on every hiccup.
 	atLeast(env, "SCHEDULER_LEASE_TIMEOUT", c.LeaseTimeout, time.Second, `a duration of at least 1s such as "5s"`)
 	atLeast(env, "SCHEDULER_IDEMPOTENCY_TTL", c.IdempotencyTTL, 1, `a duration above 0 such as "24h"`)
+	atLeast(env, "SCHEDULER_FAILOVER_WINDOW", c.FailoverWindow, time.Second, `a duration of at least 1s such as "5m"`)
 	atLeast(env, "SCHEDULER_POLL_INTERVAL", c.PollInterval, 1, `a duration above 0 such as "2s"`)
 	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
 	atLeast(env, "SCHEDULER_NO_SHOW_GRACE", c.NoShowGrace, 1, `a duration above 0 such as "15m"`)

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -58,7 +60,7 @@ func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger)
 	orphans, err := e.orphans(ctx, term)
 	var abandoned []store.Abandoned
 	if err == nil {
-		err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+		err = e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
 			abandoned, err = tx.AbandonRuns(ctx, orphans)
 			return err
@@ -113,18 +115,25 @@ const catchUpBatch = 500
 // window, runs once with trigger catch-up; every other unrecorded slot is recorded as
 // missed. Everything is decided on the database clock, for catchUpBatch jobs at a time.
 //
+// After a failover (term.FailedOver), every unrecorded slot from repairFrom on is left to
+// the repair instead (failover.go): it may have been called by a term whose rows were lost.
+//
 // It returns, per job, the latest slot it considered, from which startTimers ticks the
-// slots that come due before its timers fire.
-func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger) map[string]time.Time {
+// slots that come due before its timers fire, and the slots to repair.
+func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger) (map[string]time.Time, []repair) {
 	enabled := e.enabledEntries()
 	upTo := make(map[string]time.Time, len(enabled))
+	from := e.repairFrom(term)
+	var repairs []repair
 	for lo := 0; lo < len(enabled) && ctx.Err() == nil; lo += catchUpBatch {
 		batch := enabled[lo:min(lo+catchUpBatch, len(enabled))]
-		if err := e.catchUpBatch(ctx, term, log, batch, upTo); err != nil && ctx.Err() == nil {
+		rs, err := e.catchUpBatch(ctx, term, log, batch, upTo, from)
+		if err != nil && ctx.Err() == nil {
 			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "jobs", len(batch))
 		}
+		repairs = append(repairs, rs...)
 	}
-	return upTo
+	return upTo, repairs
 }
 
 // jobCatchUp is what the catch-up decided for one job.
@@ -135,16 +144,20 @@ type jobCatchUp struct {
 	run    bool // the latest slot runs (trigger catch-up)
 }
 
-func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.Logger, batch []*entry, upTo map[string]time.Time) error {
+func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.Logger, batch []*entry,
+	upTo map[string]time.Time, repairFrom time.Time) ([]repair, error) {
 	e.claiming.RLock()
 	defer e.claiming.RUnlock()
 	var (
 		decided []*jobCatchUp
 		outs    []store.ClaimOutcome
 		claimed []*jobCatchUp
+		repairs []repair
 	)
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		decided, outs, claimed = nil, nil, nil
+	// inRepair: a slot the repair catches up rather than the catch-up deciding it.
+	inRepair := func(s time.Time) bool { return !repairFrom.IsZero() && !s.Before(repairFrom) }
+	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+		decided, outs, claimed, repairs = nil, nil, nil, nil
 		now, err := tx.Now(ctx)
 		if err != nil {
 			return err
@@ -175,7 +188,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			// latest slot.
 			walk := []time.Time{latest}
 			before := func(s time.Time) time.Time { return sched.Prev(s.Add(-time.Second)) }
-			for s := before(latest); !first.IsZero() && !s.IsZero() && !s.Before(first) && len(walk) <= e.conf.MaxMissed; s = before(s) {
+			for s := before(latest); !first.IsZero() && !s.IsZero() && !s.Before(first) && (len(walk) <= e.conf.MaxMissed || inRepair(s)); s = before(s) {
 				walk = append(walk, s)
 			}
 			walks[i] = walk
@@ -195,9 +208,15 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			}
 			d := &jobCatchUp{en: en, latest: walk[0]}
 			rec := recorded[en.conf.Name]
-			d.run = !rec[d.latest.Unix()] && en.conf.Catchup > 0 && now.Sub(d.latest) <= en.conf.Catchup
+			d.run = !rec[d.latest.Unix()] && !inRepair(d.latest) && en.conf.Catchup > 0 && now.Sub(d.latest) <= en.conf.Catchup
+			r := repair{en: en}
 			for j := len(walk) - 1; j >= 0; j-- { // oldest first, the order they came due
-				if s := walk[j]; !rec[s.Unix()] && !(j == 0 && d.run) {
+				s := walk[j]
+				if !rec[s.Unix()] && inRepair(s) {
+					r.slots = append(r.slots, s)
+					continue
+				}
+				if !rec[s.Unix()] && !(j == 0 && d.run) {
 					d.missed = append(d.missed, s)
 					missedJobs, missedSlots = append(missedJobs, en.conf.Name), append(missedSlots, s)
 				}
@@ -208,6 +227,9 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 				claimed = append(claimed, d)
 			}
 			decided = append(decided, d)
+			if len(r.slots) > 0 {
+				repairs = append(repairs, r)
+			}
 		}
 		if len(missedSlots) > 0 {
 			if _, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID); err != nil {
@@ -218,7 +240,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range decided {
 		upTo[d.en.conf.Name] = d.latest
@@ -238,5 +260,33 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			}
 		}
 	}
-	return nil
+	return repairs, nil
+}
+
+// recordMissed records a slot that could not be claimed in its period as missed, as soon as
+// the database answers again, so it is never silently lost.
+func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
+	retry := backoff.New(retryMin, retryMax)
+	for {
+		var n int64
+		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+			var err error
+			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
+			return err
+		})
+		switch {
+		case err == nil:
+			if n > 0 {
+				e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+				log.Warn("slot recorded missed")
+			}
+			return
+		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
+			log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
+			return
+		}
+		d := retry.Next()
+		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
+		backoff.Sleep(ctx, d)
+	}
 }

@@ -67,7 +67,7 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 			InstanceID: e.conf.InstanceID, QueueOne: r.queueOne, DefinitionVersion: r.en.versionRef()}
 	}
 	var outs []store.ClaimOutcome
-	err := e.conf.DB.Fenced(ctx, c.term.Epoch, func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {
 		var err error
 		outs, err = tx.ClaimSlots(ctx, claims)
 		return err

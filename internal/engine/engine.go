@@ -56,6 +56,9 @@ type Config struct {
 	MaxMissed int
 	// RescueInterval is how often the leader looks for runs of its term that nobody runs.
 	RescueInterval time.Duration
+	// FailoverWindow is how far before its election a term that finds the database failed
+	// over repairs unrecorded slots (config's SCHEDULER_FAILOVER_WINDOW; 0: its default).
+	FailoverWindow time.Duration
 	// Metrics, when set, counts runs and their outcomes.
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
@@ -238,7 +241,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	e.loadJobHistories(termCtx, log)
 	e.addRunDays(termCtx, log)
 	e.rescue(termCtx, term, log)
-	caughtUpTo := e.catchUp(termCtx, term, log)
+	caughtUpTo, repairs := e.catchUp(termCtx, term, log)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
 	if err != nil {
 		// Without timers this replica would hold leadership and run nothing: make the
@@ -246,6 +249,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 		log.Error("starting the timers failed; scheduled runs will not fire this term", "error", err)
 	} else {
 		defer timers.stop(log)
+		e.repairFailover(termCtx, term, log, timers.claims, repairs)
 	}
 	e.testSignals.leading.Send(term.Epoch)
 
@@ -424,31 +428,3 @@ var errBusy = errors.New("the job has an active run")
 type earlyError struct{ by time.Duration }
 
 func (e *earlyError) Error() string { return fmt.Sprintf("the slot is %s in the future", e.by) }
-
-// recordMissed records a slot that could not be claimed in its period as missed, as soon as
-// the database answers again, so it is never silently lost.
-func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
-	retry := backoff.New(retryMin, retryMax)
-	for {
-		var n int64
-		err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-			var err error
-			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
-			return err
-		})
-		switch {
-		case err == nil:
-			if n > 0 {
-				e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
-				log.Warn("slot recorded missed")
-			}
-			return
-		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
-			log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
-			return
-		}
-		d := retry.Next()
-		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
-		backoff.Sleep(ctx, d)
-	}
-}

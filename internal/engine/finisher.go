@@ -20,9 +20,9 @@ type finisher struct {
 }
 
 type finishRequest struct {
-	epoch int64
-	f     store.Finish
-	done  chan error
+	term store.Fence
+	f    store.Finish
+	done chan error
 }
 
 func newFinisher(db *store.DB) *finisher {
@@ -31,9 +31,9 @@ func newFinisher(db *store.DB) *finisher {
 
 // finish records one run's end with the others ending with it. A run that was no longer
 // running gives store.ErrNotRunning.
-func (f *finisher) finish(ctx context.Context, epoch int64, fin store.Finish) error {
+func (f *finisher) finish(ctx context.Context, term store.Fence, fin store.Finish) error {
 	done := make(chan error, 1)
-	return submit(ctx, f.requests, &finishRequest{epoch: epoch, f: fin, done: done}, done)
+	return submit(ctx, f.requests, &finishRequest{term: term, f: fin, done: done}, done)
 }
 
 // run records batches until ctx ends; the engine ends it once every run has finished.
@@ -41,17 +41,17 @@ func (f *finisher) run(ctx context.Context) {
 	for batch := gather(ctx, f.requests, maxClaimBatch, batchLinger); batch != nil; batch = gather(ctx, f.requests, maxClaimBatch, batchLinger) {
 		// Normally one epoch; a batch that straddles an election is recorded per epoch, and
 		// the old epoch's part fails the fence.
-		byEpoch := map[int64][]*finishRequest{}
+		byTerm := map[store.Fence][]*finishRequest{}
 		for _, r := range batch {
-			byEpoch[r.epoch] = append(byEpoch[r.epoch], r)
+			byTerm[r.term] = append(byTerm[r.term], r)
 		}
-		for epoch, rs := range byEpoch {
-			f.record(epoch, rs)
+		for term, rs := range byTerm {
+			f.record(term, rs)
 		}
 	}
 }
 
-func (f *finisher) record(epoch int64, rs []*finishRequest) {
+func (f *finisher) record(term store.Fence, rs []*finishRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), finishBatchTimeout)
 	defer cancel()
 	finishes := make([]store.Finish, len(rs))
@@ -59,7 +59,7 @@ func (f *finisher) record(epoch int64, rs []*finishRequest) {
 		finishes[i] = r.f
 	}
 	var done map[int64]bool
-	err := f.db.Fenced(ctx, epoch, func(tx *store.Tx) error {
+	err := f.db.Fenced(ctx, term, func(tx *store.Tx) error {
 		var err error
 		done, err = tx.FinishRuns(ctx, finishes)
 		return err

@@ -92,7 +92,7 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.Run, unknown bool, err error) {
 	e.claiming.RLock()
 	defer e.claiming.RUnlock()
-	err = e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err = e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		var err error
 		run, err = tx.PickQueued(ctx, e.conf.InstanceID)
 		return err

@@ -99,7 +99,7 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	env := &jobs.Env{
 		RunID: run.ID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return fn(tx) })
+			return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: e.conf.DB.ReadOnly(),
 		Log:      log,
@@ -151,7 +151,7 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 			fin.pending = append(fin.pending, a)
 			return nil
 		}
-		return e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
 	}
 	return c, nil
 }
@@ -161,7 +161,7 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, run *store.Run) {
 	n := en.def.Def.PauseAfterFailures
 	var paused bool
-	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		failing, err := tx.ConsecutiveFailures(ctx, en.conf.Name, n)
 		if err != nil || !failing {
 			return err
@@ -273,7 +273,7 @@ func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.L
 	status string, stats json.RawMessage, errText *string, fin *finishing) bool {
 	retry := backoff.New(retryMin, retryMax)
 	for {
-		err := e.finishes.finish(ctx, term.Epoch, store.Finish{RunID: run.ID, Status: status, Stats: stats,
+		err := e.finishes.finish(ctx, term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
 			Error: errText, Version: fin.version, Attempts: fin.pending})
 		switch {
 		case err == nil:

@@ -13,6 +13,8 @@ type testSignals struct {
 	definitionLoaded testsignal.Signal[string]
 	// claimBatch: a batch of slot claims was decided, with how many claims it held
 	claimBatch testsignal.Signal[int]
+	// repaired: a term that found a failover started repairing, with how many slots
+	repaired testsignal.Signal[int]
 }
 
 func (s *testSignals) init() {
@@ -22,4 +24,5 @@ func (s *testSignals) init() {
 	s.rescued.Init()
 	s.definitionLoaded.Init()
 	s.claimBatch.Init()
+	s.repaired.Init()
 }

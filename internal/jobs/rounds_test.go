@@ -55,7 +55,7 @@ func roundsEnv(db *testdb.DB, now time.Time, logs *logBuffer) *Env {
 	}
 	return &Env{
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return db.Fenced(ctx, 1, func(tx *store.Tx) error { return fn(tx) })
+			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: db.ReadOnly(),
 		Log:      log,

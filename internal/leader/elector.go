@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -97,14 +99,25 @@ type Term struct {
 	// Epoch is the fencing token: every write of the term goes through store.DB.Fenced
 	// with it and fails once another replica has been elected.
 	Epoch int64
+	// TermID is the random id the term's election drew: with Epoch, the identity the fence
+	// compares (store.Fence), which a rollback of the database cannot recreate.
+	TermID uuid.UUID
 	// Since is when the term began, on the database clock.
 	Since time.Time
+	// FailedOver says why the database is believed to have failed over since the previous
+	// term ("" when it is not): its timeline changed, or the leader row went back behind a
+	// term this replica saw. Commits of the previous terms may be lost; the engine repairs the
+	// slots of a window before Since instead of recording them missed.
+	FailedOver string
 	// Ctx is cancelled when the term ends (step-down, resignation, shutdown): everything
 	// the term started must stop.
 	Ctx context.Context
 
 	work *work
 }
+
+// Fence is the identity every write of the term is fenced by.
+func (t Term) Fence() store.Fence { return store.Fence{Epoch: t.Epoch, TermID: t.TermID} }
 
 // Hold registers work of the term whose writes must commit before another replica leads
 // (a run recording what it sent, docs/design.md guarantee 10); release ends it. A voluntary
@@ -146,6 +159,9 @@ type Elector struct {
 	// it last stepped down (for the hand-over to its own next term).
 	lockedAt      time.Time
 	steppedDownAt time.Time
+	// seen is the newest leader row this replica knows of (its own terms and the rows it
+	// found when elected): a row found older than it was rolled back by a failover.
+	seen store.LeaderRow
 
 	testSignals testSignals
 }
@@ -261,11 +277,13 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
 	}
 	e.lockedAt = lockedAt
+	failedOver := e.failedOver(old, cur)
+	e.seen = cur
 	handover := e.handover(old, cur, taken)
 	e.log.Info("lock acquired", "lock", "scheduler-leader", "key", taken.Key, "epoch", cur.Epoch,
 		"waited", lockedAt.Sub(waitStart), "leader_row_wait", bumpWait)
-	e.log.Info("elected leader", "epoch", cur.Epoch, "old_epoch", old.Epoch, "old_leader", old.InstanceID,
-		"since", cur.Since, "handover", handover)
+	e.log.Info("elected leader", "epoch", cur.Epoch, "term_id", cur.TermID, "old_epoch", old.Epoch,
+		"old_leader", old.InstanceID, "since", cur.Since, "handover", handover)
 	if handover < 0 {
 		e.conf.Metrics.Elected(-1)
 	} else {
@@ -273,38 +291,8 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	}
 	e.conf.Metrics.SetLeader(true, cur.Epoch)
 	termCtx, endTerm := context.WithCancel(ctx)
-	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx, work: &work{}}, endTerm, nil
-}
-
-// handover is how long the cluster went without a leader before the term cur, or -1 when
-// that cannot be known honestly. It runs from the old leader's last sign of life to cur's
-// since, on the database clock:
-//   - a leader that died or hung still reads as leading in scheduler_instances: its last
-//     heartbeat there (at most InstanceHeartbeat before it stopped, so the figure may be
-//     high by that much);
-//   - a leader that resigned or stepped down marked its row a follower: the lock was
-//     released when this replica got it, waiting in pg_advisory_lock. (A leader that
-//     stepped down before the server noticed its dead lock session is counted from the
-//     release, so that figure may be low by the server's detection time.)
-//
-// This replica's own previous term is counted from its step-down, on its own clock. The
-// first leader of a cluster, or a replica that restarted under the same instance id (its
-// new heartbeats overwrite the old leader's row), gets -1.
-func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time.Duration {
-	switch {
-	case old.InstanceID == "":
-		return -1
-	case old.InstanceID == e.conf.InstanceID:
-		if e.steppedDownAt.IsZero() {
-			return -1
-		}
-		return time.Since(e.steppedDownAt)
-	}
-	stop := taken.At
-	if taken.PreviousLastSeen != nil && taken.PreviousLastSeen.Before(stop) {
-		stop = *taken.PreviousLastSeen
-	}
-	return max(cur.Since.Sub(stop), 0)
+	return Term{Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, FailedOver: failedOver,
+		Ctx: termCtx, work: &work{}}, endTerm, nil
 }
 
 // keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that
@@ -335,7 +323,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		}
 		start := time.Now()
 		hbCtx, cancel := context.WithDeadline(ctx, lastOK.Add(e.conf.LeaseTimeout))
-		epoch, err := session.Epoch(hbCtx)
+		cur, err := session.Term(hbCtx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -344,8 +332,8 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		case err != nil:
 			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
 			return
-		case epoch != term.Epoch:
-			e.stepDown(session, term, endTerm, "fenced", fmt.Errorf("epoch is now %d: another replica was elected", epoch))
+		case cur != term.Fence():
+			e.stepDown(session, term, endTerm, "fenced", fmt.Errorf("the term is now %s: another replica was elected", cur))
 			return
 		}
 		// The server answered after start, so the lock was still held at start.

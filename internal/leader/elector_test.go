@@ -109,7 +109,10 @@ func TestOneLeaderAndResignHandsOver(t *testing.T) {
 	term := awaitTerm(t, first, "the first term")
 	assert.Equal(t, int64(1), term.Epoch)
 	row := leaderRow(t, first.db)
-	assert.Equal(t, store.LeaderRow{InstanceID: first.id, Epoch: 1, Since: term.Since}, row)
+	assert.Equal(t, store.LeaderRow{InstanceID: first.id, Epoch: 1, TermID: term.TermID, Timeline: row.Timeline,
+		Since: term.Since}, row)
+	assert.NotZero(t, term.TermID, "the election draws a term id")
+	assert.Equal(t, int64(1), row.Timeline, "the test cluster never failed over")
 	for _, r := range rs {
 		isLeader, _ := r.e.IsLeader()
 		assert.Equal(t, r == first, isLeader, "replica %s", r.id)

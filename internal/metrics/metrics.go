@@ -51,6 +51,7 @@ type Metrics struct {
 	clockSkew       prometheus.Gauge
 	leaderEpoch     prometheus.Gauge
 	electionsTotal  prometheus.Counter
+	failoversTotal  prometheus.Counter
 	handoverSeconds prometheus.Histogram
 	stepDownsTotal  *prometheus.CounterVec
 
@@ -105,6 +106,11 @@ func New() *Metrics {
 		electionsTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "elections_total",
 			Help: "Times this replica became leader.",
+		}),
+		failoversTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "failovers_total",
+			Help: "Terms of this replica that found PostgreSQL failed over since the previous term " +
+				"(timeline changed, or the leader row went back) and repaired SCHEDULER_FAILOVER_WINDOW.",
 		}),
 		handoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "handover_duration_seconds",
@@ -191,7 +197,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.instanceInfo,
-		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.handoverSeconds, m.stepDownsTotal,
+		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.failoversTotal, m.handoverSeconds, m.stepDownsTotal,
 		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
 		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
 		m.entitiesTotal, m.lockWaitSeconds,
@@ -259,6 +265,14 @@ func (m *Metrics) SetClockSkew(skew time.Duration) {
 		return
 	}
 	m.clockSkew.Set(skew.Seconds())
+}
+
+// FailedOver counts a term that found the database failed over since the previous one.
+func (m *Metrics) FailedOver() {
+	if m == nil {
+		return
+	}
+	m.failoversTotal.Inc()
 }
 
 // Elected counts an election won by this replica and observes how long the hand-over took.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -12,7 +13,18 @@ import (
 // stop writing. Nothing of the failed transaction was committed.
 var ErrNotLeader = errors.New("not the leader: this replica's epoch was superseded; its writes are refused")
 
-// Fenced runs fn in a transaction that may commit only while epoch is the current leader's
+// Fence is a term's identity: its epoch and the random term id its election drew. A failover
+// that loses commits can take the epoch number back and elect another replica under it; it
+// cannot draw the same term id, so a write of the lost term never passes the new term's
+// fence (docs/design.md, "Failover of PostgreSQL").
+type Fence struct {
+	Epoch  int64
+	TermID uuid.UUID
+}
+
+func (f Fence) String() string { return fmt.Sprintf("epoch %d (term %s)", f.Epoch, f.TermID) }
+
+// Fenced runs fn in a transaction that may commit only while f is the current leader's term
 // (docs/design.md, guarantee 1). Every write of a leader goes through it: the engine's claims,
 // pick-ups and finishes (the *Tx methods) and every job body's writes (jobs.Env.Tx hands the
 // body this *Tx as a pgx.Tx).
@@ -21,25 +33,25 @@ var ErrNotLeader = errors.New("not the leader: this replica's epoch was supersed
 // and the share lock, held until commit, makes the next election's epoch bump wait until
 // this transaction has ended — so once a new epoch exists, no write of an older one can
 // still commit. fn's error rolls the transaction back and is returned as is.
-func (db *DB) Fenced(ctx context.Context, epoch int64, fn func(tx *Tx) error) error {
+func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
-		tx := newTx(ptx, epoch)
-		if err := tx.checkEpoch(ctx); err != nil {
+		tx := newTx(ptx, f.Epoch)
+		if err := tx.checkTerm(ctx, f); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
 }
 
-// checkEpoch takes the fence inside the transaction.
-func (tx *Tx) checkEpoch(ctx context.Context) error {
-	epoch := tx.epoch
-	var current int64
-	if err := tx.QueryRow(ctx, `SELECT epoch FROM scheduler_leader WHERE id = 1 FOR SHARE`).Scan(&current); err != nil {
-		return fmt.Errorf("read leader epoch: %w", err)
+// checkTerm takes the fence inside the transaction. The whole identity is compared: the
+// epoch alone can be named twice after a rollback.
+func (tx *Tx) checkTerm(ctx context.Context, f Fence) error {
+	var current LeaderRow
+	if err := scanLeader(tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`), &current); err != nil {
+		return fmt.Errorf("read leader term: %w", err)
 	}
-	if current != epoch {
-		return fmt.Errorf("%w (holds epoch %d, current is %d)", ErrNotLeader, epoch, current)
+	if current.Fence() != f {
+		return fmt.Errorf("%w (holds %s, current is %s)", ErrNotLeader, f, current.Fence())
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -15,29 +16,42 @@ import (
 // it, and PostgreSQL releases it the moment that connection drops), so it is not a pooled
 // handle, but its queries read the same way: named methods on *LockSession.
 
-// LeaderRow is the scheduler_leader row: who leads, under which fencing epoch, since when.
+// LeaderRow is the scheduler_leader row: who leads, under which term, since when.
 type LeaderRow struct {
 	InstanceID string
 	Epoch      int64
-	Since      time.Time
+	// TermID is drawn at random by the epoch bump: with Epoch it names the term in a way a
+	// rollback of the database cannot recreate (zero before the first election).
+	TermID uuid.UUID
+	// Timeline is the PostgreSQL timeline the term began on (0 before migration 0015).
+	Timeline int64
+	Since    time.Time
+}
+
+// Fence is the term's identity the fence compares.
+func (r LeaderRow) Fence() Fence { return Fence{Epoch: r.Epoch, TermID: r.TermID} }
+
+// leaderColumns reads a LeaderRow in scanLeader's order; a missing term id reads as zero.
+const leaderColumns = `epoch, coalesce(instance_id, ''), coalesce(term_id, '00000000-0000-0000-0000-000000000000'),
+	coalesce(timeline, 0), since`
+
+func scanLeader(row pgx.Row, r *LeaderRow) error {
+	var since *time.Time
+	if err := row.Scan(&r.Epoch, &r.InstanceID, &r.TermID, &r.Timeline, &since); err != nil {
+		return err
+	}
+	if since != nil {
+		r.Since = *since
+	}
+	return nil
 }
 
 // Leader reads the leader row, for GET /v1/leader. Before any election InstanceID is ""
 // and Epoch 0.
 func (q queries) Leader(ctx context.Context) (LeaderRow, error) {
 	var r LeaderRow
-	var id *string
-	var since *time.Time
-	err := q.q.QueryRow(ctx, `SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1`).
-		Scan(&r.Epoch, &id, &since)
-	if err != nil {
+	if err := scanLeader(q.q.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1`), &r); err != nil {
 		return r, fmt.Errorf("read leader row: %w", err)
-	}
-	if id != nil {
-		r.InstanceID = *id
-	}
-	if since != nil {
-		r.Since = *since
 	}
 	return r, nil
 }
@@ -98,12 +112,12 @@ func (s *LockSession) Unlock(ctx context.Context) error {
 	return err
 }
 
-// Epoch reads the current epoch on the session: the leader's heartbeat, which fails when the
+// Term reads the current term on the session: the leader's heartbeat, which fails when the
 // lock session is gone and tells a leader that someone else has bumped the epoch.
-func (s *LockSession) Epoch(ctx context.Context) (int64, error) {
-	var epoch int64
-	err := s.conn.QueryRow(ctx, `SELECT epoch FROM scheduler_leader WHERE id = 1`).Scan(&epoch)
-	return epoch, err
+func (s *LockSession) Term(ctx context.Context) (Fence, error) {
+	var r LeaderRow
+	err := scanLeader(s.conn.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1`), &r)
+	return r.Fence(), err
 }
 
 // lockNotAvailable is SQLSTATE 55P03, raised when lock_timeout expires.
@@ -120,30 +134,27 @@ const lockNotAvailable = "55P03"
 // it expires, the old leader is half dead, and its remaining backends, found by their
 // application_name, are terminated before retrying.
 func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {
-	const readOld = `
-		SELECT epoch, coalesce(instance_id, ''), since FROM scheduler_leader WHERE id = 1`
+	const readOld = `SELECT ` + leaderColumns + ` FROM scheduler_leader WHERE id = 1`
 	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
 	// does not accept parameters.
 	const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
 	// Waits for the old epoch's FOR SHARE holders.
 	const lockRow = `SELECT 1 FROM scheduler_leader WHERE id = 1 FOR UPDATE`
+	// A new random term id: the term's identity, which a rollback cannot recreate.
 	const bump = `
 		UPDATE scheduler_leader
-		SET epoch = epoch + 1, instance_id = $1, since = clock_timestamp()
+		SET epoch = epoch + 1, instance_id = $1, since = clock_timestamp(),
+		    term_id = gen_random_uuid(), timeline = scheduler_timeline()
 		WHERE id = 1
-		RETURNING epoch, instance_id, since`
+		RETURNING ` + leaderColumns
 	// Terminates the deposed leader's backends, never this lock session.
 	const terminate = `
 		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 		FROM pg_stat_activity
 		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()`
 
-	var oldSince *time.Time
-	if err = s.conn.QueryRow(ctx, readOld).Scan(&old.Epoch, &old.InstanceID, &oldSince); err != nil {
+	if err = scanLeader(s.conn.QueryRow(ctx, readOld), &old); err != nil {
 		return old, cur, 0, fmt.Errorf("read leader row: %w", err)
-	}
-	if oldSince != nil {
-		old.Since = *oldSince
 	}
 	for {
 		err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
@@ -153,7 +164,7 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 			if _, err := tx.Exec(ctx, lockRow); err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, bump, instanceID).Scan(&cur.Epoch, &cur.InstanceID, &cur.Since)
+			return scanLeader(tx.QueryRow(ctx, bump, instanceID), &cur)
 		})
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {

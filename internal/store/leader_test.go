@@ -33,7 +33,7 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	release := make(chan struct{})
 	fenced := make(chan error, 1)
 	go func() {
-		fenced <- oldDB.Fenced(ctx, 1, func(tx *store.Tx) error {
+		fenced <- oldDB.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)
 			close(wrote)
 			<-release
@@ -69,9 +69,9 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	assert.Equal(t, cur, row)
 
 	// The bump's own session survived: it still holds the lock and can heartbeat.
-	epoch, err := session.Epoch(ctx)
+	term, err := session.Term(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), epoch)
+	assert.Equal(t, cur.Fence(), term)
 	require.NoError(t, session.Unlock(ctx))
 }
 
@@ -89,7 +89,7 @@ func TestBumpEpochSinceIsAfterOldEpochCommits(t *testing.T) {
 	var committedAt time.Time
 	fenced := make(chan error, 1)
 	go func() {
-		fenced <- db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		fenced <- db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			close(inside)
 			<-release
 			return tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&committedAt)
@@ -115,4 +115,45 @@ func TestBumpEpochSinceIsAfterOldEpochCommits(t *testing.T) {
 	require.NoError(t, <-fenced)
 	cur := <-bumped
 	assert.True(t, cur.Since.After(committedAt), "since %s must follow the old epoch's last write %s", cur.Since, committedAt)
+}
+
+// Issue 29: a failover with asynchronous replication loses the commits the standby had not
+// received, the election of a term among them, and the next election on the promoted
+// standby names the same epoch again. The fence compares the whole term identity, so a
+// write of the lost term never passes the new term's fence, though its epoch number does.
+func TestFenceRefusesALostTermWhoseEpochWasNamedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{InstanceID: "x"})
+	elect := func(instance string) store.LeaderRow {
+		t.Helper()
+		session, err := db.OpenLockSession(ctx)
+		require.NoError(t, err)
+		defer session.Close()
+		_, cur, _, err := session.BumpEpoch(ctx, instance, time.Minute)
+		require.NoError(t, err)
+		return cur
+	}
+	first := elect("a")
+	lost := elect("b")
+	// The rollback: the promoted standby has the row as the first term left it.
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1, instance_id = $2, term_id = $3, since = $4
+		WHERE id = 1`, first.Epoch, first.InstanceID, first.TermID, first.Since)
+	require.NoError(t, err)
+	again := elect("c")
+	require.Equal(t, lost.Epoch, again.Epoch, "the rollback names the lost term's epoch again")
+	require.NotEqual(t, lost.TermID, again.TermID)
+
+	err = db.Fenced(ctx, lost.Fence(), func(tx *store.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('lost-term-write')`)
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrNotLeader, "a write of the lost term must not pass the new term's fence")
+	require.NoError(t, db.Fenced(ctx, again.Fence(), func(tx *store.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('new-term-write')`)
+		return err
+	}))
+	row, err := db.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, again.Fence(), row.Fence())
 }

@@ -43,6 +43,9 @@ const (
 	ActionUpdate    = "update"
 	ActionDelete    = "delete"
 	ActionAutoPause = "auto-pause"
+	// ActionFailover is a term that found the database failed over and repaired the slots
+	// of a window before its election (detail: the window).
+	ActionFailover = "failover"
 )
 
 const insertActionSQL = `

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/migrations"
 )
 
 // A partition of job_runs holds one day, so its unique index on the job's active run cannot
@@ -33,7 +36,7 @@ func TestOneActiveRunPerJobAcrossDays(t *testing.T) {
 	commit := make(chan struct{})
 	claimErr := make(chan error, 1)
 	go func() {
-		claimErr <- db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		claimErr <- db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			out, err := tx.ClaimSlot(ctx, store.Claim{Job: "nightly", ScheduledAt: yesterday,
 				Trigger: store.TriggerCatchUp, InstanceID: "a"})
 			if err != nil {
@@ -217,7 +220,7 @@ func TestClaimSlotsFindsSlotsKeptOrFromBeforePartitioning(t *testing.T) {
 		var rows, after int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM job_runs`).Scan(&rows))
 		var out []store.ClaimOutcome
-		require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			out, err = tx.ClaimSlots(ctx, claims)
 			return err
 		}))
@@ -257,7 +260,7 @@ func TestClaimSlotsFindsSlotsKeptOrFromBeforePartitioning(t *testing.T) {
 		require.NoError(t, err)
 		defer mg.Close()
 		require.NoError(t, mg.Up())
-		require.NoError(t, mg.Down(1)) // to 12: job_runs before partitioning
+		require.NoError(t, mg.Down(migrationsAfter(t, 12))) // job_runs before partitioning
 		pool, err := pgxpool.New(ctx, u)
 		require.NoError(t, err)
 		defer pool.Close()
@@ -300,4 +303,19 @@ func TestClaimReadsActiveRunsWithoutBitmapScan(t *testing.T) {
 	plan := strings.Join(lines, "\n")
 	assert.Contains(t, plan, "one_active_key")
 	assert.NotContains(t, plan, "Bitmap", "the claim reads the active runs with a bitmap scan")
+}
+
+// migrationsAfter counts the migrations above version, the steps Down takes back to it.
+func migrationsAfter(t *testing.T, version uint64) int {
+	entries, err := fs.Glob(migrations.FS, "*.up.sql")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		v, err := strconv.ParseUint(e[:strings.Index(e, "_")], 10, 32)
+		require.NoError(t, err)
+		if v > version {
+			n++
+		}
+	}
+	return n
 }

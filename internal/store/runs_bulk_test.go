@@ -54,7 +54,7 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	}
 
 	var out []store.ClaimOutcome
-	require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+	require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 		var err error
 		out, err = tx.ClaimSlots(ctx, claims)
 		return err
@@ -90,7 +90,7 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	assert.Equal(t, 1, busyRows, "a queue-one slot that meets an active run is not recorded")
 
 	// The same batch again: every slot is now recorded (or early, or still busy).
-	require.NoError(t, db.Fenced(ctx, 1, func(tx *store.Tx) error {
+	require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 		var err error
 		out, err = tx.ClaimSlots(ctx, claims)
 		return err

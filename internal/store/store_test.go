@@ -109,7 +109,7 @@ func TestFencedRefusesStaleEpoch(t *testing.T) {
 	require.NoError(t, err)
 
 	write := func(epoch int64) error {
-		return db.Fenced(ctx, epoch, func(tx *store.Tx) error {
+		return db.Fenced(ctx, store.Fence{Epoch: epoch}, func(tx *store.Tx) error {
 			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ($1)`, fmt.Sprintf("fence-%d", epoch))
 			return err
 		})
@@ -138,7 +138,7 @@ func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
 	release := make(chan struct{})
 	fenced := make(chan error, 1)
 	go func() {
-		fenced <- db.Fenced(ctx, 1, func(tx *store.Tx) error {
+		fenced <- db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			close(inside)
 			<-release
 			_, err := tx.Exec(ctx, `INSERT INTO job_settings (job) VALUES ('old-epoch-write')`)

@@ -44,7 +44,7 @@ RETURNING id`, job, Epoch).Scan(&runID))
 // fencedTx is jobs.Env.Tx on db, fenced by Epoch.
 func fencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) error {
 	return func(ctx context.Context, fn func(pgx.Tx) error) error {
-		return db.Fenced(ctx, Epoch, func(tx *store.Tx) error { return fn(tx) })
+		return db.Fenced(ctx, store.Fence{Epoch: Epoch}, func(tx *store.Tx) error { return fn(tx) })
 	}
 }
 

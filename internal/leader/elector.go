@@ -251,15 +251,19 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	// bump's wait for the old epoch's fenced transactions is the hand-over's lock cost.
 	bumpStart := time.Now()
 	old, cur, terminated, err := session.BumpEpoch(ctx, e.conf.InstanceID, e.conf.LeaseTimeout)
+	for _, b := range terminated {
+		e.log.Warn("terminated a backend that held up the epoch bump beyond the lease",
+			backendAttrs(b, "old_leader", old.InstanceID, "old_epoch", old.Epoch)...)
+	}
+	if errors.Is(err, store.ErrCannotTerminate) {
+		// Not a passing fault: no replica can lead until an operator grants the right.
+		e.log.Error("cannot end what holds up the epoch bump; no leader until it ends", "error", err)
+	}
 	if err != nil {
 		return Term{}, nil, err
 	}
 	bumpWait := time.Since(bumpStart)
 	e.conf.Metrics.LockAcquired("leader_row", bumpWait)
-	if terminated > 0 {
-		e.log.Warn("terminated the old leader's backends that held up the epoch bump beyond the lease",
-			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
-	}
 	e.lockedAt = lockedAt
 	handover := e.handover(old, cur, taken)
 	e.log.Info("lock acquired", "lock", "scheduler-leader", "key", taken.Key, "epoch", cur.Epoch,
@@ -433,4 +437,10 @@ func (e *Elector) setLeader(isLeader bool, term Term) {
 	if isLeader {
 		e.testSignals.gainedLeadership.Send(term.Epoch)
 	}
+}
+
+// backendAttrs are a terminated backend's log attributes, then args.
+func backendAttrs(b store.Backend, args ...any) []any {
+	return append([]any{"pid", b.PID, "user", b.User, "application_name", b.ApplicationName,
+		"client_addr", b.ClientAddr}, args...)
 }

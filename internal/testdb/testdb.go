@@ -303,3 +303,44 @@ func redact(u string) string {
 	}
 	return strings.SplitN(u, "@", 2)[0]
 }
+
+// Role creates a login of the test's own on the cluster of the database at u, dropped when
+// the test ends, and returns u with that login as its user: another team's job connecting
+// to the scheduler's database, for the tests of docs/design.md guarantee 12. Each grant is
+// run on the database at u as the administrator, with %s replaced by the role's quoted
+// name ("GRANT SELECT, UPDATE ON scheduler_leader TO %s"); without grants the role has
+// only what PUBLIC has (it can connect, NOTIFY and take advisory locks).
+func Role(t testing.TB, u string, grants ...string) string {
+	t.Helper()
+	name := "test_role_" + randomHex(6)
+	quoted := pgx.Identifier{name}.Sanitize()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admin(ctx, `CREATE ROLE `+quoted+` LOGIN`); err != nil {
+		t.Fatalf("testdb: create role: %v", err)
+	}
+	// Registered after the database's own cleanup, so it runs first: the role's privileges
+	// in the database are dropped before the role, and the database after both.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = admin(ctx, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'`, name))
+		if err := adminOn(ctx, u, `DROP OWNED BY `+quoted); err != nil {
+			t.Errorf("testdb: drop what role %s owns: %v", name, err)
+		}
+		if err := admin(ctx, `DROP ROLE `+quoted); err != nil {
+			t.Errorf("testdb: drop role %s: %v", name, err)
+		}
+	})
+	for _, g := range grants {
+		if err := adminOn(ctx, u, fmt.Sprintf(g, quoted)); err != nil {
+			t.Fatalf("testdb: %s: %v", fmt.Sprintf(g, quoted), err)
+		}
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	parsed.User = url.User(name)
+	return parsed.String()
+}

@@ -65,8 +65,8 @@ type Executor interface {
 	Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error)
 	RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err error)
 
-	// pg_locks (locks.go)
-	AdvisoryLocks(ctx context.Context) ([]AdvisoryLock, error)
+	// pg_locks and scheduler_locks (locks.go)
+	Locks(ctx context.Context) ([]Lock, error)
 
 	// schema_migrations (migrate.go)
 	AppliedVersion(ctx context.Context) (version uint, dirty bool, err error)

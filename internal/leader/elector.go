@@ -146,6 +146,7 @@ type Elector struct {
 	// it last stepped down (for the hand-over to its own next term).
 	lockedAt      time.Time
 	steppedDownAt time.Time
+	control       control
 
 	testSignals testSignals
 }
@@ -317,18 +318,23 @@ func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time
 // cancelled within the lease of the moment the connection was last known good.
 func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
 	e.setLeader(true, term)
+	e.control = control{}
 	lastOK := time.Now()
 	for {
 		// Between heartbeats the lock session waits for an operator's step-down request
-		// (POST /v1/leader/step-down on any replica NOTIFYs it with the epoch to end).
+		// (POST /v1/leader/step-down on any replica writes its row and NOTIFYs the epoch).
 		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
-		asked, err := awaitStepDown(wctx, session, term.Epoch)
+		asked, err := e.awaitStepDown(ctx, wctx, session, term.Epoch)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			e.attemptResign(session, term, endTerm, "shutdown")
 			return
-		case asked:
+		case len(asked) > 0:
+			for _, m := range asked {
+				e.log.Info("step-down requested", "epoch", term.Epoch, "control_id", m.ID, "token_kind", m.TokenKind,
+					"reason", m.Reason, "request_id", m.RequestID, "requested_at", m.CreatedAt)
+			}
 			// Back to Run's loop: this replica rejoins the election as a follower, behind
 			// the replicas already waiting for the lock, one of which takes over at once.
 			e.attemptResign(session, term, endTerm, "step_down")
@@ -437,10 +443,4 @@ func (e *Elector) setLeader(isLeader bool, term Term) {
 	if isLeader {
 		e.testSignals.gainedLeadership.Send(term.Epoch)
 	}
-}
-
-// backendAttrs are a terminated backend's log attributes, then args.
-func backendAttrs(b store.Backend, args ...any) []any {
-	return append([]any{"pid", b.PID, "user", b.User, "application_name", b.ApplicationName,
-		"client_addr", b.ClientAddr}, args...)
 }

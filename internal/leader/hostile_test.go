@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
 // Attacks on the election by a backend that is not the scheduler's: another team's job
@@ -108,4 +110,50 @@ func TestElectionSurvivesAHostileLeaderRowLock(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the attacker's backend outlived the election")
 	}
+}
+
+// Any login may NOTIFY any channel. A job's backend floods the step-down channel: once with
+// every epoch from 1 to 1000 (the leader's among them), then 1000 times with the leader's
+// epoch, each in a transaction of its own (PostgreSQL folds identical notifications of one
+// transaction). Before, the first flood made the leader resign, unaudited. Now the leader
+// obeys rows of scheduler_control only: it keeps leading, counts every notification as
+// ignored, and reads its control rows a bounded number of times (one per cooldown).
+func TestStepDownNotificationFloodIsIgnored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	m := metrics.New()
+	r := startReplicaWithMetrics(t, url, "a", 2*time.Second, m)
+	term := awaitTerm(t, r, "a leading")
+	require.Equal(t, int64(1), term.Epoch)
+	attacker, err := pgx.Connect(ctx, testdb.Role(t, url))
+	require.NoError(t, err)
+	defer attacker.Close(ctx)
+
+	flood := time.Now()
+	_, err = attacker.Exec(ctx, `SELECT pg_notify('scheduler_leader_step_down', g::text) FROM generate_series(1, 1000) AS g`)
+	require.NoError(t, err)
+	_, err = attacker.Exec(ctx, `DO $$ BEGIN
+		FOR i IN 1..1000 LOOP PERFORM pg_notify('scheduler_leader_step_down', '1'); COMMIT; END LOOP; END $$`)
+	require.NoError(t, err)
+	ignored := func() float64 {
+		return testmetrics.Series(testmetrics.Scrape(t, m), "scheduler_control_notifications_ignored_total",
+			map[string]string{"channel": "scheduler_leader_step_down"}).GetCounter().GetValue()
+	}
+	require.Eventually(t, func() bool { return ignored() == 2000 }, waitTimeout, 10*time.Millisecond,
+		"every notification is counted ignored")
+	elapsed := time.Since(flood)
+
+	require.NoError(t, term.Ctx.Err(), "the term goes on")
+	isLeader, epoch := r.e.IsLeader()
+	assert.True(t, isLeader)
+	assert.Equal(t, term.Epoch, epoch)
+	reads, wakeups := 0, 0
+	for len(r.e.testSignals.controlRead.C()) > 0 {
+		wakeups += <-r.e.testSignals.controlRead.C()
+		reads++
+	}
+	assert.Equal(t, 1001, wakeups, "the wake-ups that named the leader's epoch")
+	assert.LessOrEqual(t, reads, int(elapsed/controlCooldown)+1, "one read per cooldown at most")
+	t.Logf("2000 notifications in %s cost %d reads of the control rows", elapsed, reads)
 }

@@ -9,6 +9,7 @@ type testSignals struct {
 	gainedLeadership testsignal.Signal[int64]
 	lostLeadership   testsignal.Signal[int64]
 	heartbeat        testsignal.Signal[int64] // a leader's heartbeat succeeded, after a wait for step-down requests
+	controlRead      testsignal.Signal[int]   // the leader read its control rows, after this many wake-ups
 }
 
 func (s *testSignals) init() {
@@ -16,4 +17,5 @@ func (s *testSignals) init() {
 	s.gainedLeadership.Init()
 	s.lostLeadership.Init()
 	s.heartbeat.Init()
+	s.controlRead.Init()
 }

@@ -39,6 +39,8 @@ const (
 	drainTimeoutDefault = 15 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16
+	// pollIntervalDefault is config's SCHEDULER_POLL_INTERVAL default.
+	pollIntervalDefault = 2 * time.Second
 )
 
 // Config configures an Elector.
@@ -61,6 +63,10 @@ type Config struct {
 	// DrainTimeout bounds how long a voluntary resignation waits for the work its term holds
 	// (Term.Hold) before releasing the lock. Default drainTimeoutDefault.
 	DrainTimeout time.Duration
+	// PollInterval is how often this replica ends other logins' backends that hold or await
+	// the election's lock (guard.go). Default pollIntervalDefault (config's
+	// SCHEDULER_POLL_INTERVAL).
+	PollInterval time.Duration
 }
 
 func (c *Config) withDefaults() (*Config, error) {
@@ -88,6 +94,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.DrainTimeout <= 0 {
 		out.DrainTimeout = drainTimeoutDefault
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = pollIntervalDefault
 	}
 	return &out, nil
 }
@@ -198,10 +207,14 @@ func (e *Elector) Run(ctx context.Context) {
 	// whose last heartbeat is seconds old (see handover).
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		e.instanceHeartbeatLoop(hbCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		e.guardElectionLoop(ctx)
 	}()
 	defer wg.Wait()
 	defer stopHeartbeat()
@@ -279,37 +292,6 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	e.conf.Metrics.SetLeader(true, cur.Epoch)
 	termCtx, endTerm := context.WithCancel(ctx)
 	return Term{Epoch: cur.Epoch, Since: cur.Since, Ctx: termCtx, work: &work{}}, endTerm, nil
-}
-
-// handover is how long the cluster went without a leader before the term cur, or -1 when
-// that cannot be known honestly. It runs from the old leader's last sign of life to cur's
-// since, on the database clock:
-//   - a leader that died or hung still reads as leading in scheduler_instances: its last
-//     heartbeat there (at most InstanceHeartbeat before it stopped, so the figure may be
-//     high by that much);
-//   - a leader that resigned or stepped down marked its row a follower: the lock was
-//     released when this replica got it, waiting in pg_advisory_lock. (A leader that
-//     stepped down before the server noticed its dead lock session is counted from the
-//     release, so that figure may be low by the server's detection time.)
-//
-// This replica's own previous term is counted from its step-down, on its own clock. The
-// first leader of a cluster, or a replica that restarted under the same instance id (its
-// new heartbeats overwrite the old leader's row), gets -1.
-func (e *Elector) handover(old, cur store.LeaderRow, taken store.LockTaken) time.Duration {
-	switch {
-	case old.InstanceID == "":
-		return -1
-	case old.InstanceID == e.conf.InstanceID:
-		if e.steppedDownAt.IsZero() {
-			return -1
-		}
-		return time.Since(e.steppedDownAt)
-	}
-	stop := taken.At
-	if taken.PreviousLastSeen != nil && taken.PreviousLastSeen.Before(stop) {
-		stop = *taken.PreviousLastSeen
-	}
-	return max(cur.Since.Sub(stop), 0)
 }
 
 // keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that

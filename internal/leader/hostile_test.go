@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
@@ -156,4 +157,70 @@ func TestStepDownNotificationFloodIsIgnored(t *testing.T) {
 	assert.Equal(t, 1001, wakeups, "the wake-ups that named the leader's epoch")
 	assert.LessOrEqual(t, reads, int(elapsed/controlCooldown)+1, "one read per cooldown at most")
 	t.Logf("2000 notifications in %s cost %d reads of the control rows", elapsed, reads)
+}
+
+// electionLock is the election's advisory lock, as another login would take it.
+const electionLock = `SELECT pg_advisory_lock(hashtextextended('scheduler-leader', 0))`
+
+// A job's backend under another login (which needs no privilege at all for it) takes the
+// election's advisory lock before any replica: before, no replica could ever lead. Now a
+// waiting follower terminates it within a poll interval and is elected.
+func TestElectionLockHeldByAnotherLoginIsTaken(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	role := testdb.Role(t, url)
+	attacker, err := pgx.Connect(context.Background(), role)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = attacker.Close(context.Background()) })
+	_, err = attacker.Exec(context.Background(), `SET application_name = 'scheduler:a'`)
+	require.NoError(t, err)
+	_, err = attacker.Exec(context.Background(), electionLock)
+	require.NoError(t, err)
+
+	r := startReplica(t, url, "a", 2*time.Second)
+	term := awaitTerm(t, r, "a leading once the lock's holder is terminated")
+	assert.Equal(t, int64(1), term.Epoch)
+	assert.Error(t, attacker.Ping(context.Background()), "the attacker's backend is gone")
+}
+
+// A job's backend under another login queues for the election's lock behind the leader, to
+// take over when it lets go. The leader terminates it within a poll interval.
+func TestElectionLockAwaitedByAnotherLoginIsEnded(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	r := startReplica(t, url, "a", 2*time.Second)
+	awaitTerm(t, r, "a leading")
+	_, waited := attack(t, testdb.Role(t, url), url, electionLock)
+	select {
+	case err := <-waited:
+		assert.Error(t, err, "the waiter was terminated, not granted the lock")
+	case <-time.After(waitTimeout):
+		t.Fatal("a backend of another login still waits for the election's lock")
+	}
+	isLeader, _ := r.e.IsLeader()
+	assert.True(t, isLeader)
+}
+
+// When the scheduler's login may not terminate the backend on the election's lock (it is
+// neither a superuser nor in pg_signal_backend), the replica says exactly what to grant.
+func TestElectionLockHolderThatCannotBeEndedNamesTheGrant(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	// The scheduler's own login, with what a replica needs and no right to signal others.
+	login := testdb.Role(t, url, `GRANT ALL ON ALL TABLES IN SCHEMA public TO %s`,
+		`GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO %s`)
+	attacker, err := pgx.Connect(context.Background(), testdb.Role(t, url))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = attacker.Close(context.Background()) })
+	_, err = attacker.Exec(context.Background(), electionLock)
+	require.NoError(t, err)
+
+	r := startReplica(t, login, "a", 2*time.Second)
+	refusal := r.e.testSignals.refused.Await(t, waitTimeout, "the refusal to terminate")
+	assert.ErrorIs(t, refusal, store.ErrCannotTerminate)
+	var name string
+	require.NoError(t, r.db.Pool.QueryRow(context.Background(), `SELECT current_user`).Scan(&name))
+	assert.Contains(t, refusal.Error(), "GRANT pg_signal_backend TO "+pgx.Identifier{name}.Sanitize())
+	isLeader, _ := r.e.IsLeader()
+	assert.False(t, isLeader)
 }

@@ -10,6 +10,8 @@ type testSignals struct {
 	lostLeadership   testsignal.Signal[int64]
 	heartbeat        testsignal.Signal[int64] // a leader's heartbeat succeeded, after a wait for step-down requests
 	controlRead      testsignal.Signal[int]   // the leader read its control rows, after this many wake-ups
+	guarded          testsignal.Signal[int]   // a check of the election's lock ended this many backends
+	refused          testsignal.Signal[error] // this login may not end a backend on the election's lock
 }
 
 func (s *testSignals) init() {
@@ -18,4 +20,6 @@ func (s *testSignals) init() {
 	s.lostLeadership.Init()
 	s.heartbeat.Init()
 	s.controlRead.Init()
+	s.guarded.Init()
+	s.refused.Init()
 }

@@ -90,3 +90,32 @@ func terminateBackends(ctx context.Context, q dbtx, list []Backend) ([]Backend, 
 	}
 	return done, nil
 }
+
+// electionInterlopersSQL finds the backends of other logins that hold or await the
+// election's advisory lock (its 64-bit key as pg_locks shows it: high and low halves,
+// objsubid 1). Any login on this database can take it without a privilege; only the
+// scheduler's login (current_user) has a reason to.
+const electionInterlopersSQL = `
+SELECT ` + backendColumns + `
+FROM pg_locks l
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('scheduler-leader', 0)
+  AND a.usename IS DISTINCT FROM current_user
+ORDER BY a.pid`
+
+// EndElectionInterlopers terminates the backends of other logins that hold or await the
+// election's lock, and returns them. Those its login may not terminate make an
+// ErrCannotTerminate error naming the GRANT to run.
+func (db *DB) EndElectionInterlopers(ctx context.Context) ([]Backend, error) {
+	rows, err := db.pool.Query(ctx, electionInterlopersSQL)
+	if err != nil {
+		return nil, fmt.Errorf("find other logins' backends on the election's lock: %w", err)
+	}
+	found, err := scanBackends(rows)
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	return terminateBackends(ctx, db.pool, found)
+}

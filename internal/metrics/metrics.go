@@ -76,9 +76,7 @@ type Metrics struct {
 	targetCallsTotal   *prometheus.CounterVec
 	targetCallDuration *prometheus.HistogramVec
 
-	// NOTIFYs that woke a reader and asked nothing of it, by channel (the scheduler's own
-	// channel names: a closed set).
-	controlIgnoredTotal *prometheus.CounterVec
+	controlIgnoredTotal *prometheus.CounterVec // control.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -185,12 +183,7 @@ func New() *Metrics {
 			Help:    "Duration of runtime HTTP jobs' call attempts, by status class.",
 			Buckets: httpDurationBuckets,
 		}, []string{"class"}),
-		controlIgnoredTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "control_notifications_ignored_total",
-			Help: "NOTIFYs on the scheduler's channels that asked nothing of it, by channel: a step-down wake-up " +
-				"with no scheduler_control row for the leader's term, or a payload that names nothing. Any login " +
-				"can NOTIFY; a rise means something other than the scheduler is sending on its channels.",
-		}, []string{"channel"}),
+		controlIgnoredTotal: newControlIgnoredTotal(),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
 			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
@@ -398,15 +391,6 @@ func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors
 		// Creating the series even for 0 lets rate() and ratios see the job from its first run.
 		m.entitiesTotal.WithLabelValues(job, c.outcome).Add(float64(max(c.n, 0)))
 	}
-}
-
-// ControlNotificationsIgnored counts n notifications on channel that asked nothing of the
-// scheduler (no control row behind them, or a payload naming nothing).
-func (m *Metrics) ControlNotificationsIgnored(channel string, n int) {
-	if m == nil || n <= 0 {
-		return
-	}
-	m.controlIgnoredTotal.WithLabelValues(channel).Add(float64(n))
 }
 
 // LockAcquired observes how long acquiring the named lock took. lock names a kind of lock

@@ -73,37 +73,42 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 }
 
 type lockView struct {
+	Kind            string     `json:"kind"`
 	PID             int32      `json:"pid"`
 	ApplicationName string     `json:"application_name"`
 	InstanceID      *string    `json:"instance_id"`
 	Granted         bool       `json:"granted"`
 	Mode            string     `json:"mode"`
-	Key             string     `json:"key"`
-	ClassID         uint32     `json:"classid"`
-	ObjID           uint32     `json:"objid"`
-	ObjSubID        int16      `json:"objsubid"`
+	Key             *string    `json:"key"`
+	ClassID         *uint32    `json:"classid"`
+	ObjID           *uint32    `json:"objid"`
+	ObjSubID        *int16     `json:"objsubid"`
 	Since           *time.Time `json:"since"`
 	AgeMS           *int64     `json:"age_ms"`
 	Name            *string    `json:"name"`
 	Meaning         *string    `json:"meaning"`
 }
 
-// listLocks shows the advisory locks of this database: who holds or awaits them, since when,
-// and what they are for when the key is one of store.KnownLocks.
+// listLocks shows the locks of this database: every advisory lock, and the scheduler's own
+// row locks (scheduler_locks); who holds or awaits them, since when, and what they are for
+// when they are one of store.KnownLocks. A row lock has no key (null).
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	list, err := s.cfg.DB.AdvisoryLocks(ctx)
+	list, err := s.cfg.DB.Locks(ctx)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}
 	views := make([]lockView, len(list))
 	for i, l := range list {
-		v := lockView{PID: l.PID, ApplicationName: l.ApplicationName, Granted: l.Granted, Mode: l.Mode,
+		v := lockView{Kind: l.Kind, PID: l.PID, ApplicationName: l.ApplicationName, Granted: l.Granted, Mode: l.Mode,
+			Since: utcPtr(l.Since), AgeMS: l.AgeMS}
+		if l.Kind == store.LockAdvisory {
 			// A string: the key is a full 64-bit integer, beyond JSON numbers' exact range.
-			Key:     strconv.FormatInt(l.Key, 10),
-			ClassID: l.ClassID, ObjID: l.ObjID, ObjSubID: l.ObjSubID, Since: utcPtr(l.Since), AgeMS: l.AgeMS}
+			key := strconv.FormatInt(l.Key, 10)
+			v.Key, v.ClassID, v.ObjID, v.ObjSubID = &key, &l.ClassID, &l.ObjID, &l.ObjSubID
+		}
 		if id, ok := strings.CutPrefix(l.ApplicationName, store.ApplicationNamePrefix); ok {
 			v.InstanceID = &id
 		}

@@ -90,15 +90,53 @@ func TestLocksShowHoldersWaitersAndKnownKeys(t *testing.T) {
 		return a.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 
+	// A transaction holds the scheduler's row lock on active runs, as a claim does, and a
+	// manual trigger waits for it.
+	claim, err := a.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer claim.Rollback(context.Background())
+	_, err = claim.Exec(ctx, `SELECT FROM scheduler_locks WHERE name = 'scheduler:active_runs' FOR UPDATE`)
+	require.NoError(t, err)
+	queued := make(chan error, 1)
+	go func() {
+		_, _, err := a.db.QueueManualRun(ctx, "plan-change", nil, []byte(`{}`))
+		queued <- err
+	}()
+	require.Eventually(t, func() bool {
+		return a.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+
 	res := a.do("GET", "/v1/locks", "", nil)
 	require.Equal(t, http.StatusOK, res.Status)
+	require.NoError(t, claim.Rollback(ctx))
+	require.NoError(t, <-queued)
 	locks := res.JSON(t)["locks"].([]any)
-	require.Len(t, locks, 3, "body: %s", res.Body)
+	require.Len(t, locks, 5, "body: %s", res.Body)
 	byKey := map[string][]map[string]any{}
+	var rows []map[string]any
 	for _, l := range locks {
 		m := l.(map[string]any)
+		if m["kind"] == "row" {
+			rows = append(rows, m)
+			continue
+		}
+		assert.Equal(t, "advisory", m["kind"])
 		byKey[m["key"].(string)] = append(byKey[m["key"].(string)], m)
 	}
+
+	require.Len(t, rows, 2, "the row lock's holder and its waiter")
+	rowHeld, rowWait := rows[0], rows[1]
+	for _, r := range rows {
+		assert.Equal(t, "scheduler:active_runs", r["name"])
+		assert.NotEmpty(t, r["meaning"])
+		assert.Equal(t, "FOR UPDATE", r["mode"])
+		assert.Nil(t, r["key"], "a row lock has no key")
+		assert.Nil(t, r["objsubid"])
+		assert.NotNil(t, r["since"])
+	}
+	assert.Equal(t, true, rowHeld["granted"], "holders come first")
+	assert.Equal(t, false, rowWait["granted"])
+	assert.Equal(t, testInstance, rowWait["instance_id"], "the trigger waits on the replica's pool")
 
 	leader := byKey[strconv.FormatInt(leaderKey, 10)]
 	require.Len(t, leader, 2)

@@ -167,6 +167,13 @@ func TestStepDownAsksTheLockHolder(t *testing.T) {
 	assert.Equal(t, store.StepDownChannel, channel)
 	assert.Equal(t, "7", payload, "the request names the leader's epoch")
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM operator_actions WHERE action = 'step-down' AND reason = 'drain node 1'`))
+	// The request itself is the row the leader obeys, written with the audit row.
+	msgs, err := session.TakeStepDown(ctx, 7, "leader-1")
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "drain node 1", *msgs[0].Reason)
+	assert.Equal(t, 1, a.count(`SELECT count(*) FROM operator_actions a JOIN scheduler_control c USING (request_id)
+		WHERE a.action = 'step-down' AND c.kind = 'step-down' AND c.token_kind = a.token_kind`))
 }
 
 func TestJobShowsScheduleInWordsAndNextRuns(t *testing.T) {

@@ -107,7 +107,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = config.MaxJobsDefault
 	}
-	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB}, waitRecheck: waitRecheck,
+	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB, metrics: cfg.Recorder}, waitRecheck: waitRecheck,
 		refusals: rate.NewLimiter(refusalsPerSecond, refusalsBurst)}
 	for i := range cfg.Jobs {
 		j := &s.cfg.Jobs[i]

@@ -25,13 +25,16 @@ func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	var l store.LeaderRow
-	// The request is a NOTIFY, sent when the transaction commits: with its audit row.
+	// The request is a row of scheduler_control, committed with its audit row; the NOTIFY
+	// that wakes the leader is sent at the same commit. The leader obeys the row only.
+	action := s.action(r, store.ActionStepDown, "", reason)
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
-		if l, ok, err = ex.RequestStepDown(ctx); err != nil || !ok {
+		req := store.ControlRequest{TokenKind: action.TokenKind, Reason: action.Reason, RequestID: action.RequestID}
+		if l, ok, err = ex.RequestStepDown(ctx, req); err != nil || !ok {
 			return err
 		}
-		return ex.RecordAction(ctx, s.action(r, store.ActionStepDown, "", reason))
+		return ex.RecordAction(ctx, action)
 	})
 	switch {
 	case err != nil:

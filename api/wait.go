@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -64,7 +65,8 @@ func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) 
 // finishWatch hands the run-finished notifications to the requests waiting on those runs,
 // over one LISTEN session per replica, open only while a request waits.
 type finishWatch struct {
-	db *store.DB
+	db      *store.DB
+	metrics *metrics.Metrics // counts notifications that name no run
 
 	mu      sync.Mutex
 	waiters map[int64]map[chan struct{}]struct{}
@@ -123,6 +125,14 @@ func (f *finishWatch) listen(ctx context.Context, listening chan struct{}) {
 				if err != nil {
 					break
 				}
+				if id <= 0 {
+					// Any login may NOTIFY this channel. A payload that names no run wakes
+					// nobody: waking every waiter to re-read (as wake(0) does after a lost
+					// session) would let one statement cost a read per waiter per
+					// notification.
+					f.metrics.ControlNotificationsIgnored(store.RunFinishedChannel, 1)
+					continue
+				}
 				f.wake(id)
 			}
 			l.Close()
@@ -134,7 +144,9 @@ func (f *finishWatch) listen(ctx context.Context, listening chan struct{}) {
 	}
 }
 
-// wake signals the waiters of run id, or every waiter when id is 0.
+// wake signals the waiters of run id, or every waiter when id is 0 (after a gap in
+// listening). A waiter's channel holds one wake-up, so a burst of notifications for its run
+// costs it one re-read.
 func (f *finishWatch) wake(id int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

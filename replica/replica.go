@@ -70,7 +70,7 @@ type Replica struct {
 func New(c Config) (*Replica, error) {
 	elector, err := leader.New(leader.Config{DB: c.DB, InstanceID: c.InstanceID, Log: c.Log,
 		LeaseTimeout: c.LeaseTimeout, InstanceHeartbeat: c.InstanceHeartbeat, Version: c.Version,
-		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain})
+		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain, PollInterval: c.PollInterval})
 	if err != nil {
 		return nil, fmt.Errorf("the elector: %w", err)
 	}

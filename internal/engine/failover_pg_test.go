@@ -118,7 +118,7 @@ func TestAsyncFailoverKeepsHistoryHonest(t *testing.T) {
 	link.Stop() // the standby falls behind from here
 	awaitCalls(t, len(callsSoFar())+2)
 	// A step-down on the primary alone: its new term is lost with it.
-	_, ok, err := n.db.RequestStepDown(ctx)
+	_, ok, err := n.db.RequestStepDown(ctx, store.ControlRequest{TokenKind: "test", RequestID: "failover-test"})
 	require.NoError(t, err)
 	require.True(t, ok)
 	lost := awaitTerm(t, n)

@@ -41,6 +41,8 @@ const (
 	drainTimeoutDefault = 15 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16
+	// pollIntervalDefault is config's SCHEDULER_POLL_INTERVAL default.
+	pollIntervalDefault = 2 * time.Second
 )
 
 // Config configures an Elector.
@@ -63,6 +65,10 @@ type Config struct {
 	// DrainTimeout bounds how long a voluntary resignation waits for the work its term holds
 	// (Term.Hold) before releasing the lock. Default drainTimeoutDefault.
 	DrainTimeout time.Duration
+	// PollInterval is how often this replica ends other logins' backends that hold or await
+	// the election's lock (guard.go). Default pollIntervalDefault (config's
+	// SCHEDULER_POLL_INTERVAL).
+	PollInterval time.Duration
 }
 
 func (c *Config) withDefaults() (*Config, error) {
@@ -90,6 +96,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.DrainTimeout <= 0 {
 		out.DrainTimeout = drainTimeoutDefault
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = pollIntervalDefault
 	}
 	return &out, nil
 }
@@ -162,6 +171,7 @@ type Elector struct {
 	// seen is the newest leader row this replica knows of (its own terms and the rows it
 	// found when elected): a row found older than it was rolled back by a failover.
 	seen store.LeaderRow
+	control       control
 
 	testSignals testSignals
 }
@@ -213,10 +223,14 @@ func (e *Elector) Run(ctx context.Context) {
 	// whose last heartbeat is seconds old (see handover).
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		e.instanceHeartbeatLoop(hbCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		e.guardElectionLoop(ctx)
 	}()
 	defer wg.Wait()
 	defer stopHeartbeat()
@@ -267,15 +281,19 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	// bump's wait for the old epoch's fenced transactions is the hand-over's lock cost.
 	bumpStart := time.Now()
 	old, cur, terminated, err := session.BumpEpoch(ctx, e.conf.InstanceID, e.conf.LeaseTimeout)
+	for _, b := range terminated {
+		e.log.Warn("terminated a backend that held up the epoch bump beyond the lease",
+			backendAttrs(b, "old_leader", old.InstanceID, "old_epoch", old.Epoch)...)
+	}
+	if errors.Is(err, store.ErrCannotTerminate) {
+		// Not a passing fault: no replica can lead until an operator grants the right.
+		e.log.Error("cannot end what holds up the epoch bump; no leader until it ends", "error", err)
+	}
 	if err != nil {
 		return Term{}, nil, err
 	}
 	bumpWait := time.Since(bumpStart)
 	e.conf.Metrics.LockAcquired("leader_row", bumpWait)
-	if terminated > 0 {
-		e.log.Warn("terminated the old leader's backends that held up the epoch bump beyond the lease",
-			"old_leader", old.InstanceID, "old_epoch", old.Epoch, "terminated_backends", terminated)
-	}
 	e.lockedAt = lockedAt
 	failedOver := e.failedOver(old, cur)
 	e.seen = cur
@@ -301,18 +319,23 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 // cancelled within the lease of the moment the connection was last known good.
 func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
 	e.setLeader(true, term)
+	e.control = control{}
 	lastOK := time.Now()
 	for {
 		// Between heartbeats the lock session waits for an operator's step-down request
-		// (POST /v1/leader/step-down on any replica NOTIFYs it with the epoch to end).
+		// (POST /v1/leader/step-down on any replica writes its row and NOTIFYs the epoch).
 		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
-		asked, err := awaitStepDown(wctx, session, term.Epoch)
+		asked, err := e.awaitStepDown(ctx, wctx, session, term.Epoch)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
 			e.attemptResign(session, term, endTerm, "shutdown")
 			return
-		case asked:
+		case len(asked) > 0:
+			for _, m := range asked {
+				e.log.Info("step-down requested", "epoch", term.Epoch, "control_id", m.ID, "token_kind", m.TokenKind,
+					"reason", m.Reason, "request_id", m.RequestID, "requested_at", m.CreatedAt)
+			}
 			// Back to Run's loop: this replica rejoins the election as a follower, behind
 			// the replicas already waiting for the lock, one of which takes over at once.
 			e.attemptResign(session, term, endTerm, "step_down")

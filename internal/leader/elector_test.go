@@ -48,7 +48,8 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: lease})
 	e, err := New(Config{DB: db.DB, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		PollInterval: 200 * time.Millisecond,
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	e.testSignals.init()
 	r := &replica{t: t, id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}

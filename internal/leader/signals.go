@@ -9,6 +9,9 @@ type testSignals struct {
 	gainedLeadership testsignal.Signal[int64]
 	lostLeadership   testsignal.Signal[int64]
 	heartbeat        testsignal.Signal[int64] // a leader's heartbeat succeeded, after a wait for step-down requests
+	controlRead      testsignal.Signal[int]   // the leader read its control rows, after this many wake-ups
+	guarded          testsignal.Signal[int]   // a check of the election's lock ended this many backends
+	refused          testsignal.Signal[error] // this login may not end a backend on the election's lock
 }
 
 func (s *testSignals) init() {
@@ -16,4 +19,7 @@ func (s *testSignals) init() {
 	s.gainedLeadership.Init()
 	s.lostLeadership.Init()
 	s.heartbeat.Init()
+	s.controlRead.Init()
+	s.guarded.Init()
+	s.refused.Init()
 }

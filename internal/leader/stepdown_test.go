@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -26,13 +27,18 @@ func TestStepDownHandsOverAndRejoins(t *testing.T) {
 	// in line when a lets go.
 	require.Eventually(t, func() bool { return waitingForLeaderLock(t, b) }, waitTimeout, 20*time.Millisecond)
 
-	asked, ok, err := b.db.RequestStepDown(ctx)
+	asked, ok, err := b.db.RequestStepDown(ctx, operator)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "a", asked.InstanceID)
 	assert.Equal(t, int64(1), asked.Epoch)
 
 	assert.Equal(t, int64(1), await(t, &a.e.testSignals.lostLeadership, "a resigns"))
+	var handledBy, requestID string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT handled_by, request_id FROM scheduler_control
+		WHERE kind = 'step-down' AND epoch = 1 AND handled_at IS NOT NULL`).Scan(&handledBy, &requestID))
+	assert.Equal(t, "a", handledBy, "the leader marks the row it obeyed")
+	assert.Equal(t, "test", requestID)
 	require.Error(t, termA.Ctx.Err(), "the resigned term's context must be over")
 	termB := awaitTerm(t, b, "b leading")
 	assert.Equal(t, int64(2), termB.Epoch)
@@ -41,7 +47,7 @@ func TestStepDownHandsOverAndRejoins(t *testing.T) {
 
 	// a is still running, as a follower: the next step-down hands leadership back to it.
 	require.Eventually(t, func() bool { return waitingForLeaderLock(t, a) }, waitTimeout, 20*time.Millisecond)
-	asked, ok, err = a.db.RequestStepDown(ctx)
+	asked, ok, err = a.db.RequestStepDown(ctx, operator)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "b", asked.InstanceID)
@@ -59,7 +65,7 @@ func TestStepDownWithoutLeaderAndStaleRequest(t *testing.T) {
 	a := startReplica(t, url, "a", 2*time.Second)
 	termA := awaitTerm(t, a, "a leading")
 	a.stop()
-	_, ok, err := a.db.RequestStepDown(ctx)
+	_, ok, err := a.db.RequestStepDown(ctx, operator)
 	require.NoError(t, err)
 	assert.False(t, ok, "the leader row names a replica that no longer holds the lock")
 
@@ -82,6 +88,9 @@ func TestStepDownWithoutLeaderAndStaleRequest(t *testing.T) {
 	assert.True(t, isLeader)
 	assert.Equal(t, termB.Epoch, epoch)
 }
+
+// operator is who asks for the step-downs of these tests.
+var operator = store.ControlRequest{TokenKind: "full", RequestID: "test"}
 
 // waitingForLeaderLock reports whether r's lock session waits in pg_advisory_lock.
 func waitingForLeaderLock(t *testing.T, r *replica) bool {

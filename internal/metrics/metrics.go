@@ -76,6 +76,8 @@ type Metrics struct {
 	// status class.
 	targetCallsTotal   *prometheus.CounterVec
 	targetCallDuration *prometheus.HistogramVec
+
+	controlIgnoredTotal *prometheus.CounterVec // control.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -187,6 +189,7 @@ func New() *Metrics {
 			Help:    "Duration of runtime HTTP jobs' call attempts, by status class.",
 			Buckets: httpDurationBuckets,
 		}, []string{"class"}),
+		controlIgnoredTotal: newControlIgnoredTotal(),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
 			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
@@ -204,6 +207,7 @@ func New() *Metrics {
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
 		m.targetCallsTotal, m.targetCallDuration,
+		m.controlIgnoredTotal,
 	)
 	return m
 }

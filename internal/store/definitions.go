@@ -47,17 +47,16 @@ func scanDefinition(row pgx.Row) (StoredDefinition, error) {
 }
 
 // CreateDefinition stores a new runtime job at version 1, unless the name is taken
-// (ErrDefinitionExists) or maxJobs runtime jobs exist (ErrTooManyJobs). Creates take a
-// transaction-level advisory lock, so concurrent creates on several replicas cannot pass
-// the limit together; run it inside Atomically so the lock lasts until commit.
+// (ErrDefinitionExists) or maxJobs runtime jobs exist (ErrTooManyJobs). Creates lock the
+// row definitionsLock of scheduler_locks, so concurrent creates on several replicas cannot
+// pass the limit together; run it inside Atomically so the lock lasts until commit.
 func (q queries) CreateDefinition(ctx context.Context, name, kind string, def json.RawMessage, maxJobs int) (StoredDefinition, error) {
-	const lock = `SELECT pg_advisory_xact_lock(hashtextextended('scheduler:job_definitions', 0))`
 	const count = `SELECT count(*) FROM job_definitions`
 	const insert = `
 		INSERT INTO job_definitions (name, kind, definition) VALUES ($1, $2, $3)
 		RETURNING ` + definitionColumns
-	if _, err := q.q.Exec(ctx, lock); err != nil {
-		return StoredDefinition{}, fmt.Errorf("lock runtime jobs: %w", err)
+	if err := lockRow(ctx, q.q, definitionsLock); err != nil {
+		return StoredDefinition{}, err
 	}
 	var n int64
 	if err := q.q.QueryRow(ctx, count).Scan(&n); err != nil {

@@ -63,10 +63,10 @@ type Executor interface {
 	// operator_actions and step-down requests (operator.go)
 	RecordAction(ctx context.Context, a Action) error
 	Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error)
-	RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err error)
+	RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error)
 
-	// pg_locks (locks.go)
-	AdvisoryLocks(ctx context.Context) ([]AdvisoryLock, error)
+	// pg_locks and scheduler_locks (locks.go)
+	Locks(ctx context.Context) ([]Lock, error)
 
 	// schema_migrations (migrate.go)
 	AppliedVersion(ctx context.Context) (version uint, dirty bool, err error)

@@ -124,16 +124,16 @@ func (s *LockSession) Term(ctx context.Context) (Fence, error) {
 const lockNotAvailable = "55P03"
 
 // BumpEpoch makes instanceID the leader under a new epoch, on the session (which holds the
-// leader lock). It returns the previous and the new leader row and how many of the old leader's
-// backends it had to terminate.
+// leader lock). It returns the previous and the new leader row and the backends it had to
+// terminate.
 //
 // The bump first locks the row FOR UPDATE, which waits for every in-flight fenced
 // transaction of the old epoch (they hold FOR SHARE until they end), and only then stamps
 // since = clock_timestamp(): so no write of an older epoch can commit after the new
-// epoch's since (docs/design.md guarantee 8). The wait is bounded by lease (lock_timeout); when
-// it expires, the old leader is half dead, and its remaining backends, found by their
-// application_name, are terminated before retrying.
-func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated int, err error) {
+// epoch's since (docs/design.md guarantee 8). The wait is bounded by lease (lock_timeout);
+// when it expires, whatever holds it up is terminated before retrying (bumpBlockersSQL):
+// found by the locks it holds, not by the name it gives itself.
+func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated []Backend, err error) {
 	const readOld = `SELECT ` + leaderColumns + ` FROM scheduler_leader WHERE id = 1`
 	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
 	// does not accept parameters.
@@ -147,14 +147,9 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 		    term_id = gen_random_uuid(), timeline = scheduler_timeline()
 		WHERE id = 1
 		RETURNING ` + leaderColumns
-	// Terminates the deposed leader's backends, never this lock session.
-	const terminate = `
-		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
-		FROM pg_stat_activity
-		WHERE application_name = $1 AND pid <> pg_backend_pid() AND datname = current_database()`
 
 	if err = scanLeader(s.conn.QueryRow(ctx, readOld), &old); err != nil {
-		return old, cur, 0, fmt.Errorf("read leader row: %w", err)
+		return old, cur, nil, fmt.Errorf("read leader row: %w", err)
 	}
 	for {
 		err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
@@ -173,13 +168,45 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 			}
 			return old, cur, terminated, err
 		}
-		var n int
-		if err := s.conn.QueryRow(ctx, terminate, ApplicationNamePrefix+old.InstanceID).Scan(&n); err != nil {
-			return old, cur, terminated, fmt.Errorf("terminate the old leader's backends: %w", err)
+		rows, err := s.conn.Query(ctx, bumpBlockersSQL, ApplicationNamePrefix+old.InstanceID)
+		if err != nil {
+			return old, cur, terminated, fmt.Errorf("find what holds up the epoch bump: %w", err)
 		}
-		terminated += n
+		blockers, err := scanBackends(rows)
+		if err != nil {
+			return old, cur, terminated, fmt.Errorf("find what holds up the epoch bump: %w", err)
+		}
+		done, err := terminateBackends(ctx, s.conn, blockers)
+		terminated = append(terminated, done...)
+		if err != nil {
+			return old, cur, terminated, fmt.Errorf("end what holds up the epoch bump: %w", err)
+		}
 	}
 }
+
+// bumpBlockersSQL finds the backends to terminate when the epoch bump waited the whole
+// lease, never this lock session:
+//   - every backend holding or awaiting a lock on scheduler_leader beyond a plain read's
+//     (FOR SHARE takes RowShareLock, an UPDATE RowExclusiveLock, LOCK TABLE more; a queued
+//     waiter blocks those behind it), whatever its login or name: a half-dead leader's
+//     fenced transaction, or a job's backend that renamed itself and traps cancels;
+//   - the old leader's remaining backends ($1 is scheduler:<old instance>), by the
+//     scheduler's login as well as the name, since any login can take the name.
+const bumpBlockersSQL = `
+WITH on_leader_row AS (
+    SELECT l.pid FROM pg_locks l
+    WHERE l.relation = 'scheduler_leader'::regclass
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND (NOT l.granted OR l.mode <> 'AccessShareLock')
+), old_leader AS (
+    SELECT a.pid FROM pg_stat_activity a
+    WHERE a.datname = current_database() AND a.usename = current_user AND a.application_name = $1
+)
+SELECT ` + backendColumns + `
+FROM pg_stat_activity a
+WHERE a.pid IN (SELECT pid FROM on_leader_row UNION SELECT pid FROM old_leader)
+  AND a.pid <> pg_backend_pid()
+ORDER BY a.pid`
 
 // LockTaken describes the moment this session got the leader lock, read on the lock
 // connection right after pg_advisory_lock returned and before the epoch bump.

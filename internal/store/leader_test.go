@@ -57,7 +57,7 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	assert.Equal(t, "old", old.InstanceID)
 	assert.Equal(t, int64(2), cur.Epoch)
 	assert.Equal(t, "new", cur.InstanceID)
-	assert.GreaterOrEqual(t, terminated, 1)
+	assert.NotEmpty(t, terminated)
 
 	close(release)
 	assert.Error(t, <-fenced, "the old epoch's transaction must not commit after the bump")

@@ -1,10 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -90,9 +91,34 @@ func (q queries) Actions(ctx context.Context, beforeID int64, limit int) ([]Acti
 	return list, nil
 }
 
-// StepDownChannel is the NOTIFY channel of step-down requests. The payload is the epoch to
-// end, so a request can never depose a leader elected after it was made.
+// Control messages to the leader (scheduler_control, migration 0014). Any login can NOTIFY
+// any channel, so a notification only wakes the leader: it acts on a row of
+// scheduler_control for its epoch, which only the scheduler's login can write, and which the
+// API writes in the transaction of its audit row (docs/design.md guarantee 12).
+
+// StepDownChannel is the NOTIFY channel that wakes the leader to read its step-down rows.
+// The payload is the epoch the row names, so a leader skips notifications for other terms
+// without reading anything; it is only a hint.
 const StepDownChannel = "scheduler_leader_step_down"
+
+// Control message kinds.
+const ControlStepDown = "step-down"
+
+// ControlRequest says who asks, as the request's audit row does.
+type ControlRequest struct {
+	TokenKind string
+	Reason    *string
+	RequestID string
+}
+
+// ControlMessage is a row of scheduler_control that a leader acted on.
+type ControlMessage struct {
+	ID    int64
+	Kind  string
+	Epoch int64
+	ControlRequest
+	CreatedAt time.Time
+}
 
 // currentLeaderSQL reads the leader row, and whether its lock is held right now: the row
 // outlives a crashed leader until the next election, and a request to a dead leader would
@@ -113,9 +139,21 @@ lock_held AS (
 SELECT leader.epoch, coalesce(leader.instance_id, ''), coalesce(leader.since, now()), lock_held.held
 FROM leader, lock_held`
 
-// RequestStepDown asks the current leader to resign: a NOTIFY its lock session listens to.
-// It returns the leader asked, or ok=false when no replica leads now.
-func (q queries) RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err error) {
+// requestStepDownSQL writes the step-down row for the epoch and wakes the leader; the
+// NOTIFY is delivered when the transaction commits, so the row is there when it reads.
+const requestStepDownSQL = `
+WITH request AS (
+    INSERT INTO scheduler_control (kind, epoch, token_kind, reason, request_id)
+    VALUES ('` + ControlStepDown + `', $1, $2, $3, $4)
+    RETURNING epoch
+)
+SELECT pg_notify('` + StepDownChannel + `', epoch::text) FROM request`
+
+// RequestStepDown asks the current leader to resign: a row of scheduler_control naming its
+// epoch, and a NOTIFY to wake it. Run it inside Atomically with the request's audit row, so
+// that the leader never acts on a request that left no audit (or the reverse). It returns
+// the leader asked, or ok=false when no replica leads now.
+func (q queries) RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error) {
 	var held bool
 	if err := q.q.QueryRow(ctx, currentLeaderSQL).Scan(&l.Epoch, &l.InstanceID, &l.Since, &held); err != nil {
 		return l, false, fmt.Errorf("read the leader: %w", err)
@@ -123,19 +161,42 @@ func (q queries) RequestStepDown(ctx context.Context) (l LeaderRow, ok bool, err
 	if !held || l.InstanceID == "" {
 		return l, false, nil
 	}
-	if _, err := q.q.Exec(ctx, `SELECT pg_notify($1, $2)`, StepDownChannel, strconv.FormatInt(l.Epoch, 10)); err != nil {
-		return l, false, fmt.Errorf("send the step-down request: %w", err)
+	if _, err := q.q.Exec(ctx, requestStepDownSQL, l.Epoch, req.TokenKind, req.Reason, req.RequestID); err != nil {
+		return l, false, fmt.Errorf("write the step-down request: %w", err)
 	}
 	return l, true, nil
 }
 
-// ListenStepDown makes the lock session receive step-down requests. The leader does it
+// ListenStepDown makes the lock session receive step-down wake-ups. The leader does it
 // before bumping the epoch, so a request for the new epoch cannot arrive before it listens.
 func (s *LockSession) ListenStepDown(ctx context.Context) error {
 	if _, err := s.conn.Exec(ctx, `LISTEN `+StepDownChannel); err != nil {
 		return fmt.Errorf("listen for step-down requests: %w", err)
 	}
 	return nil
+}
+
+// TakeStepDown marks the pending step-down rows for epoch handled by instanceID and returns
+// them, oldest first; none means the notification that woke the leader was not the API's.
+func (s *LockSession) TakeStepDown(ctx context.Context, epoch int64, instanceID string) ([]ControlMessage, error) {
+	const take = `
+		UPDATE scheduler_control SET handled_at = clock_timestamp(), handled_by = $3
+		WHERE epoch = $1 AND kind = $2 AND handled_at IS NULL
+		RETURNING id, kind, epoch, token_kind, reason, request_id, created_at`
+	rows, err := s.conn.Query(ctx, take, epoch, ControlStepDown, instanceID)
+	if err != nil {
+		return nil, fmt.Errorf("read the step-down requests: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ControlMessage, error) {
+		var m ControlMessage
+		err := row.Scan(&m.ID, &m.Kind, &m.Epoch, &m.TokenKind, &m.Reason, &m.RequestID, &m.CreatedAt)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the step-down requests: %w", err)
+	}
+	slices.SortFunc(msgs, func(a, b ControlMessage) int { return cmp.Compare(a.ID, b.ID) })
+	return msgs, nil
 }
 
 // AwaitNotification waits until ctx ends (ok false, err nil) or a notification arrives on

@@ -20,8 +20,8 @@ import (
 
 // A partition of job_runs holds one day, so its unique index on the job's active run cannot
 // see another day's: a catch-up claim of yesterday's slot and a manual run queued today
-// would both pass it. The writers of active runs take one advisory lock, under which the
-// manual run waits for the claim and then finds its run.
+// would both pass it. The writers of active runs lock one row of scheduler_locks, under
+// which the manual run waits for the claim and then finds its run.
 func TestOneActiveRunPerJobAcrossDays(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{})
@@ -80,7 +80,7 @@ func TestOneActiveRunPerJobAcrossDays(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 		require.NoError(t, db.Pool.QueryRow(ctx,
-			`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted)`).Scan(&waiting))
+			`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted)`).Scan(&waiting))
 	}
 	close(commit)
 	require.NoError(t, <-claimErr)

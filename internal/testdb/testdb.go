@@ -304,33 +304,49 @@ func redact(u string) string {
 	return strings.SplitN(u, "@", 2)[0]
 }
 
-// Login creates a LOGIN role of the test's own (roles are cluster-wide, so its name is
-// drawn), dropped with what it owns when the test ends, and returns its name and u with it
-// as the user: the login of a SQL target. grants run first, each with %[1]s for the role.
+// Login creates a login of the test's own on the cluster of the database at u (roles are
+// cluster-wide, so its name is drawn), dropped with what it owns when the test ends, and
+// returns its name and u with it as the user: another team's job connecting to a database,
+// a SQL target's login. Each grant is run on the database at u as the administrator, with
+// %s replaced by the role's quoted name ("GRANT SELECT ON effects TO %s"); without grants
+// the role has only what PUBLIC has (it can connect, NOTIFY and take advisory locks).
 func Login(t testing.TB, u string, grants ...string) (role, roleURL string) {
 	t.Helper()
-	role = "job_login_" + randomHex(4)
+	name := "test_role_" + randomHex(6)
+	quoted := pgx.Identifier{name}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := adminOn(ctx, u, `CREATE ROLE `+role+` LOGIN`); err != nil {
+	if err := admin(ctx, `CREATE ROLE `+quoted+` LOGIN`); err != nil {
 		t.Fatalf("testdb: create role: %v", err)
 	}
+	// Registered after the database's own cleanup, so it runs first: the role's privileges
+	// in the database are dropped before the role, and the database after both.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = adminOn(ctx, u, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'`, role))
-		_ = adminOn(ctx, u, `DROP OWNED BY `+role)
-		_ = adminOn(ctx, adminURL, `DROP ROLE IF EXISTS `+role)
+		_ = admin(ctx, fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'`, name))
+		if err := adminOn(ctx, u, `DROP OWNED BY `+quoted); err != nil {
+			t.Errorf("testdb: drop what role %s owns: %v", name, err)
+		}
+		if err := admin(ctx, `DROP ROLE `+quoted); err != nil {
+			t.Errorf("testdb: drop role %s: %v", name, err)
+		}
 	})
 	for _, g := range grants {
-		if err := adminOn(ctx, u, fmt.Sprintf(g, role)); err != nil {
-			t.Fatalf("testdb: %s: %v", fmt.Sprintf(g, role), err)
+		if err := adminOn(ctx, u, fmt.Sprintf(g, quoted)); err != nil {
+			t.Fatalf("testdb: %s: %v", fmt.Sprintf(g, quoted), err)
 		}
 	}
 	parsed, err := url.Parse(u)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	parsed.User = url.User(role)
-	return role, parsed.String()
+	parsed.User = url.User(name)
+	return name, parsed.String()
+}
+// LoginURL is Login's URL alone.
+func LoginURL(t testing.TB, u string, grants ...string) string {
+	t.Helper()
+	_, roleURL := Login(t, u, grants...)
+	return roleURL
 }

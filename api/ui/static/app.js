@@ -1231,18 +1231,18 @@ function runPage(id) {
 function locksPage() {
   const body = h("div");
   replace(main, h("h1", { tabindex: "-1" }, "Locks"),
-    h("p", { class: "muted" }, "Advisory locks held or awaited now. Per-entity locks are transaction-scoped and go with their transaction; the leader lock goes with its session. Nothing here needs releasing by hand: step the leader down or cancel a run instead."),
+    h("p", { class: "muted" }, "Locks held or awaited now: advisory locks, and the scheduler's own row locks (table scheduler_locks). Per-entity and row locks are transaction-scoped and go with their transaction; the leader lock goes with its session. Nothing here needs releasing by hand: step the leader down or cancel a run instead."),
     body);
   async function refresh() {
     const { data } = await api("GET", "/v1/locks");
     update(body, table("stack locks", ["Lock", "Held", "Instance", "PID", "Since", "Key"], data.locks.map((l) =>
-      h("tr", { "data-key": `${l.pid}:${l.key}:${l.granted}` },
+      h("tr", { "data-key": `${l.kind}:${l.pid}:${l.key || l.name}:${l.granted}` },
         td("Lock", l.name ? h("strong", {}, l.name) : "per-entity", l.meaning ? h("div", { class: "muted" }, l.meaning) : null),
         td("Held", l.granted ? "held" : "waiting"),
         td("Instance", h("span", { class: "mono" }, l.instance_id || l.application_name || "—")),
         td("PID", l.pid),
         td("Since", when(l.since)),
-        td("Key", h("span", { class: "mono" }, l.key)))), "No advisory lock is held or awaited."));
+        td("Key", l.key ? h("span", { class: "mono" }, l.key) : "row")))), "No lock is held or awaited."));
   }
   return { refresh };
 }

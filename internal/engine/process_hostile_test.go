@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// hostileLease is the processes' SCHEDULER_LEASE_TIMEOUT (startProcessIn).
+const hostileLease = 2 * time.Second
+
+// The attack of docs/design.md guarantee 12: SQL jobs written to stop the scheduler, run in a
+// target that is the scheduler's own database, among three real processes. One renames its
+// session to a scheduler's name and loops trapping every cancel; one sends notifications on
+// every channel the scheduler listens to, with every epoch as payload; one takes every
+// advisory key the scheduler has used and waits for the election's. Meanwhile: their
+// backends never outlive their timeout by more than 5 s; leadership does not move without an
+// action; a step-down and two SIGKILLs each elect a leader within the lease + 3 s; an HTTP
+// job due every second keeps its schedule.
+func TestHostileSQLJobsCannotStopTheScheduler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	bin := buildScheduler(t, t.TempDir())
+	db, url := testdb.Open(t, store.Options{InstanceID: "test"})
+	ctx := context.Background()
+	login, loginURL := testdb.Login(t, url)
+	initMarkers(t, url, login)
+
+	var ticks sync.Map // slot → calls
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := ticks.LoadOrStore(r.Header.Get("X-Scheduler-Scheduled-At"), new(int))
+		*n.(*int)++
+	}))
+	t.Cleanup(srv.Close)
+	createDefinition(t, db, `{"name": "tick", "schedule": "@every 1s", "timeout": "5s", "http": {"url": "`+srv.URL+`/tick"}}`)
+
+	const loopTimeout = 2 * time.Second
+	channels := "'" + strings.Join([]string{store.StepDownChannel, store.RunsChannel, store.RunFinishedChannel, store.DefinitionsChannel}, "','") + "'"
+	createDefinition(t, db, `{"name": "renamed-loop", "schedule": "@every 3s", "timeout": "2s", "sql": {"target": "HOSTILE",
+		"statements": "SET application_name = 'scheduler:hostile-1'; DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(0.05); EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$"}}`)
+	createDefinition(t, db, `{"name": "notify-everything", "schedule": "@every 1s", "timeout": "5s", "sql": {"target": "HOSTILE",
+		"statements": "SELECT pg_notify(c, g::text) FROM unnest(ARRAY[`+channels+`]) c, generate_series(0, 300) g"}}`)
+	createDefinition(t, db, `{"name": "hold-locks", "schedule": "@every 5s", "timeout": "25s", "sql": {"target": "HOSTILE",
+		"statements": "SELECT pg_try_advisory_lock(hashtextextended(k, 0)) FROM unnest(ARRAY['scheduler:active_runs', 'scheduler:job_definitions', 'scheduler:run_partitions']) k; SELECT pg_advisory_lock(hashtextextended('scheduler-leader', 0)); SELECT pg_sleep(20)"}}`)
+
+	// Backends of the hostile login that outlived their run's timeout by more than 5 s
+	// (hold-locks' 25 s included), sampled until the test ends.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var overstayed []string
+	var watched sync.WaitGroup
+	watched.Add(1)
+	go func() {
+		defer watched.Done()
+		for watchCtx.Err() == nil {
+			rows, err := db.Pool.Query(watchCtx, `
+				SELECT pid || ' ' || application_name || ' ' || left(query, 40) FROM pg_stat_activity
+				WHERE usename = $1 AND backend_start < now() - CASE WHEN query LIKE '%DO $$%'
+				      THEN make_interval(secs => $2) ELSE make_interval(secs => 25 + 5 + 1) END`,
+				login, (loopTimeout + 5*time.Second + time.Second).Seconds())
+			if err == nil {
+				for rows.Next() {
+					var s string
+					if rows.Scan(&s) == nil {
+						overstayed = append(overstayed, s)
+					}
+				}
+				rows.Close()
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+
+	env := []string{"SCHEDULER_HTTP_ALLOW=127.0.0.1/32", "SCHEDULER_SQL_TARGET_HOSTILE=" + loginURL,
+		"SCHEDULER_JOB_ROUNDS_CLOSE_ENABLED=false"}
+	procs, addrs := map[string]*process{}, map[string]string{}
+	for _, id := range []string{"hostile-1", "hostile-2", "hostile-3"} {
+		addrs[id] = freeAddr(t)
+		procs[id] = startProcessIn(t, "", bin, url, id, append(env, "SCHEDULER_HTTP_ADDR="+addrs[id])...)
+	}
+	l := awaitLeader(t, db, procs, 0)
+
+	// Quiet: every hostile job runs under this term, and leadership stays put.
+	awaitRuns(t, db, l.Epoch, map[string]int{"renamed-loop": 2, "notify-everything": 5, "hold-locks": 2, "tick": 8})
+	now, err := db.Leader(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, l.Epoch, now.Epoch, "leadership moved without an action")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'skipped'`), "no tick was skipped")
+
+	// A step-down elects a leader within the lease + 3 s.
+	asked := time.Now()
+	resp, err := http.Post("http://"+addrs[l.InstanceID]+"/v1/leader/step-down", "application/json", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	l = awaitLeader(t, db, procs, l.Epoch)
+	assert.Less(t, time.Since(asked), hostileLease+3*time.Second, "a leader after the step-down")
+
+	for kill := 0; kill < 2; kill++ {
+		awaitRuns(t, db, l.Epoch, map[string]int{"hold-locks": 1, "tick": 3})
+		p := procs[l.InstanceID]
+		killed := time.Now()
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		_ = p.cmd.Wait()
+		l = awaitLeader(t, db, procs, l.Epoch)
+		assert.Less(t, time.Since(killed), hostileLease+3*time.Second, "a leader after SIGKILL %d", kill+1)
+	}
+	awaitRuns(t, db, l.Epoch, map[string]int{"tick": 5})
+	stopWatch()
+	watched.Wait()
+	assert.Empty(t, overstayed, "hostile backends outlived their timeout by more than 5 s")
+
+	// The tick kept its schedule under the last term: every slot from its first claim on has
+	// a succeeded run, called once.
+	gaps := count(t, db, `
+		SELECT count(*) FROM generate_series(
+			(SELECT min(scheduled_at) FROM job_runs WHERE job = 'tick' AND epoch = $1),
+			(SELECT max(scheduled_at) FROM job_runs WHERE job = 'tick' AND epoch = $1), interval '1 second') AS s
+		WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = 'tick' AND scheduled_at = s AND status = 'succeeded')`, l.Epoch)
+	assert.Zero(t, gaps, "slots of the last term without a succeeded tick")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'renamed-loop' AND status = 'succeeded'`))
+	loopRuns := count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'renamed-loop' AND status = 'timed_out'
+		AND finished_at - started_at < make_interval(secs => $1)`, (loopTimeout + 5*time.Second).Seconds())
+	assert.Positive(t, loopRuns, "the renamed loop was recorded timed_out within its timeout + 5 s")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'renamed-loop' AND status = 'timed_out'
+		AND finished_at - started_at >= make_interval(secs => $1)`, (loopTimeout + 5*time.Second).Seconds()))
+}
+
+// awaitRuns waits until each job has at least n finished runs under epoch.
+func awaitRuns(t *testing.T, db *testdb.DB, epoch int64, want map[string]int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for job, n := range want {
+			var got int
+			err := db.Pool.QueryRow(context.Background(), `
+				SELECT count(*) FROM job_runs WHERE job = $1 AND epoch = $2 AND finished_at IS NOT NULL`, job, epoch).Scan(&got)
+			if err != nil || got < n {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "runs %v under epoch %d", want, epoch)
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -138,7 +138,7 @@ func TestHostileSQLJobsCannotStopTheScheduler(t *testing.T) {
 		AND finished_at - started_at < make_interval(secs => $1)`, (loopTimeout + 5*time.Second).Seconds())
 	assert.Positive(t, loopRuns, "the renamed loop was recorded timed_out within its timeout + 5 s")
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'renamed-loop' AND status = 'timed_out'
-		AND finished_at - started_at >= make_interval(secs => $1)`, (loopTimeout + 5*time.Second).Seconds()))
+		AND finished_at - started_at >= make_interval(secs => $1)`, (loopTimeout+5*time.Second).Seconds()))
 }
 
 // awaitRuns waits until each job has at least n finished runs under epoch.

@@ -170,8 +170,8 @@ type Elector struct {
 	steppedDownAt time.Time
 	// seen is the newest leader row this replica knows of (its own terms and the rows it
 	// found when elected): a row found older than it was rolled back by a failover.
-	seen store.LeaderRow
-	control       control
+	seen    store.LeaderRow
+	control control
 
 	testSignals testSignals
 }

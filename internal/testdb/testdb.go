@@ -344,6 +344,7 @@ func Login(t testing.TB, u string, grants ...string) (role, roleURL string) {
 	parsed.User = url.User(name)
 	return name, parsed.String()
 }
+
 // LoginURL is Login's URL alone.
 func LoginURL(t testing.TB, u string, grants ...string) string {
 	t.Helper()

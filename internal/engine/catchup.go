@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -120,8 +121,25 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 	upTo := make(map[string]time.Time, len(enabled))
 	for lo := 0; lo < len(enabled) && ctx.Err() == nil; lo += catchUpBatch {
 		batch := enabled[lo:min(lo+catchUpBatch, len(enabled))]
-		if err := e.catchUpBatch(ctx, term, log, batch, upTo); err != nil && ctx.Err() == nil {
-			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "jobs", len(batch))
+		err := e.catchUpBatch(ctx, term, log, batch, upTo)
+		if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotLeader) {
+			continue
+		}
+		if len(batch) == 1 {
+			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", batch[0].conf.Name)
+			continue
+		}
+		// One job's slots must not cost the others theirs (a row its day cannot take, a
+		// constraint): the batch is decided again job by job, and only the job that fails
+		// alone goes without its catch-up.
+		log.Warn("catching up a batch of jobs failed; catching them up one by one", "error", err, "jobs", len(batch))
+		for _, en := range batch {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := e.catchUpBatch(ctx, term, log, []*entry{en}, upTo); err != nil && ctx.Err() == nil {
+				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", en.conf.Name)
+			}
 		}
 	}
 	return upTo
@@ -142,9 +160,10 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		decided []*jobCatchUp
 		outs    []store.ClaimOutcome
 		claimed []*jobCatchUp
+		added   []time.Time
 	)
 	err := e.conf.DB.Fenced(ctx, term.Epoch, func(tx *store.Tx) error {
-		decided, outs, claimed = nil, nil, nil
+		decided, outs, claimed, added = nil, nil, nil, nil
 		now, err := tx.Now(ctx)
 		if err != nil {
 			return err
@@ -209,6 +228,9 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			}
 			decided = append(decided, d)
 		}
+		if added, err = tx.AddRunDaysFor(ctx, append(slices.Clip(missedSlots), claimSlots(claims)...)); err != nil {
+			return err
+		}
 		if len(missedSlots) > 0 {
 			if _, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID); err != nil {
 				return err
@@ -219,6 +241,10 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 	})
 	if err != nil {
 		return err
+	}
+	for _, d := range added {
+		log.Warn("day partition of job_runs added for slots caught up; it was missing (a long time without a leader, or a restored backup)",
+			"day", d.Format(time.DateOnly))
 	}
 	for _, d := range decided {
 		upTo[d.en.conf.Name] = d.latest
@@ -239,4 +265,13 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		}
 	}
 	return nil
+}
+
+// claimSlots lists the slots of claims.
+func claimSlots(claims []store.Claim) []time.Time {
+	slots := make([]time.Time, len(claims))
+	for i, c := range claims {
+		slots[i] = c.ScheduledAt
+	}
+	return slots
 }

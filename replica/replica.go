@@ -73,7 +73,7 @@ func New(c Config) (*Replica, error) {
 		return nil, fmt.Errorf("SCHEDULER_HTTP_ALLOW: %w", err)
 	}
 	caller := targets.NewCaller(targets.Config{Guard: guard, Concurrency: c.Runtime.HTTPConcurrency,
-		HostConcurrency: c.Runtime.HTTPHostConcurrency, OnCall: c.Metrics.TargetCall})
+		HostConcurrency: c.Runtime.HTTPHostConcurrency, JobConcurrency: c.Runtime.HTTPJobConcurrency, OnCall: c.Metrics.TargetCall})
 	c.Metrics.ExportCallsWaiting(caller.Waiting)
 	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics,

@@ -128,8 +128,9 @@ func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*strin
 	if reason != nil && *reason == "" {
 		return nil, true
 	}
-	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason)) {
-		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 of at most %d characters", maxReasonRunes))
+	// PostgreSQL stores no NUL in text: such a reason is the client's mistake, not a 503.
+	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason) || strings.ContainsRune(*reason, 0)) {
+		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 without NUL (\\u0000) of at most %d characters", maxReasonRunes))
 		return nil, false
 	}
 	return reason, true
@@ -156,9 +157,11 @@ func (s *Server) refused(r *http.Request, why problemType) {
 	s.record(r, store.Action{Action: store.ActionRefused, TokenKind: kind, Reason: &reason})
 }
 
-// oneLine keeps the first n runes of s, valid UTF-8, as a reason column takes.
+// oneLine keeps the first n runes of s, valid UTF-8 and without NUL (which PostgreSQL
+// refuses in text: a refused request for a path with %00 went unaudited), as a reason
+// column takes. A NUL is written %00, as the client sent it.
 func oneLine(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\x00", "%00")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n])
 	}

@@ -59,5 +59,7 @@ func decodeJobCursor(c string) (string, bool) {
 		return "", false
 	}
 	name, ok := strings.CutPrefix(string(b), "job.")
-	return name, ok && name != ""
+	// Only a job's name can be one: anything else (a NUL, invalid UTF-8) would reach the
+	// database as text it refuses, and answer 503 for the client's mistake.
+	return name, ok && runtimeNameRE.MatchString(name)
 }

@@ -58,6 +58,13 @@ func FuzzRequestInput(f *testing.F) {
 		{6, "%00", "dry_run=true", "", "Bearer " + testToken, "application/json", `{"schedule":"@every 1m"}`},
 		{7, "fuzz", "", "", "Bearer " + testToken, "", ``},
 		{7, "%00", "", "", "Bearer " + testToken, "", ``},
+		{8, "", "limit=2&cursor=" + encodeJobCursor("plan-change"), "", "Bearer " + testToken, "", ``},
+		{8, "", "cursor=" + encodeJobCursor("a\x00b"), "", "Bearer " + testToken, "", ``},
+		{8, "", "cursor=" + encodeJobCursor("\xff"), "", "Bearer " + testToken, "", ``},
+		{9, "", "limit=1&cursor=" + encodeCursor(1, auditCursorScope), "", "Bearer " + testToken, "", ``},
+		{9, "", "cursor=%00", "", "Bearer " + testToken, "", ``},
+		{0, "plan-change", "", "", "Bearer " + testToken, "application/json", `{"reason":"\u0000"}`},
+		{4, "%00", "", "", "Bearer wrong", "", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.route, s.segment, s.query, s.key, s.auth, s.contentType, []byte(s.body))
@@ -66,7 +73,7 @@ func FuzzRequestInput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, route uint8, segment, query, key, auth, contentType string, body []byte) {
 		seg := url.PathEscape(segment)
 		var method, path string
-		switch route % 8 {
+		switch route % 10 {
 		case 0:
 			method, path = "POST", "/v1/jobs/"+seg+"/runs"
 		case 1:
@@ -81,8 +88,12 @@ func FuzzRequestInput(f *testing.F) {
 			method, path = "POST", "/v1/jobs"
 		case 6:
 			method, path = "PUT", "/v1/jobs/"+seg
-		default:
+		case 7:
 			method, path = "DELETE", "/v1/jobs/"+seg
+		case 8:
+			method, path = "GET", "/v1/jobs"
+		default:
+			method, path = "GET", "/v1/audit"
 		}
 		target := path
 		if query != "" {

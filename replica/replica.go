@@ -79,7 +79,7 @@ func New(c Config) (*Replica, error) {
 		return nil, fmt.Errorf("SCHEDULER_HTTP_ALLOW: %w", err)
 	}
 	caller := targets.NewCaller(targets.Config{Guard: guard, Concurrency: c.Runtime.HTTPConcurrency,
-		HostConcurrency: c.Runtime.HTTPHostConcurrency, OnCall: c.Metrics.TargetCall})
+		HostConcurrency: c.Runtime.HTTPHostConcurrency, JobConcurrency: c.Runtime.HTTPJobConcurrency, OnCall: c.Metrics.TargetCall})
 	c.Metrics.ExportCallsWaiting(caller.Waiting)
 	sqlTargets, err := buildSQLTargets(c)
 	if err != nil {

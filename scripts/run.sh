@@ -6,6 +6,13 @@
 # receiver, and the local PostgreSQL too when this script started it (its data stays in
 # .pgdata; make clean deletes it).
 set -euo pipefail
+# Started by a script or a CI runner (the background job of a non-interactive shell), this
+# shell begins with SIGINT ignored, and a shell cannot trap a signal ignored at its start:
+# Ctrl-C would stop the replicas (which restore it) and leave this script, the receiver and
+# its sed running. So start again with SIGINT and SIGTERM restored to their defaults.
+if [ -z "${RUN_SH_SIGNALS:-}" ] && env --default-signal=INT true 2>/dev/null; then
+  RUN_SH_SIGNALS=default exec env --default-signal=INT,TERM "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 replicas=${1:-3}
 base=${HTTP_PORT:-8080}
@@ -25,14 +32,28 @@ DATABASE_URL=$(scripts/pg.sh ensure)
 export DATABASE_URL
 echo "database: ${DATABASE_URL}"
 
+# Each program runs in the background with its lines prefixed by its name, through a FIFO
+# rather than `cmd > >(sed …) &`, so that pids holds the programs' own ids whatever the
+# shell makes of $! around a process substitution. Programs started in the background of a
+# non-interactive shell ignore SIGINT (the demo receiver does not restore it), so stop
+# sends each one TERM; each sed ends when its program's output closes.
 pids=()
+spawn() { # NAME COMMAND...
+  local name=$1 fifo=.run/$1.out
+  shift
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  sed -u "s/^/[${name}] /" <"$fifo" &
+  "$@" >"$fifo" 2>&1 &
+  pids+=("$!")
+}
 stop() {
   trap - INT TERM EXIT
   echo
   if [ ${#pids[@]} -gt 0 ]; then
-    echo "stopping ${#pids[@]} replicas"
+    echo "stopping the ${#pids[@]} processes of make run (replicas and receiver)"
     kill -TERM "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true # the programs and their seds
   fi
   if [ -n "$own_pg" ]; then
     scripts/pg.sh stop .pgdata
@@ -41,7 +62,9 @@ stop() {
     echo "the local PostgreSQL in .pgdata was running before make run and still is: scripts/pg.sh stop .pgdata stops it"
   fi
 }
-trap stop INT TERM EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap stop EXIT
 
 bin/scheduler migrate up
 bin/scheduler seed
@@ -53,9 +76,7 @@ bin/scheduler seed
 mkdir -p .run
 go build -o bin/receiver ./examples/receiver
 signing="whsec_$(head -c 24 /dev/urandom | base64)"
-RECEIVER_ADDR="127.0.0.1:${receiver_port}" RECEIVER_SIGNING_SECRET="$signing" \
-  bin/receiver > >(sed -u "s/^/[receiver] /") 2>&1 &
-pids+=("$!")
+RECEIVER_ADDR="127.0.0.1:${receiver_port}" RECEIVER_SIGNING_SECRET="$signing" spawn receiver bin/receiver
 sql_target=""
 psql=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
 export SCHEDULER_SECRET_DEMO_JOBS_PASSWORD
@@ -78,8 +99,7 @@ for i in $(seq 1 "$replicas"); do
   SCHEDULER_HTTP_ADDR="127.0.0.1:${port}" \
   SCHEDULER_INSTANCE_ID="replica-${i}" \
   SCHEDULER_LOG_FORMAT="${SCHEDULER_LOG_FORMAT:-text}" \
-    bin/scheduler serve > >(sed -u "s/^/[replica-${i}] /") 2>&1 &
-  pids+=("$!")
+    spawn "replica-${i}" bin/scheduler serve
 done
 
 # Wait until every replica answers /readyz (the binary's own health check: no curl needed).

@@ -25,8 +25,9 @@ type Runtime struct {
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS).
 	MaxJobs int
 	// HTTPConcurrency bounds outbound calls in flight on the leader, all targets together;
-	// HTTPHostConcurrency bounds them per target host.
-	HTTPConcurrency, HTTPHostConcurrency int
+	// HTTPHostConcurrency bounds them per target host, HTTPJobConcurrency per job (so one
+	// job's slow targets cannot hold the whole bound for their timeout).
+	HTTPConcurrency, HTTPHostConcurrency, HTTPJobConcurrency int
 }
 
 // SQLTarget is one SCHEDULER_SQL_TARGET_<NAME>.
@@ -41,6 +42,7 @@ const (
 	MaxJobsDefault             = 10000
 	HTTPConcurrencyDefault     = 512
 	HTTPHostConcurrencyDefault = 64
+	HTTPJobConcurrencyDefault  = 16
 	SQLConnectionsDefault      = 4
 	maxJobsLimit               = 1000000
 	maxHTTPConcurrency         = 65536
@@ -59,6 +61,7 @@ func loadRuntime(env *Env) Runtime {
 		MaxJobs:             env.Int("SCHEDULER_MAX_JOBS", MaxJobsDefault),
 		HTTPConcurrency:     env.Int("SCHEDULER_HTTP_CONCURRENCY", HTTPConcurrencyDefault),
 		HTTPHostConcurrency: env.Int("SCHEDULER_HTTP_HOST_CONCURRENCY", HTTPHostConcurrencyDefault),
+		HTTPJobConcurrency:  env.Int("SCHEDULER_HTTP_JOB_CONCURRENCY", HTTPJobConcurrencyDefault),
 		SQLConnections:      env.Int("SCHEDULER_SQL_CONNECTIONS", SQLConnectionsDefault),
 	}
 	for _, entry := range strings.Split(env.String("SCHEDULER_HTTP_ALLOW", ""), ",") {
@@ -79,7 +82,7 @@ func loadRuntime(env *Env) Runtime {
 	if r.MaxJobs < 1 || r.MaxJobs > maxJobsLimit {
 		env.Fail("SCHEDULER_MAX_JOBS", strconv.Itoa(r.MaxJobs), fmt.Sprintf("a whole number from 1 to %d such as 10000", maxJobsLimit))
 	}
-	for _, name := range []string{"SCHEDULER_HTTP_CONCURRENCY", "SCHEDULER_HTTP_HOST_CONCURRENCY"} {
+	for _, name := range []string{"SCHEDULER_HTTP_CONCURRENCY", "SCHEDULER_HTTP_HOST_CONCURRENCY", "SCHEDULER_HTTP_JOB_CONCURRENCY"} {
 		if n := env.Int(name, 1); n < 1 || n > maxHTTPConcurrency {
 			env.Fail(name, strconv.Itoa(n), fmt.Sprintf("a whole number from 1 to %d", maxHTTPConcurrency))
 		}

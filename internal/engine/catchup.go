@@ -128,10 +128,28 @@ func (e *Engine) catchUp(ctx context.Context, term leader.Term, log *slog.Logger
 	for lo := 0; lo < len(enabled) && ctx.Err() == nil; lo += catchUpBatch {
 		batch := enabled[lo:min(lo+catchUpBatch, len(enabled))]
 		rs, err := e.catchUpBatch(ctx, term, log, batch, upTo, from)
-		if err != nil && ctx.Err() == nil {
-			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "jobs", len(batch))
-		}
 		repairs = append(repairs, rs...)
+		if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotLeader) {
+			continue
+		}
+		if len(batch) == 1 {
+			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", batch[0].conf.Name)
+			continue
+		}
+		// One job's slots must not cost the others theirs (a row its day cannot take, a
+		// constraint): the batch is decided again job by job, and only the job that fails
+		// alone goes without its catch-up.
+		log.Warn("catching up a batch of jobs failed; catching them up one by one", "error", err, "jobs", len(batch))
+		for _, en := range batch {
+			if ctx.Err() != nil {
+				break
+			}
+			rs, err := e.catchUpBatch(ctx, term, log, []*entry{en}, upTo, from)
+			repairs = append(repairs, rs...)
+			if err != nil && ctx.Err() == nil {
+				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", en.conf.Name)
+			}
+		}
 	}
 	return upTo, repairs
 }
@@ -153,11 +171,12 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		outs    []store.ClaimOutcome
 		claimed []*jobCatchUp
 		repairs []repair
+		added   []time.Time
 	)
 	// inRepair: a slot the repair catches up rather than the catch-up deciding it.
 	inRepair := func(s time.Time) bool { return !repairFrom.IsZero() && !s.Before(repairFrom) }
 	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
-		decided, outs, claimed, repairs = nil, nil, nil, nil
+		decided, outs, claimed, repairs, added = nil, nil, nil, nil, nil
 		now, err := tx.Now(ctx)
 		if err != nil {
 			return err
@@ -231,6 +250,9 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 				repairs = append(repairs, r)
 			}
 		}
+		if added, err = tx.AddRunDaysFor(ctx, append(slices.Clip(missedSlots), claimSlots(claims)...)); err != nil {
+			return err
+		}
 		if len(missedSlots) > 0 {
 			if _, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID); err != nil {
 				return err
@@ -241,6 +263,10 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range added {
+		log.Warn("day partition of job_runs added for slots caught up; it was missing (a long time without a leader, or a restored backup)",
+			"day", d.Format(time.DateOnly))
 	}
 	for _, d := range decided {
 		upTo[d.en.conf.Name] = d.latest
@@ -289,4 +315,13 @@ func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.L
 		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
 		backoff.Sleep(ctx, d)
 	}
+}
+
+// claimSlots lists the slots of claims.
+func claimSlots(claims []store.Claim) []time.Time {
+	slots := make([]time.Time, len(claims))
+	for i, c := range claims {
+		slots[i] = c.ScheduledAt
+	}
+	return slots
 }

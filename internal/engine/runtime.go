@@ -97,6 +97,7 @@ func (j *httpJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 		return s
 	}
 	req := targets.Request{
+		Job:    j.def.Def.Name,
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,

@@ -44,6 +44,8 @@ var (
 // Metrics holds the scheduler's collectors and the registry they are exposed from.
 type Metrics struct {
 	registry *prometheus.Registry
+	// targetHosts are the host labels scheduler_target_calls_total has given out.
+	targetHosts hostLabels
 
 	instanceInfo *prometheus.GaugeVec
 
@@ -182,7 +184,7 @@ func New() *Metrics {
 		}, []string{"route", "method", "code"}),
 		targetCallsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "target_calls_total",
-			Help: "Attempts of runtime HTTP jobs' calls, by target host and status class (error: no answer).",
+			Help: "Attempts of runtime HTTP jobs' calls, by target host (the first 100 hosts; later ones: other) and status class (error: no answer).",
 		}, []string{"host", "class"}),
 		targetCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "target_call_duration_seconds",
@@ -210,28 +212,6 @@ func New() *Metrics {
 		m.controlIgnoredTotal,
 	)
 	return m
-}
-
-// TargetCall counts one attempt of a runtime HTTP job's call: its target host, its status
-// class ("2xx" ... "5xx", or "error" when no answer came) and its duration.
-func (m *Metrics) TargetCall(host, class string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.targetCallsTotal.WithLabelValues(host, class).Inc()
-	m.targetCallDuration.WithLabelValues(class).Observe(d.Seconds())
-}
-
-// ExportCallsWaiting exposes scheduler_target_calls_waiting: how many calls wait for a
-// concurrency slot (SCHEDULER_HTTP_CONCURRENCY, SCHEDULER_HTTP_HOST_CONCURRENCY) now.
-func (m *Metrics) ExportCallsWaiting(waiting func() int64) {
-	if m == nil {
-		return
-	}
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "target_calls_waiting",
-		Help: "Runtime HTTP jobs' calls waiting for a concurrency slot.",
-	}, func() float64 { return float64(waiting()) }))
 }
 
 // Handler serves the registry in the Prometheus exposition format (GET /metrics).

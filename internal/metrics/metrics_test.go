@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -204,4 +205,29 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, testmetrics.Scrape(t, b), "scheduler_idempotency_replays_total", nil))
 	assert.NotNil(t, testmetrics.Scrape(t, a)["go_goroutines"], "the Go runtime collector is registered")
 	assert.NotNil(t, testmetrics.Scrape(t, a)["process_cpu_seconds_total"], "the process collector is registered")
+}
+
+// scheduler_target_calls_total{host} takes its label from users' URLs: every changed URL
+// would be a new series for ever. The first TargetHostsMax hosts keep their own series,
+// every later one counts under "other" (issue 28, 6).
+func TestTargetHostLabelsAreBounded(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	for i := range metrics.TargetHostsMax + 50 {
+		m.TargetCall(fmt.Sprintf("h%d.example", i), "2xx", time.Millisecond)
+	}
+	m.TargetCall("h0.example", "5xx", time.Millisecond) // a known host keeps its own series
+
+	families := testmetrics.Scrape(t, m)
+	hosts := map[string]bool{}
+	for _, s := range families["scheduler_target_calls_total"].GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "host" {
+				hosts[l.GetValue()] = true
+			}
+		}
+	}
+	assert.Len(t, hosts, metrics.TargetHostsMax+1, "the first hosts and other")
+	assert.Equal(t, 50.0, value(t, families, "scheduler_target_calls_total", map[string]string{"host": "other", "class": "2xx"}))
+	assert.Equal(t, 1.0, value(t, families, "scheduler_target_calls_total", map[string]string{"host": "h0.example", "class": "5xx"}))
 }

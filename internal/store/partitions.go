@@ -39,6 +39,43 @@ func (db *DB) AddRunDays(ctx context.Context) ([]time.Time, error) {
 	return days, nil
 }
 
+// AddRunDaysFor makes sure the day partitions of the given slots exist, inside the caller's
+// fenced transaction, and returns the days it created. A leader elected after more than
+// DaysAhead days without one, or on a restored backup, catches up slots of days nobody
+// created a partition for: without one their rows could not be written, and the catch-up
+// of every job deciding beside them would fail with them. A slot from before migration
+// 0013's cutover needs none (it goes to job_runs_legacy). In the common case, every day
+// present, it costs one statement and takes no lock.
+func (tx *Tx) AddRunDaysFor(ctx context.Context, slots []time.Time) ([]time.Time, error) {
+	seen := map[time.Time]bool{}
+	var days []time.Time
+	for _, s := range slots {
+		d := s.UTC().Truncate(24 * time.Hour)
+		if !seen[d] {
+			seen[d] = true
+			days = append(days, d)
+		}
+	}
+	if len(days) == 0 {
+		return nil, nil
+	}
+	// CASE, not AND: the partition is created only for a day found without one, whatever
+	// order the planner would give the conditions.
+	rows, err := tx.Query(ctx, `
+		SELECT d FROM unnest($1::date[]) AS d
+		WHERE CASE WHEN (d::timestamp AT TIME ZONE 'UTC') >= job_run_cutover()
+		            AND to_regclass('job_runs_p' || to_char(d, 'YYYYMMDD')) IS NULL
+		      THEN scheduler_add_run_day(d) ELSE false END`, days)
+	if err != nil {
+		return nil, fmt.Errorf("add the day partitions of job_runs for %d days: %w", len(days), err)
+	}
+	added, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, fmt.Errorf("add the day partitions of job_runs for %d days: %w", len(days), err)
+	}
+	return added, nil
+}
+
 // RunDay is one day partition of job_runs (and its run_attempts twin).
 type RunDay struct {
 	Table string // job_runs_pYYYYMMDD, or job_runs_legacy for the ids from before migration 0013

@@ -89,30 +89,38 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 // ErrRunNotFound means no run has the id asked for.
 var ErrRunNotFound = errors.New("run not found")
 
+// queueManualRunSQL answers a trigger in one statement, so in one snapshot: the job's active
+// run when it sees one, else a new queued run. Two statements (insert unless active, then
+// read the active run) saw two snapshots, and a run that finished between them left the
+// second one empty: a race, which a trigger must answer, not fail (issue 28).
+const queueManualRunSQL = `
+WITH active AS (
+	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running') LIMIT 1
+), queued AS (
+	INSERT INTO job_runs (job, trigger, status, reason, params)
+	SELECT $1, 'manual', 'queued', $2, $3
+	WHERE NOT EXISTS (SELECT 1 FROM active)
+	RETURNING ` + runColumns + `
+)
+SELECT true, * FROM queued
+UNION ALL
+SELECT false, * FROM active`
+
 // QueueManualRun inserts a queued manual run of job, unless the job already has a queued or
-// running run: then it returns that one with created=false. Under activeRunsLock, concurrent
-// triggers on any replicas create one run: a second one waits for the first to commit and
-// then finds its run.
+// running run: then it returns that one (as it was when seen: it may have finished since)
+// with created=false. Under activeRunsLock, concurrent triggers on any replicas create one
+// run: a second one waits for the first to commit and then finds its run.
 func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
-	const insert = `
-		INSERT INTO job_runs (job, trigger, status, reason, params)
-		SELECT $1, 'manual', 'queued', $2, $3
-		WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))
-		RETURNING ` + runColumns
-	const active = `SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')`
 	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
 		if err := lockActiveRuns(ctx, tx); err != nil {
 			return err
 		}
-		run, err = scanRun(tx.QueryRow(ctx, insert, job, reason, params))
-		if err == nil {
-			created = true
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		run, err = scanRun(tx.QueryRow(ctx, active, job))
+		var r Run
+		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(&created,
+			&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
+			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
+			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion)
+		run = &r
 		return err
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 const (
 	concurrencyDefault     = 512 // SCHEDULER_HTTP_CONCURRENCY
 	hostConcurrencyDefault = 64  // SCHEDULER_HTTP_HOST_CONCURRENCY
+	jobConcurrencyDefault  = 16  // SCHEDULER_HTTP_JOB_CONCURRENCY
 	// attemptTimeoutDefault applies when a request names none: an attempt that may hang
 	// forever would hold its concurrency slots forever.
 	attemptTimeoutDefault = 30 * time.Second
@@ -27,6 +28,7 @@ type Config struct {
 	Guard           *Guard // nil: a guard with an empty allow list
 	Concurrency     int    // all targets together (SCHEDULER_HTTP_CONCURRENCY, default 512)
 	HostConcurrency int    // per target host (SCHEDULER_HTTP_HOST_CONCURRENCY, default 64)
+	JobConcurrency  int    // per job (SCHEDULER_HTTP_JOB_CONCURRENCY, default 16)
 	// OnCall, when set, is told of every attempt that got an answer or failed: host, status
 	// class ("2xx","3xx","4xx","5xx", or "error"), duration. For metrics.
 	OnCall func(host, class string, d time.Duration)
@@ -52,6 +54,9 @@ func NewCaller(c Config) *Caller {
 	if c.HostConcurrency <= 0 {
 		c.HostConcurrency = hostConcurrencyDefault
 	}
+	if c.JobConcurrency <= 0 {
+		c.JobConcurrency = jobConcurrencyDefault
+	}
 	transport := &http.Transport{
 		Proxy:               nil, // a proxy from the environment would dial for us, past the guard
 		DialContext:         c.Guard.DialContext,
@@ -70,7 +75,7 @@ func NewCaller(c Config) *Caller {
 			// asked for this URL, and a 3xx usually means a mistyped one (http for https).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		slots:  newSlots(c.Concurrency, c.HostConcurrency),
+		slots:  newSlots(c.Concurrency, c.HostConcurrency, c.JobConcurrency),
 		onCall: c.OnCall,
 	}
 }
@@ -87,6 +92,9 @@ type RetryPolicy struct {
 
 // Request is one call of a runtime job, to be tried up to Retry.MaxAttempts times.
 type Request struct {
+	// Job names the job the call is made for: its calls share the job's bound
+	// (JobConcurrency). "" is a job of its own.
+	Job            string
 	Method, URL    string
 	Header         http.Header // the user's headers plus auth, already resolved; never logged
 	Body           []byte
@@ -136,7 +144,7 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 
 	var res Result
 	for n := 1; ; n++ {
-		release, err := c.slots.acquire(ctx, host, r.Deadline)
+		release, err := c.slots.acquire(ctx, r.Job, host, r.Deadline)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Err = stopped(ctx, n-1)

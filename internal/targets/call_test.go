@@ -429,3 +429,47 @@ func TestParseRetryAfter(t *testing.T) {
 		assert.Equal(t, want, parseRetryAfter(v, now), v)
 	}
 }
+
+// One job's slow target must not hold the whole outbound bound for its timeout: a job holds
+// at most JobConcurrency slots, so another job's call still goes out (issue 28, 6).
+func TestOneJobHoldsAtMostItsShareOfTheCalls(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan string, 16)
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Query().Get("job")
+		<-release
+	})
+	t.Cleanup(releaseAll) // before the server's Close, which waits for the handlers
+	c := loopbackCaller(t, Config{Concurrency: 4, HostConcurrency: 64, JobConcurrency: 2})
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	call := func(job string) {
+		wg.Go(func() { c.Do(ctx, Request{Job: job, Method: "GET", URL: srv.URL + "/?job=" + job}) })
+	}
+	for range 4 {
+		call("slow")
+	}
+	for range 2 {
+		assert.Equal(t, "slow", receive(t, arrived, "the slow job's calls to arrive"))
+	}
+	call("other")
+	got := receive(t, arrived, "another job's call to go out while the slow job's calls hang")
+	assert.Equal(t, "other", got, "the slow job had more than its share of the slots")
+	releaseAll()
+	wg.Wait()
+	assert.Len(t, arrived, 2, "the slow job's other calls went out once the first ended")
+}
+
+func receive(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waited 5s for %s", what)
+		return ""
+	}
+}

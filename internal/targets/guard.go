@@ -46,6 +46,25 @@ var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
 }
 
+// credentialRanges hand out credentials too, but an operator may need one of their addresses
+// (a job that reads its own task's role, say). So they are refused even when a wider allow
+// entry (169.254.0.0/16, fd00::/8, 0.0.0.0/0) covers them, and let through only when an
+// entry names the address or a part of its range: allowing a network must not give every
+// job author the node's or the pod's cloud role. 168.63.129.16 is a public address, which
+// the special-purpose list alone lets through.
+var credentialRanges = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("169.254.169.0/24"), "in the cloud metadata range"},
+	{netip.MustParsePrefix("169.254.170.0/24"), "a container credentials address (ECS task roles, EKS Pod Identity)"},
+	{netip.MustParsePrefix("fd00:ec2::/32"), "an AWS instance services address (metadata, credentials, DNS, time)"},
+	{netip.MustParsePrefix("168.63.129.16/32"), "the Azure WireServer address"},
+}
+
+// namedHint ends the refusal of a credentials address: a wider allow entry does not do.
+const namedHint = "allowed only when an operator names it in SCHEDULER_HTTP_ALLOW"
+
 // cgnat is named only to word the refusal; whether it is refused comes from the ssrf list.
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
@@ -162,6 +181,9 @@ func urlRefusal(host, reason string) error {
 	if reason == metadataReason {
 		return fmt.Errorf("url host %s is %s, which is never allowed", host, reason)
 	}
+	if strings.HasSuffix(reason, namedHint) {
+		return fmt.Errorf("url host %s is %s", host, reason)
+	}
 	return fmt.Errorf("url host %s is %s; %s", host, reason, allowHint)
 }
 
@@ -240,6 +262,9 @@ func (g *Guard) checkAddr(host string, a netip.Addr, hostAllowed bool) error {
 	if isMetadata(a) {
 		return &RefusedError{Host: host, Addr: a, Reason: metadataReason}
 	}
+	if what, ok := g.unnamedCredentials(a); ok {
+		return &RefusedError{Host: host, Addr: a, Reason: what + ", " + namedHint}
+	}
 	if hostAllowed {
 		return nil
 	}
@@ -254,12 +279,37 @@ func (g *Guard) checkAddr(host string, a netip.Addr, hostAllowed bool) error {
 	return nil
 }
 
-func isMetadata(a netip.Addr) bool {
-	if ssrf.IPv6NAT64Prefix.Contains(a) {
-		// An operator who allows NAT64 must not thereby reach 64:ff9b::a9fe:a9fe.
-		b := a.As16()
-		a = netip.AddrFrom4([4]byte(b[12:]))
+// unnamedCredentials says whether a lies in a credentials range that no allow entry names
+// (an entry no wider than the range that holds a), and what the range is. A host name in
+// the allow list names no address: it may resolve anywhere.
+func (g *Guard) unnamedCredentials(a netip.Addr) (string, bool) {
+	a = unNAT64(a)
+	for _, c := range credentialRanges {
+		if !c.prefix.Contains(a) {
+			continue
+		}
+		for _, p := range g.allowPrefixes {
+			if p.Contains(a) && p.Bits() >= c.prefix.Bits() {
+				return "", false
+			}
+		}
+		return c.what, true
 	}
+	return "", false
+}
+
+// unNAT64 is the IPv4 address a NAT64 address leads to (a itself otherwise): an operator who
+// allows NAT64 must not thereby reach 64:ff9b::a9fe:a9fe.
+func unNAT64(a netip.Addr) netip.Addr {
+	if ssrf.IPv6NAT64Prefix.Contains(a) {
+		b := a.As16()
+		return netip.AddrFrom4([4]byte(b[12:]))
+	}
+	return a
+}
+
+func isMetadata(a netip.Addr) bool {
+	a = unNAT64(a)
 	for _, m := range metadataAddrs {
 		if a == m {
 			return true

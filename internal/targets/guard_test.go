@@ -114,6 +114,43 @@ func TestMetadataAddressesRefusedWhateverTheAllowList(t *testing.T) {
 	assert.Error(t, mustGuard(t, "0.0.0.0/0").CheckURL("http://169.254.169.254/"))
 }
 
+// The container-credentials and instance-services addresses hand out credentials as the
+// metadata address does: 169.254.170.2 (ECS task roles), 169.254.170.23 and fd00:ec2::23
+// (EKS Pod Identity), and 168.63.129.16 (Azure's WireServer, a public address, which the
+// guard let through even with no allow list). They are refused unless an operator names
+// the address (or a part of its range no wider than the range): 169.254.0.0/16 or
+// 0.0.0.0/0 does not name them (issue 28, 5).
+func TestCredentialAddressesRefusedUnlessNamed(t *testing.T) {
+	credentials := []string{"169.254.170.2", "169.254.170.23", "169.254.169.1", "169.254.169.253", "fd00:ec2::23",
+		"fd00:ec2::123", "168.63.129.16", "::ffff:168.63.129.16", "64:ff9b::a83f:8110", "64:ff9b::a9fe:aa02"}
+	for _, g := range map[string]*Guard{
+		"no allow list": mustGuard(t),
+		"everything":    mustGuard(t, "0.0.0.0/0", "::/0", "64:ff9b::/96"),
+		"link-local":    mustGuard(t, "169.254.0.0/16", "fd00::/8", "168.63.0.0/16"),
+	} {
+		for _, addr := range credentials {
+			err := g.checkAddr("", netip.MustParseAddr(addr), false)
+			var refused *RefusedError
+			if assert.ErrorAs(t, err, &refused, addr) {
+				assert.Contains(t, refused.Reason, "only when an operator names it in SCHEDULER_HTTP_ALLOW", addr)
+			}
+			assert.Error(t, g.checkAddr("creds.internal", netip.MustParseAddr(addr), true), "an allowed name: %s", addr)
+		}
+	}
+	err := mustGuard(t, "0.0.0.0/0").CheckURL("http://168.63.129.16/machine")
+	if assert.Error(t, err) {
+		assert.Equal(t, "url host 168.63.129.16 is the Azure WireServer address, allowed only when an operator names it in SCHEDULER_HTTP_ALLOW", err.Error())
+	}
+
+	named := mustGuard(t, "169.254.170.2", "fd00:ec2::23/128", "168.63.129.16/32", "169.254.169.0/24")
+	for _, addr := range []string{"169.254.170.2", "fd00:ec2::23", "168.63.129.16", "169.254.169.1"} {
+		assert.NoError(t, named.checkAddr("", netip.MustParseAddr(addr), false), addr)
+	}
+	assert.Error(t, named.checkAddr("", netip.MustParseAddr("169.254.170.23"), false), "only the address named")
+	assert.Error(t, named.checkAddr("", netip.MustParseAddr("169.254.169.254"), false), "the metadata address is never allowed")
+	assert.NoError(t, named.CheckURL("http://169.254.170.2/v2/credentials"))
+}
+
 // acceptCounter is a TCP listener on loopback that tells, deterministically, whether any
 // connection reached it before a marker connection of the test's own.
 type acceptCounter struct {

@@ -12,27 +12,39 @@ import (
 var errNoSlotBeforeDeadline = errors.New("no concurrency slot came free before the run's deadline")
 
 // slots bounds how many attempts run at once: in all, so that a burst of due jobs cannot
-// exhaust the scheduler's sockets, and per host, so that one slow target cannot take every
-// slot from the others, nor the scheduler flood one user's service.
+// exhaust the scheduler's sockets; per host, so that one slow target cannot take every
+// slot from the others, nor the scheduler flood one user's service; and per job, so that
+// one job's slow targets (its overlapping runs, its hosts) cannot hold every slot for its
+// timeout and starve the other jobs.
 type slots struct {
 	global  chan struct{}
 	perHost int
+	perJob  int
 	waiting atomic.Int64
 
 	mu sync.Mutex
 	// hosts keeps a semaphore per host for the life of the process: hosts are bounded by
 	// the number of job definitions, so this does not grow without end.
 	hosts map[string]chan struct{}
+	// jobs keeps a semaphore per job while one of its calls holds or waits for it: a job
+	// renamed or deleted leaves nothing behind.
+	jobs map[string]*jobSlots
 }
 
-func newSlots(global, perHost int) *slots {
-	return &slots{global: make(chan struct{}, global), perHost: perHost, hosts: map[string]chan struct{}{}}
+type jobSlots struct {
+	sem   chan struct{}
+	users int
 }
 
-// acquire takes a slot for host, and one of the global ones, waiting until ctx ends or the
-// deadline (zero: none) passes. The host slot is taken first: a call queued behind a busy host
-// then holds nothing the calls to other hosts need.
-func (s *slots) acquire(ctx context.Context, host string, deadline time.Time) (release func(), err error) {
+func newSlots(global, perHost, perJob int) *slots {
+	return &slots{global: make(chan struct{}, global), perHost: perHost, perJob: perJob,
+		hosts: map[string]chan struct{}{}, jobs: map[string]*jobSlots{}}
+}
+
+// acquire takes a slot for job, one for host, and one of the global ones, waiting until ctx
+// ends or the deadline (zero: none) passes. The narrower slots are taken first: a call queued
+// behind its own job or a busy host then holds nothing the other calls need.
+func (s *slots) acquire(ctx context.Context, job, host string, deadline time.Time) (release func(), err error) {
 	if !deadline.IsZero() {
 		if !time.Now().Before(deadline) {
 			return nil, errNoSlotBeforeDeadline
@@ -41,15 +53,44 @@ func (s *slots) acquire(ctx context.Context, host string, deadline time.Time) (r
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	jobSem, leaveJob := s.job(job)
+	if err := s.take(ctx, jobSem); err != nil {
+		leaveJob()
+		return nil, err
+	}
 	hostSem := s.host(host)
 	if err := s.take(ctx, hostSem); err != nil {
+		<-jobSem
+		leaveJob()
 		return nil, err
 	}
 	if err := s.take(ctx, s.global); err != nil {
 		<-hostSem
+		<-jobSem
+		leaveJob()
 		return nil, err
 	}
-	return func() { <-s.global; <-hostSem }, nil
+	return func() { <-s.global; <-hostSem; <-jobSem; leaveJob() }, nil
+}
+
+// job returns job's semaphore and the function that gives it up once the call is done with
+// it; the last one to give it up removes it.
+func (s *slots) job(job string) (chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	js, ok := s.jobs[job]
+	if !ok {
+		js = &jobSlots{sem: make(chan struct{}, s.perJob)}
+		s.jobs[job] = js
+	}
+	js.users++
+	return js.sem, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if js.users--; js.users == 0 {
+			delete(s.jobs, job)
+		}
+	}
 }
 
 func (s *slots) host(host string) chan struct{} {

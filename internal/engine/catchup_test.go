@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// Guarantees 3 and 10 after more than three days without a leader (or a restored backup):
+// the slots of the outage fall on days whose partition of job_runs nobody created. Catch-up
+// creates them and records the slots; it used to fail the whole batch of jobs at every
+// election, so every job of the batch lost its catch-up (issue 28, 2).
+func TestCatchUpRecordsSlotsOnDaysWithoutAPartition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	hourly := job(t, "tick", "@every 1h", time.Minute)
+	now, err := db.Now(ctx)
+	require.NoError(t, err)
+	latest := hourly.Schedule.Prev(now)
+	first := latest.Add(-96 * time.Hour)
+	testdb.AddRunDays(t, db.Pool, first, first)
+	_, err = db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
+		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, first)
+	require.NoError(t, err)
+	gapDay := latest.Add(-48 * time.Hour).UTC().Format("20060102")
+	require.Zero(t, count(t, db, `SELECT count(*) FROM pg_class WHERE relname = $1`, "job_runs_p"+gapDay),
+		"precondition: the day two days ago has no partition")
+
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{hourly, job(t, "writer", "@every 1h", time.Minute)}})
+	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")
+
+	assert.Equal(t, 95, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'missed'`),
+		"every slot of the outage but the latest is recorded missed")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1 AND trigger = 'catch-up'`, latest),
+		"the latest slot is caught up")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'writer' AND scheduled_at = $1 AND trigger = 'catch-up'`, latest),
+		"the other job of the batch is caught up")
+}
+
+// One job whose catch-up cannot be recorded does not take the catch-up of the others in its
+// batch with it.
+func TestOneJobsFailedCatchUpLeavesTheOthersAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	// Whatever makes one job's rows fail (here a trigger) fails that job only.
+	_, err := db.Pool.Exec(ctx, `
+		CREATE FUNCTION test_refuse_broken() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.job = 'chatty' THEN RAISE EXCEPTION 'the chatty job cannot be recorded'; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_refuse_broken BEFORE INSERT ON job_runs FOR EACH ROW EXECUTE FUNCTION test_refuse_broken();`)
+	require.NoError(t, err)
+	jobs := []config.Job{job(t, "chatty", "@every 1h", time.Minute), job(t, "tick", "@every 1h", time.Minute), job(t, "writer", "@every 1h", time.Minute)}
+	now, err := db.Now(ctx)
+	require.NoError(t, err)
+	latest := jobs[0].Schedule.Prev(now)
+
+	n := startNode(t, url, "a", nodeOptions{jobs: jobs})
+	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")
+
+	for _, name := range []string{"tick", "writer"} {
+		assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND scheduled_at = $2 AND trigger = 'catch-up'`, name, latest),
+			"%s is caught up although chatty's catch-up failed", name)
+	}
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'chatty'`))
+}

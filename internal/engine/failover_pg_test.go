@@ -240,6 +240,7 @@ func (f *failoverRig) checkHistory(t *testing.T, last, again leader.Term, lost m
 	ctx := context.Background()
 	db := f.n.db
 	assert.NotEqual(t, last.Fence(), again.Fence(), "no term identity is named twice")
+	assert.Greater(t, again.Epoch, last.Epoch, "the new term's epoch is above every epoch the old primary issued")
 	awaitSignal(t, &f.n.en.testSignals.repaired, "the repair")
 	called := f.rec.calls()
 	slots := map[time.Time]string{}

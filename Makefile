@@ -23,8 +23,10 @@ lint:
 bench:
 	scripts/bench.sh bench $(if $(QUICK),-quick)
 
-# make chaos [DURATION=2m] [FAULTS=kill,term,pg-restart,terminate,blackhole]: 3 replicas, the
-# leader struck by a fault drawn from FAULTS (default: all) every few seconds; checks the invariants.
+# make chaos [DURATION=2m] [FAULTS=kill,term,pg-restart,terminate,blackhole,failover]: 3 replicas,
+# the leader struck by a fault drawn from FAULTS every few seconds; checks the invariants. The
+# default is every fault but failover, which kills the primary and promotes its asynchronous
+# streaming standby (FAULTS=failover: a standby is started beside the throwaway cluster).
 chaos:
 	FAULTS=$(FAULTS) scripts/bench.sh chaos $(if $(DURATION),-duration $(DURATION))
 

@@ -8,6 +8,11 @@
 #   scripts/pg.sh restart DIR MODE restart the server of DIR with pg_ctl's shutdown MODE
 #                                  (fast: sessions are ended cleanly; immediate: the server
 #                                  crashes and recovers), for fault tests on their own cluster
+#   scripts/pg.sh standby PPORT DIR PORT
+#                                  a streaming (asynchronous) standby of the server on
+#                                  127.0.0.1:PPORT, in DIR (emptied first) on PORT
+#   scripts/pg.sh kill DIR         stop the server of DIR with -m immediate (a crash)
+#   scripts/pg.sh promote DIR      promote the standby of DIR, waiting until it accepts writes
 #   scripts/pg.sh remove DIR       stop it and delete DIR
 #   scripts/pg.sh url PORT [DB]    print the connection URL
 #   scripts/pg.sh status DIR       exit 0 when the server of DIR is running
@@ -89,6 +94,22 @@ CONF
     log "server did not start; last lines of $dir/server.log:"; tail -n 20 "$dir/server.log" >&2; exit 1; }
 }
 
+standby() {
+  local pport=$1 dir=$2 port=$3 bin
+  bin=$(pg_bindir)
+  stop "$dir"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
+  chmod 700 "$dir"
+  # -R writes standby.signal and primary_conninfo; the primary's settings come with the copy.
+  as_owner "$bin/pg_basebackup" -D "$dir" -h 127.0.0.1 -p "$pport" -U postgres -X stream -R -c fast
+  printf "port = %s\nunix_socket_directories = '%s'\n" "$port" "$dir" >>"$dir/postgresql.conf"
+  as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start >/dev/null || {
+    log "standby did not start; last lines of $dir/server.log:"; tail -n 20 "$dir/server.log" >&2; exit 1; }
+}
+
 stop() {
   local dir=$1 bin
   [ -f "$dir/PG_VERSION" ] || return 0
@@ -145,10 +166,13 @@ case "$cmd" in
   start) start "$2" "$3" ;;
   stop) stop "$2" ;;
   restart) restart "$2" "${3:-fast}" ;;
+  standby) standby "$2" "$3" "$4" ;;
+  kill) as_owner "$(pg_bindir)/pg_ctl" -D "$2" -m immediate -w stop >/dev/null ;;
+  promote) as_owner "$(pg_bindir)/pg_ctl" -D "$2" -w -t 60 promote >/dev/null ;;
   remove) stop "$2"; rm -rf "$2" ;;
   url) url "$2" "${3:-}" ;;
   status) running "$2" ;;
   ensure) ensure ;;
   bindir) pg_bindir ;;
-  *) echo "usage: $0 start DIR PORT | stop DIR | restart DIR [fast|immediate] | remove DIR | status DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR PORT | standby PPORT DIR PORT | kill DIR | promote DIR | stop DIR | restart DIR [fast|immediate] | remove DIR | status DIR | url PORT [DB] | ensure | bindir" >&2; exit 2 ;;
 esac

@@ -49,10 +49,18 @@ type Config struct {
 	//               and its running jobs' connections)
 	//   blackhole   the leader's proxy drops every byte, connections kept open, until a new
 	//               leader is elected (the silent partition)
+	//   failover    the primary is killed (pg_ctl -m immediate) and its streaming standby
+	//               (asynchronous) promoted; every proxy switches to it, and a new standby is
+	//               built from it for the next failover (needs PGData and Standby)
 	Faults []string
 	// PGData is the data directory of the PostgreSQL under DatabaseURL, for pg-restart. It
 	// restarts that server: never point it at a cluster anything else uses.
 	PGData string
+	// Standby is the data directory and StandbyPort the port of a streaming standby of the
+	// PostgreSQL under PGData, for failover. Both servers are killed, promoted and rebuilt:
+	// give only clusters of the chaos run's own (make chaos FAULTS=failover starts them).
+	Standby     string
+	StandbyPort string
 	// Lease is the replicas' SCHEDULER_LEASE_TIMEOUT (default: the service's, 5 s).
 	Lease time.Duration
 }
@@ -64,10 +72,11 @@ const (
 	FaultPGRestart = "pg-restart"
 	FaultTerminate = "terminate"
 	FaultBlackhole = "blackhole"
+	FaultFailover  = "failover"
 )
 
 // AllFaults lists every fault kind.
-var AllFaults = []string{FaultKill, FaultTerm, FaultPGRestart, FaultTerminate, FaultBlackhole}
+var AllFaults = []string{FaultKill, FaultTerm, FaultPGRestart, FaultTerminate, FaultBlackhole, FaultFailover}
 
 func (c *Config) defaults() {
 	if c.Replicas <= 0 {
@@ -96,7 +105,7 @@ func (c *Config) defaults() {
 	}
 	if len(c.Faults) == 0 {
 		for _, f := range AllFaults {
-			if f != FaultPGRestart || c.PGData != "" {
+			if (f != FaultPGRestart || c.PGData != "") && (f != FaultFailover || c.Standby != "") {
 				c.Faults = append(c.Faults, f)
 			}
 		}
@@ -111,6 +120,10 @@ func (c *Config) validate() error {
 		}
 		if f == FaultPGRestart && c.PGData == "" {
 			return errors.New("the pg-restart fault needs the data directory of a PostgreSQL of its own (-pgdata; make chaos starts one)")
+		}
+		if f == FaultFailover && (c.PGData == "" || c.Standby == "" || c.StandbyPort == "") {
+			return errors.New("the failover fault needs a primary and a streaming standby of its own " +
+				"(-pgdata, -standby, -standby-port; make chaos FAULTS=failover starts them)")
 		}
 	}
 	return nil
@@ -189,20 +202,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	r := &runner{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		epochs: map[int64]time.Time{}}
+	defer r.closeProxies()
+	// The run's own reads and writes go through a proxy too, which a failover switches.
+	checkURL, err := r.proxied()
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		epochs: map[int64]time.Time{}}
-	defer r.closeProxies()
+	if r.pool, err = pgxpool.New(ctx, checkURL); err != nil {
+		return nil, err
+	}
+	defer r.pool.Close()
 	defer r.stopAll(syscall.SIGKILL)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go r.watchEpochs(watchCtx)
 
-	if _, err := seed.Members(ctx, pool, 0); err != nil { // the demo tenants and plans
+	if _, err := seed.Members(ctx, r.pool, 0); err != nil { // the demo tenants and plans
 		return nil, err
 	}
 	for i := range cfg.Replicas {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os/exec"
 	"syscall"
 	"time"
@@ -92,7 +94,7 @@ WHERE application_name = 'scheduler:' || $1 AND datname = current_database()`, r
 			mode = "immediate"
 		}
 		r.restarts++
-		out, err := exec.CommandContext(ctx, "scripts/pg.sh", "restart", r.cfg.PGData, mode).CombinedOutput()
+		out, err := exec.CommandContext(ctx, "scripts/pg.sh", "restart", r.primaryDir(), mode).CombinedOutput()
 		if err != nil && ctx.Err() == nil {
 			return nil, "", fmt.Errorf("restart PostgreSQL (-m %s): %v: %s", mode, err, out)
 		}
@@ -102,8 +104,59 @@ WHERE application_name = 'scheduler:' || $1 AND datname = current_database()`, r
 	case FaultBlackhole:
 		rep.proxy.Cut()
 		return func() error { rep.proxy.Heal(); return nil }, fault, nil
+	case FaultFailover:
+		return r.failover(ctx)
 	}
 	return nil, "", fmt.Errorf("unknown fault %q", fault)
+}
+
+// failover kills the primary (-m immediate: the commits its asynchronous standby had not
+// received are lost), promotes the standby and switches every proxy to it, as a stable
+// address moves with a failover. The repair builds a new standby from the new primary in
+// the old one's directory, for the next failover.
+func (r *runner) failover(ctx context.Context) (repair func() error, name string, err error) {
+	u, err := url.Parse(r.cfg.DatabaseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	primary, standby := r.cfg.PGData, r.cfg.Standby
+	pPort, sPort := u.Port(), r.cfg.StandbyPort
+	if r.failovers%2 == 1 {
+		primary, standby, pPort, sPort = standby, primary, sPort, pPort
+	}
+	r.cfg.Log.Info("failing PostgreSQL over", "primary", primary, "standby", standby)
+	if err := r.pg(ctx, "kill", primary); err != nil {
+		return nil, "", err
+	}
+	if err := r.pg(ctx, "promote", standby); err != nil {
+		return nil, "", err
+	}
+	r.failovers++
+	for _, p := range r.proxies() {
+		p.Switch(net.JoinHostPort(u.Hostname(), sPort))
+	}
+	r.pool.Reset()
+	return func() error {
+		// Not cancelled by the end of the chaos phase: the next run needs a whole pair.
+		return r.pg(context.WithoutCancel(ctx), "standby", sPort, primary, pPort)
+	}, FaultFailover, nil
+}
+
+// primaryDir is the data directory of the current primary.
+func (r *runner) primaryDir() string {
+	if r.failovers%2 == 1 {
+		return r.cfg.Standby
+	}
+	return r.cfg.PGData
+}
+
+// pg runs scripts/pg.sh with args.
+func (r *runner) pg(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "scripts/pg.sh", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg.sh %v: %v: %s", args, err, out)
+	}
+	return nil
 }
 
 // watchEpochs records every epoch and its since, for the commit-order check.

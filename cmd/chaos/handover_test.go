@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +38,13 @@ func TestChaosVoluntaryHandOverMidWaveLosesAndRepeatsNothing(t *testing.T) {
 			require.NotNil(t, leader, "the leader %q is one of ours", leaderID)
 			switch how {
 			case "step-down":
-				_, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, store.StepDownChannel, strconv.FormatInt(epoch, 10))
+				// A step-down is a control row written as the API does; a bare NOTIFY is ignored.
+				db, err := store.Open(ctx, r.cfg.DatabaseURL, store.Options{InstanceID: "chaos-test", LeaseTimeout: 5 * time.Second})
 				require.NoError(t, err)
+				_, ok, err := db.RequestStepDown(ctx, store.ControlRequest{TokenKind: "test", RequestID: "chaos-step-down"})
+				db.Close()
+				require.NoError(t, err)
+				require.True(t, ok, "a leader to step down")
 			case "SIGTERM":
 				require.NoError(t, leader.cmd.Process.Signal(syscall.SIGTERM))
 			}

@@ -1,6 +1,7 @@
 // Command chaos runs several `scheduler serve` replicas against a throwaway database and
 // strikes the leader with a fault every few seconds (-faults: SIGKILL, SIGTERM, a PostgreSQL
-// restart, its backends terminated, a silent blackhole between it and PostgreSQL), while
+// restart, its backends terminated, a silent blackhole between it and PostgreSQL, a failover
+// of PostgreSQL to its asynchronous streaming standby), while
 // members keep coming due and plan-change is scheduled every second. Afterwards it lets the
 // cluster settle and checks in the database that every due member was applied exactly once,
 // that no slot was claimed twice or lost, that no run was left running or unrecovered and
@@ -44,6 +45,9 @@ func main() {
 		strings.Join(AllFaults, ",")+" (default: all; pg-restart only with -pgdata)")
 	pgdata := flag.String("pgdata", "", "data directory of the PostgreSQL under BENCH_DATABASE_URL, for pg-restart; "+
 		"it is restarted: give only a cluster of the chaos run's own (make chaos does)")
+	standby := flag.String("standby", "", "data directory of a streaming standby of -pgdata's server, for failover; "+
+		"it is promoted and rebuilt: give only a cluster of the chaos run's own (make chaos FAULTS=failover does)")
+	standbyPort := flag.String("standby-port", "", "the standby's port, on BENCH_DATABASE_URL's host")
 	lease := flag.Duration("lease", 0, "the replicas' SCHEDULER_LEASE_TIMEOUT (default: the service's)")
 	flag.Parse()
 	var kinds []string
@@ -51,7 +55,7 @@ func main() {
 		kinds = strings.Split(*faults, ",")
 	}
 	os.Exit(mainErr(Config{Duration: *duration, Replicas: *replicas, Binary: *binary, Seed: *seed,
-		Faults: kinds, PGData: *pgdata, Lease: *lease}, *keep))
+		Faults: kinds, PGData: *pgdata, Standby: *standby, StandbyPort: *standbyPort, Lease: *lease}, *keep))
 }
 
 func mainErr(cfg Config, keep bool) int {

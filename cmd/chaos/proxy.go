@@ -12,12 +12,12 @@ import (
 // reset and each has to notice the silence itself (the silent partition). A close from
 // either end is still passed on, as a network that drops data but carries the close would.
 type proxy struct {
-	upstream string
 	ln       net.Listener
 	dropping atomic.Bool
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu       sync.Mutex
+	upstream string
+	conns    map[net.Conn]struct{}
 }
 
 // startProxy listens on a free loopback port and relays every connection to upstream.
@@ -38,6 +38,18 @@ func (p *proxy) Addr() string { return p.ln.Addr().String() }
 // bytes are broken for good: the clients notice and reconnect.
 func (p *proxy) Cut()  { p.dropping.Store(true) }
 func (p *proxy) Heal() { p.dropping.Store(false) }
+
+// Switch sends every new connection to upstream and closes the relayed ones, as a
+// failover's stable address (a DNS name, a virtual IP, a Patroni-aware proxy) moves to the
+// promoted server: the clients notice their connections drop and reconnect.
+func (p *proxy) Switch(upstream string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upstream = upstream
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
 
 // Close stops listening and closes every relayed connection.
 func (p *proxy) Close() {
@@ -60,7 +72,10 @@ func (p *proxy) accept() {
 }
 
 func (p *proxy) relay(client net.Conn) {
-	server, err := net.Dial("tcp", p.upstream)
+	p.mu.Lock()
+	upstream := p.upstream
+	p.mu.Unlock()
+	server, err := net.Dial("tcp", upstream)
 	if err != nil {
 		_ = client.Close()
 		return

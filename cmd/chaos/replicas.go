@@ -57,6 +57,9 @@ type runner struct {
 
 	epochsMu sync.Mutex
 	epochs   map[int64]time.Time // every epoch seen, with its since
+
+	checkProxy *proxy // the run's own pool's proxy
+	failovers  int    // failovers so far: the roles of PGData and Standby swap at each
 }
 
 // start launches replica slot i (again, after a kill) under a new instance id.
@@ -70,15 +73,10 @@ func (r *runner) start(i int) error {
 	rep.gen++
 	rep.id = fmt.Sprintf("chaos-r%d-g%d", i, rep.gen)
 	if rep.proxy == nil {
-		u, err := url.Parse(r.cfg.DatabaseURL)
-		if err != nil {
+		var err error
+		if rep.proxy, rep.dbURL, err = r.newProxy(); err != nil {
 			return err
 		}
-		if rep.proxy, err = startProxy(u.Host); err != nil {
-			return err
-		}
-		u.Host = rep.proxy.Addr()
-		rep.dbURL = u.String()
 	}
 	port, err := freePort()
 	if err != nil {
@@ -152,13 +150,50 @@ func (r *runner) leader(ctx context.Context) (epoch int64, id string, since time
 	return
 }
 
-func (r *runner) closeProxies() {
+// newProxy starts a proxy to the current primary and returns it and DatabaseURL through it.
+func (r *runner) newProxy() (*proxy, string, error) {
+	u, err := url.Parse(r.cfg.DatabaseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	host := u.Host
+	if r.failovers%2 == 1 {
+		host = net.JoinHostPort(u.Hostname(), r.cfg.StandbyPort)
+	}
+	p, err := startProxy(host)
+	if err != nil {
+		return nil, "", err
+	}
+	u.Host = p.Addr()
+	return p, u.String(), nil
+}
+
+// proxied starts the run's own pool's proxy and returns the URL through it.
+func (r *runner) proxied() (string, error) {
+	p, u, err := r.newProxy()
+	r.checkProxy = p
+	return u, err
+}
+
+// proxies are every proxy to PostgreSQL: the replicas' and the run's own.
+func (r *runner) proxies() []*proxy {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var ps []*proxy
 	for _, rep := range r.replicas {
 		if rep.proxy != nil {
-			rep.proxy.Close()
+			ps = append(ps, rep.proxy)
 		}
+	}
+	if r.checkProxy != nil {
+		ps = append(ps, r.checkProxy)
+	}
+	return ps
+}
+
+func (r *runner) closeProxies() {
+	for _, p := range r.proxies() {
+		p.Close()
 	}
 }
 

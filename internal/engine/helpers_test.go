@@ -131,7 +131,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 }
 
 var registry = jobs.NewRegistry(
-	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"}, calledJob{"called"},
+	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
 	// Every finished run older than a minute is expired.
 	jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}),
 )

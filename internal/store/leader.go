@@ -140,12 +140,22 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 	const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
 	// Waits for the old epoch's FOR SHARE holders.
 	const lockRow = `SELECT 1 FROM scheduler_leader WHERE id = 1 FOR UPDATE`
-	// A new random term id: the term's identity, which a rollback cannot recreate.
+	// A new random term id: the term's identity, which a rollback cannot recreate. The first
+	// bump on a new timeline (a promoted standby) also jumps the epoch to timeline << 32: every
+	// epoch issued on timeline t stays below (t+1) << 32 (fewer than 2^32 bumps a timeline),
+	// and a promoted standby's timeline is above its old primary's, so no term the lost
+	// primary began can have had the number. Epochs stay below 2^53 (exact as JSON numbers)
+	// for 2^21 timelines. A row from before migration 0015 has no timeline: no jump.
 	const bump = `
-		UPDATE scheduler_leader
-		SET epoch = epoch + 1, instance_id = $1, since = clock_timestamp(),
-		    term_id = gen_random_uuid(), timeline = scheduler_timeline()
-		WHERE id = 1
+		WITH now_on AS (SELECT scheduler_timeline() AS tl)
+		UPDATE scheduler_leader l
+		SET epoch = CASE WHEN l.timeline <> now_on.tl
+		                 THEN greatest(l.epoch + 1, now_on.tl << 32)
+		                 ELSE l.epoch + 1 END,
+		    instance_id = $1, since = clock_timestamp(),
+		    term_id = gen_random_uuid(), timeline = now_on.tl
+		FROM now_on
+		WHERE l.id = 1
 		RETURNING ` + leaderColumns
 
 	if err = scanLeader(s.conn.QueryRow(ctx, readOld), &old); err != nil {

@@ -1242,7 +1242,7 @@ function locksPage() {
         td("Instance", h("span", { class: "mono" }, l.instance_id || l.application_name || "—")),
         td("PID", l.pid),
         td("Since", when(l.since)),
-        td("Key", l.key ? h("span", { class: "mono" }, l.key) : "row")))), "No lock is held or awaited."));
+        td("Key", l.key ? h("span", { class: "mono" }, l.key) : "row"))), "No lock is held or awaited."));
   }
   return { refresh };
 }

@@ -165,6 +165,11 @@ type Result struct {
 	CommitOrderChecked bool
 	Settled            bool // a run that started after the last insert succeeded
 	NoHandover         int  // faults after which no new leader was elected in time
+	// HostileOverstays counts hostile SQL runs, and backends, that outlived the run's
+	// timeout by more than 5 s (hostile.go).
+	HostileOverstays int64
+	// HostileRuns counts the hostile loop's runs that started: that it ran.
+	HostileRuns int64
 	Handovers          []Handover
 	RunsByStatus       map[string]int64
 	Epoch              int64
@@ -188,6 +193,7 @@ func (r *Result) Violations() []string {
 	check("abandoned runs not recovered", r.UnrecoveredAbandoned)
 	check("old-epoch commits after a newer epoch began", r.OldEpochCommits)
 	check("faults not followed by a new leader", int64(r.NoHandover))
+	check("hostile SQL backends past their timeout + 5 s", r.HostileOverstays)
 	if !r.Settled {
 		v = append(v, "no run succeeded after the last insert within the settle time")
 	}
@@ -222,6 +228,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if _, err := seed.Members(ctx, r.pool, 0); err != nil { // the demo tenants and plans
 		return nil, err
 	}
+	hostileEnv, dropHostile, err := r.setUpHostile(ctx, checkURL)
+	if dropHostile != nil {
+		defer dropHostile()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the hostile SQL jobs: %w", err)
+	}
+	r.cfg.Env = append(r.cfg.Env, hostileEnv)
 	for i := range cfg.Replicas {
 		if err := r.start(i); err != nil {
 			return nil, err
@@ -254,6 +268,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Log.Info("chaos over; settling", "members_inserted", res.MembersInserted, "faults", len(res.Handovers))
 	res.Settled = r.settle(ctx)
 	if err := r.check(ctx, res); err != nil {
+		return nil, err
+	}
+	if res.HostileOverstays, err = r.hostileOverstays(ctx); err != nil {
+		return nil, err
+	}
+	if res.HostileRuns, err = r.hostileRuns(ctx); err != nil {
 		return nil, err
 	}
 	r.stopAll(syscall.SIGTERM)

@@ -62,6 +62,7 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	assert.Positive(t, res.MembersInserted)
 	assert.Equal(t, res.MembersInserted, res.MembersApplied, "every inserted member is due and must be applied once")
 	assert.Greater(t, res.Epoch, int64(len(res.Handovers)), "each fault must have produced a new epoch")
+	assert.Positive(t, res.HostileRuns, "the hostile SQL loop ran")
 }
 
 // TestCheckCountsViolations shows the checker is not blind: a due member nobody applied, a

@@ -167,6 +167,7 @@ func printResult(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "chaos run: %d members inserted, %d plan changes applied, final epoch %d\n",
 		r.MembersInserted, r.MembersApplied, r.Epoch)
 	fmt.Fprintf(w, "runs by status: %v\n", r.RunsByStatus)
+	fmt.Fprintf(w, "hostile SQL loop runs: %d\n", r.HostileRuns)
 	fmt.Fprintf(w, "\ninvariants (each must be 0):\n")
 	for _, x := range []struct {
 		name string
@@ -181,6 +182,7 @@ func printResult(w io.Writer, r *Result) {
 		{"runs stuck in running", r.StuckRunning},
 		{"abandoned runs not recovered", r.UnrecoveredAbandoned},
 		{"faults not followed by a new leader", int64(r.NoHandover)},
+		{"hostile SQL backends past their timeout + 5 s", r.HostileOverstays},
 	} {
 		fmt.Fprintf(w, "  %-45s %d\n", x.name, x.n)
 	}

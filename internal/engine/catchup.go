@@ -10,6 +10,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
 // rescueLoop runs the rescuer for the whole term, not only at its start (River's
@@ -58,11 +59,21 @@ func (e *Engine) addRunDays(ctx context.Context, log *slog.Logger) {
 // rescued test signal.
 func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger) {
 	orphans, err := e.orphans(ctx, term)
-	var abandoned []store.Abandoned
+	var (
+		abandoned []store.Abandoned
+		backends  []store.SQLBackend
+	)
 	if err == nil {
 		err = e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
-			abandoned, err = tx.AbandonRuns(ctx, orphans)
+			if abandoned, err = tx.AbandonRuns(ctx, orphans); err != nil {
+				return err
+			}
+			ids := make([]int64, len(abandoned))
+			for i, a := range abandoned {
+				ids[i] = a.ID
+			}
+			backends, err = tx.TakeSQLBackends(ctx, ids)
 			return err
 		})
 	}
@@ -82,7 +93,33 @@ func (e *Engine) rescue(ctx context.Context, term leader.Term, log *slog.Logger)
 		log.Warn("run abandoned; queued its recovery",
 			"run_id", a.ID, "job", a.Job, "run_epoch", a.Epoch, "recovery_run_id", a.RecoveryID)
 	}
+	e.endSQLBackends(log, backends)
 	e.testSignals.rescued.Send(len(abandoned))
+}
+
+// endSQLBackends ends, in the background, the target backends of SQL runs that a replica
+// which died left running: a statement that never reads its socket (a loop trapping
+// cancels) would otherwise outlive its run for ever (docs/design.md guarantee 12).
+func (e *Engine) endSQLBackends(log *slog.Logger, backends []store.SQLBackend) {
+	for _, b := range backends {
+		var target *targets.SQLTarget
+		var err error
+		if e.conf.Runtime != nil {
+			target, err = e.conf.Runtime.SQLTargets.Lookup(b.Target)
+		}
+		if target == nil {
+			log.Warn("a SQL run's backend cannot be ended: its target is not declared on this leader",
+				"run_id", b.RunID, "target", b.Target, "pid", b.PID, "error", err)
+			continue
+		}
+		go func() {
+			if err := target.EndBackend(b.PID, b.BackendStart); err != nil {
+				log.Warn("ending the backend a dead leader's SQL run left failed", "run_id", b.RunID, "target", b.Target, "pid", b.PID, "error", err)
+				return
+			}
+			log.Info("ended the backend a dead leader's SQL run left, if it still ran", "run_id", b.RunID, "target", b.Target, "pid", b.PID)
+		}()
+	}
 }
 
 // orphans lists the running runs of this term that no goroutine of this replica owns.

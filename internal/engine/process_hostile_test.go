@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -100,7 +101,7 @@ func TestHostileSQLJobsCannotStopTheScheduler(t *testing.T) {
 	now, err := db.Leader(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, l.Epoch, now.Epoch, "leadership moved without an action")
-	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'skipped'`), "no tick was skipped")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'skipped'`), "no tick was skipped: %v", skipped(t, db))
 
 	// A step-down elects a leader within the lease + 3 s.
 	asked := time.Now()
@@ -111,9 +112,17 @@ func TestHostileSQLJobsCannotStopTheScheduler(t *testing.T) {
 	l = awaitLeader(t, db, procs, l.Epoch)
 	assert.Less(t, time.Since(asked), hostileLease+3*time.Second, "a leader after the step-down")
 
+	var lastKill time.Time
 	for kill := 0; kill < 2; kill++ {
 		awaitRuns(t, db, l.Epoch, map[string]int{"hold-locks": 1, "tick": 3})
+		// Killed while the loop runs: its backend is left behind by the dead replica, and
+		// the next leader must end it.
+		require.Eventually(t, func() bool {
+			return count(t, db, `SELECT count(*) FROM job_runs r JOIN scheduler_sql_backends b ON b.run_id = r.id
+				WHERE r.job = 'renamed-loop' AND r.status = 'running' AND r.epoch = $1`, l.Epoch) > 0
+		}, 30*time.Second, 20*time.Millisecond, "a running loop under epoch %d", l.Epoch)
 		p := procs[l.InstanceID]
+		lastKill = time.Now()
 		killed := time.Now()
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 		_ = p.cmd.Wait()
@@ -121,6 +130,10 @@ func TestHostileSQLJobsCannotStopTheScheduler(t *testing.T) {
 		assert.Less(t, time.Since(killed), hostileLease+3*time.Second, "a leader after SIGKILL %d", kill+1)
 	}
 	awaitRuns(t, db, l.Epoch, map[string]int{"tick": 5})
+	// The last orphaned loop must be gone by its timeout + 5 s after the kill: watch past it.
+	for time.Since(lastKill) < loopTimeout+7*time.Second {
+		time.Sleep(100 * time.Millisecond) // an absence over a span: nothing to await
+	}
 	stopWatch()
 	watched.Wait()
 	assert.Empty(t, overstayed, "hostile backends outlived their timeout by more than 5 s")
@@ -164,4 +177,17 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// skipped lists the tick's skipped slots with their reasons and the run before each.
+func skipped(t *testing.T, db *testdb.DB) []string {
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT s.scheduled_at || ' ' || coalesce(s.reason, '') || ' after ' || coalesce(p.status, '?') || ' ' ||
+		       coalesce((p.finished_at - p.started_at)::text, 'unfinished')
+		FROM job_runs s LEFT JOIN job_runs p ON p.job = 'tick' AND p.scheduled_at = s.scheduled_at - interval '1 second'
+		WHERE s.job = 'tick' AND s.status = 'skipped'`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }

@@ -153,6 +153,15 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 		}
 		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
 	}
+	c.RecordBackend = func(ctx context.Context, b store.SQLBackend) error {
+		b.RunID = run.ID
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordSQLBackend(ctx, b) })
+	}
+	c.ForgetBackend = func(ctx context.Context) {
+		// Best effort: a record left behind is taken by the next rescue, which finds its
+		// backend gone.
+		_ = e.conf.DB.ForgetSQLBackend(context.WithoutCancel(ctx), run.ID)
+	}
 	return c, nil
 }
 

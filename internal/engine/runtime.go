@@ -179,7 +179,11 @@ func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 		return jobs.Stats{}, nil // nothing is changed, and nothing can be counted without running
 	}
 	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Name,
-		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout})
+		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout,
+		Connected: func(ctx context.Context, pid uint32, started time.Time) error {
+			return env.Call.RecordBackend(ctx, store.SQLBackend{Target: target.Name(), PID: pid, BackendStart: started})
+		}})
+	env.Call.ForgetBackend(ctx)
 	if err != nil {
 		return jobs.Stats{}, err
 	}

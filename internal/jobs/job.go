@@ -76,6 +76,11 @@ type Call struct {
 	Deadline time.Time
 	// RecordAttempt records one attempt of an outbound call with the run.
 	RecordAttempt func(ctx context.Context, a store.Attempt) error
+	// RecordBackend records, fenced, the backend a SQL run has in its target before its
+	// statements run (a later leader ends it if this one dies); ForgetBackend drops the
+	// record once the backend ended with the run.
+	RecordBackend func(ctx context.Context, b store.SQLBackend) error
+	ForgetBackend func(ctx context.Context)
 }
 
 // Params are what a manual trigger may pass to a job.

@@ -116,6 +116,10 @@ type SQLRun struct {
 	// Timeout is the statements' statement_timeout, a first courtesy; the run's context is
 	// what ends them for sure.
 	Timeout time.Duration
+	// Connected, when set, is told the run's backend (its pid and start) before the
+	// statements run, so that a later leader can end it if this replica dies; its error
+	// ends the run before anything ran.
+	Connected func(ctx context.Context, pid uint32, backendStart time.Time) error
 }
 
 // SQLResult says what a run did.
@@ -152,6 +156,15 @@ func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
 		_ = conn.Close(closeCtx)
 	}()
 	pid := conn.PgConn().PID()
+	if r.Connected != nil {
+		var started time.Time
+		if err := conn.QueryRow(ctx, `SELECT backend_start FROM pg_catalog.pg_stat_activity WHERE pid = pg_catalog.pg_backend_pid()`).Scan(&started); err != nil {
+			return SQLResult{}, fmt.Errorf("SQL target %s: read the run's backend: %w", t.conf.Name, err)
+		}
+		if err := r.Connected(ctx, pid, started); err != nil {
+			return SQLResult{}, err
+		}
+	}
 
 	// The statements run under execCtx, not ctx: pgx would answer the end of ctx by closing
 	// the socket, which a busy backend never notices. stop ends the backend on the server
@@ -196,9 +209,21 @@ func (t *SQLTarget) stop(pc *pgconn.PgConn, pid uint32, applied <-chan struct{})
 	return t.terminate(pid)
 }
 
+// EndBackend ends the backend pid that started at started, if it still runs: a run's that a
+// replica which died left behind. It returns once the backend is gone.
+func (t *SQLTarget) EndBackend(pid uint32, started time.Time) error {
+	return t.end(pid, started)
+}
+
 // terminate ends backend pid through a new connection of the target's login and waits until
 // pg_stat_activity no longer shows it.
 func (t *SQLTarget) terminate(pid uint32) error {
+	return t.end(pid, time.Time{})
+}
+
+// end terminates backend pid (the one that started at started, unless that is zero) and
+// waits until pg_stat_activity no longer shows it.
+func (t *SQLTarget) end(pid uint32, started time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout+sqlGoneWithin)
 	defer cancel()
 	conf := t.conf.Conn.Copy()
@@ -208,12 +233,19 @@ func (t *SQLTarget) terminate(pid uint32) error {
 		return fmt.Errorf("SQL target %s: connect to terminate backend %d: %w", t.conf.Name, pid, err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend($1)`, int64(pid)); err != nil {
+	var since *time.Time // NULL: any backend with the pid
+	if !started.IsZero() {
+		since = &started
+	}
+	const terminate = `SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity
+		WHERE pid = $1 AND ($2::timestamptz IS NULL OR backend_start = $2)`
+	if _, err := conn.Exec(ctx, terminate, int64(pid), since); err != nil {
 		return fmt.Errorf("SQL target %s: terminate backend %d: %w", t.conf.Name, pid, err)
 	}
 	for {
 		var alive bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = $1)`, int64(pid)).Scan(&alive)
+		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity
+			WHERE pid = $1 AND ($2::timestamptz IS NULL OR backend_start = $2))`, int64(pid), since).Scan(&alive)
 		switch {
 		case err != nil:
 			return fmt.Errorf("SQL target %s: watch backend %d end: %w", t.conf.Name, pid, err)

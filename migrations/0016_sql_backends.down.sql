@@ -1,0 +1,1 @@
+DROP TABLE scheduler_sql_backends;

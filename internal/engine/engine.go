@@ -25,6 +25,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -44,6 +45,7 @@ const (
 // Config configures an Engine.
 type Config struct {
 	DB       *store.DB
+	Notifier *notifier.Notifier // wakes the queue and the definition watch
 	Registry *jobs.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
@@ -139,8 +141,8 @@ type Engine struct {
 // New checks conf once, so a misconfiguration stops the replica at start with an error
 // that names the job and the setting, instead of failing at the first tick.
 func New(conf Config) (*Engine, error) {
-	if conf.DB == nil || conf.Registry == nil {
-		return nil, errors.New("engine: Config.DB and Config.Registry are required")
+	if conf.DB == nil || conf.Registry == nil || conf.Notifier == nil {
+		return nil, errors.New("engine: Config.DB, Config.Notifier and Config.Registry are required")
 	}
 	if conf.InstanceID == "" {
 		return nil, errors.New("engine: Config.InstanceID is required")
@@ -253,7 +255,9 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	}
 	e.testSignals.leading.Send(term.Epoch)
 
+	// Queued runs and cancel requests wake the queue; so does the notifier's resync.
 	wake := make(chan struct{}, 1)
+	defer e.conf.Notifier.Listen(store.RunsChannel, notifier.Wake(wake))()
 	var wg sync.WaitGroup
 	if timers != nil && e.conf.Runtime != nil {
 		wg.Add(1)
@@ -262,11 +266,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		e.listen(termCtx, log, wake)
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)

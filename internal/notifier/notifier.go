@@ -122,7 +122,7 @@ func (n *Notifier) session(ctx context.Context, id int, retry *backoff.Backoff) 
 	}
 	defer s.Close()
 	listened := map[string]bool{}
-	for {
+	for ctx.Err() == nil {
 		if err := n.sync(ctx, s, id, listened); err != nil {
 			return err
 		}
@@ -148,6 +148,7 @@ func (n *Notifier) session(ctx context.Context, id int, retry *backoff.Backoff) 
 			n.dispatch(channel, payload)
 		}
 	}
+	return ctx.Err()
 }
 
 // sync listens on the channels that have subscribers and on no other, then tells the

@@ -114,3 +114,22 @@ func TestUnlistenAndLateSubscriber(t *testing.T) {
 	defer unlistenD()
 	assert.True(t, next(t, d, "d's resync").Resync)
 }
+
+// Run returns once its context ends, also when a subscription outlives it.
+func TestRunEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{InstanceID: "n"})
+	n := New(db.DB, nil)
+	ch, unlisten := events(n, "topic_a")
+	defer unlisten()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	assert.True(t, next(t, ch, "the resync").Resync)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatalf("Run did not return within %s of its context's end", waitTimeout)
+	}
+}

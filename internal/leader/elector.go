@@ -239,29 +239,29 @@ func (e *Elector) Run(ctx context.Context) {
 	defer stopHeartbeat()
 	defer e.conf.Notifier.Listen(store.StepDownChannel, e.notified)()
 
-	retry := backoff.New(reconnectMin, reconnectMax)
 	for ctx.Err() == nil {
-		session, err := e.conf.DB.OpenLockSession(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				d := retry.Next()
-				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", d)
-				backoff.Sleep(ctx, d)
+		var session *store.LockSession
+		var term Term
+		var endTerm context.CancelFunc
+		var failed string // what the last attempt failed at
+		err := backoff.Retry(ctx, reconnectMin, reconnectMax, func() (err error) {
+			if session, err = e.conf.DB.OpenLockSession(ctx); err != nil {
+				failed = "cannot reach PostgreSQL for the leader lock; retrying"
+				return err
 			}
-			continue
-		}
-		term, endTerm, err := e.attemptGainLeadership(ctx, session)
-		if err != nil {
-			e.control.disarm()
-			session.Close()
-			if ctx.Err() == nil {
-				d := retry.Next()
-				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", d)
-				backoff.Sleep(ctx, d)
+			if term, endTerm, err = e.attemptGainLeadership(ctx, session); err != nil {
+				e.control.disarm()
+				session.Close()
+				failed = "election attempt failed; reconnecting"
 			}
-			continue
+			return err
+		}, func(err error, d time.Duration) error {
+			e.log.Warn(failed, "error", err, "retry_in", d)
+			return nil
+		})
+		if err != nil {
+			return // ctx ended
 		}
-		retry.Reset()
 		e.keepLeadershipLoop(ctx, session, term, endTerm)
 	}
 }

@@ -89,11 +89,6 @@ func (b *Backoff) Next() time.Duration {
 // Reset starts over from Min, after a success.
 func (b *Backoff) Reset() { b.attempt = 0 }
 
-// Sleep waits for the next delay or until ctx ends; false means ctx ended.
-func (b *Backoff) Sleep(ctx context.Context) bool {
-	return Sleep(ctx, b.Next())
-}
-
 // Sleep waits for d or until ctx ends; false means ctx ended.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -76,7 +77,8 @@ func newTestAPI(t testing.TB) *testAPI {
 	// connections at once; on a test machine busy with every other package, one took longer
 	// than the default 5 s and its request answered 503.
 	db, _ := testdb.Open(t, store.Options{InstanceID: testInstance, LeaseTimeout: time.Minute})
-	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken, Recorder: metrics.New()})
+	s := NewServer(Config{DB: db.DB, Notifier: startNotifier(t, db), InstanceID: testInstance, Jobs: testJobs(t),
+		APIToken: testToken, Recorder: metrics.New()})
 	// Waits learn of a finish from its notification alone; TestWaitRechecksWithoutNotification
 	// shortens this to test the fallback.
 	s.waitRecheck = time.Hour
@@ -85,6 +87,24 @@ func newTestAPI(t testing.TB) *testAPI {
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return &testAPI{t: t, db: db, server: s, http: ts, router: router}
+}
+
+// startNotifier runs a replica's notifier on db until the test ends.
+func startNotifier(t testing.TB, db *testdb.DB) *notifier.Notifier {
+	t.Helper()
+	n := notifier.New(db.DB, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the notifier did not stop within 10 s")
+		}
+	})
+	return n
 }
 
 // response is an answer read in full.

@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -39,7 +40,9 @@ const (
 
 // Config is what the API needs from the rest of the service.
 type Config struct {
-	DB         *store.DB
+	DB *store.DB
+	// Notifier wakes ?wait requests when their run finishes; nil: they re-read every second.
+	Notifier   *notifier.Notifier
 	InstanceID string
 	Log        *slog.Logger
 	// Jobs are the configured jobs, in the order the API lists them.
@@ -107,7 +110,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = config.MaxJobsDefault
 	}
-	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{db: cfg.DB, metrics: cfg.Recorder}, waitRecheck: waitRecheck,
+	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{notifier: cfg.Notifier, metrics: cfg.Recorder}, waitRecheck: waitRecheck,
 		refusals: rate.NewLimiter(refusalsPerSecond, refusalsBurst)}
 	for i := range cfg.Jobs {
 		j := &s.cfg.Jobs[i]

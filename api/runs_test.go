@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -202,18 +203,20 @@ func TestCancelRun(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.Status)
 	running := int64(res.JSON(t)["id"].(float64))
 	a.exec(`UPDATE job_runs SET status = 'running', started_at = now() WHERE id = $1`, running)
-	listener, err := a.db.Listen(t.Context(), store.RunsChannel)
+	listener, err := a.db.OpenListenSession(t.Context())
 	require.NoError(t, err)
 	defer listener.Close()
+	require.NoError(t, listener.Listen(t.Context(), store.RunsChannel, true))
 	res = a.do("POST", fmt.Sprintf("/v1/runs/%d/cancel", running), "", nil)
 	require.Equal(t, http.StatusAccepted, res.Status)
 	assert.Equal(t, true, res.JSON(t)["cancel_requested"])
 	assert.Equal(t, "running", res.JSON(t)["status"])
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	id, err := listener.Wait(ctx)
+	_, payload, ok, err := listener.Wait(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, running, id)
+	require.True(t, ok, "a notification arrived")
+	assert.Equal(t, strconv.FormatInt(running, 10), payload)
 
 	res = a.do("POST", "/v1/runs/424242/cancel", "", nil)
 	assert.Equal(t, http.StatusNotFound, res.Status)

@@ -3,17 +3,18 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // waitRecheck is how often a ?wait re-reads its run even without a notification: the bound
-// on how late a waiter learns of a finish whose notification was lost (a LISTEN session
-// that dropped and reconnected) or never sent (a run abandoned by a dead leader).
+// on how late a waiter learns of a finish whose notification was lost (the notifier's
+// connection dropped and reconnected) or never sent (a run abandoned by a dead leader).
 const waitRecheck = time.Second
 
 // awaitRun waits until the run finishes, d passes, or the client goes away. It answers 200
@@ -30,8 +31,8 @@ func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) 
 	defer recheck.Stop()
 	woken, listening, done := s.finishes.watch(run.ID)
 	defer done()
-	// The run may have finished before the LISTEN took effect: read it again only once the
-	// notification can no longer be missed (or after one recheck, if listening fails).
+	// The run may have finished before the listening took effect: read it again only once
+	// the notification can no longer be missed (or after one recheck, if listening fails).
 	select {
 	case <-ctx.Done():
 		return run, http.StatusAccepted
@@ -63,22 +64,22 @@ func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) 
 }
 
 // finishWatch hands the run-finished notifications to the requests waiting on those runs,
-// over one LISTEN session per replica, open only while a request waits.
+// through the replica's notifier, subscribed only while a request waits.
 type finishWatch struct {
-	db      *store.DB
-	metrics *metrics.Metrics // counts notifications that name no run
+	notifier *notifier.Notifier // nil: waits re-read every waitRecheck only
+	metrics  *metrics.Metrics   // counts notifications that name no run
 
 	mu      sync.Mutex
 	waiters map[int64]map[chan struct{}]struct{}
-	// stop ends the listening session; nil when none runs.
-	stop context.CancelFunc
-	// listening is closed once the current session listens.
+	// unlisten ends the subscription; nil when there is none.
+	unlisten func()
+	// listening is closed once the current subscription's channel is listened on.
 	listening chan struct{}
 }
 
 // watch registers a waiter for run id. woken receives when the run may have finished (its
 // notification, or a gap in listening); listening is closed once notifications are being
-// received. done unregisters; the session ends with the last waiter.
+// received. done unregisters; the subscription ends with the last waiter.
 func (f *finishWatch) watch(id int64) (woken <-chan struct{}, listening <-chan struct{}, done func()) {
 	ch := make(chan struct{}, 1)
 	f.mu.Lock()
@@ -90,10 +91,9 @@ func (f *finishWatch) watch(id int64) (woken <-chan struct{}, listening <-chan s
 		f.waiters[id] = map[chan struct{}]struct{}{}
 	}
 	f.waiters[id][ch] = struct{}{}
-	if f.stop == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		f.stop, f.listening = cancel, make(chan struct{})
-		go f.listen(ctx, f.listening)
+	if f.unlisten == nil && f.notifier != nil {
+		f.listening = make(chan struct{})
+		f.unlisten = f.notifier.Listen(store.RunFinishedChannel, f.notified(f.listening))
 	}
 	return ch, f.listening, func() {
 		f.mu.Lock()
@@ -102,45 +102,36 @@ func (f *finishWatch) watch(id int64) (woken <-chan struct{}, listening <-chan s
 		if len(f.waiters[id]) == 0 {
 			delete(f.waiters, id)
 		}
-		if len(f.waiters) == 0 && f.stop != nil {
-			f.stop()
-			f.stop = nil
+		if len(f.waiters) == 0 && f.unlisten != nil {
+			f.unlisten()
+			f.unlisten = nil
 		}
 	}
 }
 
-// listen keeps one LISTEN session open until ctx ends, reconnecting with backoff. After a
-// failed session every waiter is woken to re-read its run, since its notification may have
-// been sent while nobody listened.
-func (f *finishWatch) listen(ctx context.Context, listening chan struct{}) {
+// notified is one subscription's handler. Its first resync closes listening (each waiter
+// then reads its run once); a later one, after a gap in listening, wakes every waiter to
+// re-read its run, since its notification may have been sent while nobody listened.
+func (f *finishWatch) notified(listening chan struct{}) notifier.Func {
 	var once sync.Once
-	retry := backoff.New(100*time.Millisecond, waitRecheck)
-	for ctx.Err() == nil {
-		l, err := f.db.Listen(ctx, store.RunFinishedChannel)
-		if err == nil {
-			once.Do(func() { close(listening) })
-			retry.Reset()
-			for {
-				id, err := l.Wait(ctx)
-				if err != nil {
-					break
-				}
-				if id <= 0 {
-					// Any login may NOTIFY this channel. A payload that names no run wakes
-					// nobody: waking every waiter to re-read (as wake(0) does after a lost
-					// session) would let one statement cost a read per waiter per
-					// notification.
-					f.metrics.ControlNotificationsIgnored(store.RunFinishedChannel, 1)
-					continue
-				}
-				f.wake(id)
+	return func(ev notifier.Event) {
+		if ev.Resync {
+			first := false
+			once.Do(func() { close(listening); first = true })
+			if !first {
+				f.wake(0)
 			}
-			l.Close()
+			return
 		}
-		if ctx.Err() == nil {
-			f.wake(0)
-			retry.Sleep(ctx)
+		id, _ := strconv.ParseInt(ev.Payload, 10, 64)
+		if id <= 0 {
+			// Any login may NOTIFY this channel. A payload that names no run wakes nobody:
+			// waking every waiter to re-read (as a resync does) would let one statement
+			// cost a read per waiter per notification.
+			f.metrics.ControlNotificationsIgnored(store.RunFinishedChannel, 1)
+			return
 		}
+		f.wake(id)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -60,6 +61,7 @@ type Config struct {
 type Replica struct {
 	handler    http.Handler
 	sqlTargets *targets.SQLTargets
+	notifier   *notifier.Notifier
 	elector    *leader.Elector
 	engine     *engine.Engine
 	terms      *leader.Subscription
@@ -68,7 +70,9 @@ type Replica struct {
 // New builds the replica's parts without touching the database, so that its API can answer
 // (/readyz 503) before the database is reachable and the schema migrated.
 func New(c Config) (*Replica, error) {
-	elector, err := leader.New(leader.Config{DB: c.DB, InstanceID: c.InstanceID, Log: c.Log,
+	// The replica's one listening connection, for the elector, the engine and the API.
+	notes := notifier.New(c.DB, apiLog(c.Log, c.InstanceID))
+	elector, err := leader.New(leader.Config{DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: c.Log,
 		LeaseTimeout: c.LeaseTimeout, InstanceHeartbeat: c.InstanceHeartbeat, Version: c.Version,
 		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain, PollInterval: c.PollInterval})
 	if err != nil {
@@ -85,20 +89,20 @@ func New(c Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(engine.Config{DB: c.DB, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
+	eng, err := engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
 		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}
 	hasSecret := func(name string) bool { return c.Runtime.Secrets[name] != "" }
-	handler := api.NewServer(api.Config{DB: c.DB, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
+	handler := api.NewServer(api.Config{DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics,
 		Runtime: definition.Env{HasSecret: hasSecret, CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
-	return &Replica{handler: handler, sqlTargets: sqlTargets, elector: elector, engine: eng, terms: elector.Listen()}, nil
+	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen()}, nil
 }
 
 // runRetentionDefault is SCHEDULER_RETENTION_JOB_RUNS's default, for a Config without it.
@@ -130,8 +134,8 @@ func (r *Replica) CheckSQLTargets(ctx context.Context, log *slog.Logger) error {
 	return r.sqlTargets.CheckAll(ctx, log)
 }
 
-// apiLog is the API's logger: the API, unlike the elector and the engine, does not add
-// instance_id to its lines itself.
+// apiLog is the API's and the notifier's logger: they, unlike the elector and the engine,
+// do not add instance_id to their lines themselves.
 func apiLog(log *slog.Logger, id string) *slog.Logger {
 	if log == nil {
 		return nil
@@ -150,7 +154,8 @@ func (r *Replica) Listen() *leader.Subscription { return r.elector.Listen() }
 // elector and the engine have stopped. Call it once the schema is migrated.
 func (r *Replica) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); r.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()
 	wg.Wait()

@@ -3,16 +3,60 @@
 // replicas which lost PostgreSQL together do not come back in lockstep, and a long outage
 // does not flood the log.
 //
-// It is a dozen lines of arithmetic rather than a dependency: every caller here retries
-// until its context ends, so it needs no retry budget, no error classification and no
-// operation wrapper, only "how long until the next attempt" and a sleep that honours ctx.
+// It is a few lines of arithmetic rather than a dependency: every caller here retries
+// while its context (a term, the process) lasts, so it needs no retry budget and no error
+// classification of its own. Retry is the loop they share; each caller says only what it
+// retries, what ends it (Stop), and what it logs before a delay.
 package backoff
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 )
+
+// ErrAgain, returned by Retry's op, calls op again at once, without a delay and without
+// counting a failure: op already waited for what it needed (a run to end, a clock).
+var ErrAgain = errors.New("backoff: again")
+
+// stop marks an error that ends Retry.
+type stop struct{ err error }
+
+func (s stop) Error() string { return s.err.Error() }
+func (s stop) Unwrap() error { return s.err }
+
+// Stop wraps err so that Retry returns it (unwrapped) instead of retrying.
+func Stop(err error) error { return stop{err} }
+
+// Retry calls op until it returns nil, ctx ends, or op's error is a Stop, and returns nil,
+// ctx's error or the stopping error. After any other error it asks onRetry, with the error
+// and the delay it is about to wait (drawn from min to max, as New's): onRetry logs, and
+// may give up by returning an error, which Retry returns.
+func Retry(ctx context.Context, min, max time.Duration, op func() error, onRetry func(err error, d time.Duration) error) error {
+	b := New(min, max)
+	for {
+		err := op()
+		var s stop
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &s):
+			return s.err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrAgain):
+			continue
+		}
+		d := b.Next()
+		if err := onRetry(err, d); err != nil {
+			return err
+		}
+		if !Sleep(ctx, d) {
+			return ctx.Err()
+		}
+	}
+}
 
 // Backoff yields the delays before successive retries: Min, then doubling up to Max, each
 // drawn at random from its upper half ("equal jitter": never shorter than half the step,
@@ -44,11 +88,6 @@ func (b *Backoff) Next() time.Duration {
 
 // Reset starts over from Min, after a success.
 func (b *Backoff) Reset() { b.attempt = 0 }
-
-// Sleep waits for the next delay or until ctx ends; false means ctx ended.
-func (b *Backoff) Sleep(ctx context.Context) bool {
-	return Sleep(ctx, b.Next())
-}
 
 // Sleep waits for d or until ctx ends; false means ctx ended.
 func Sleep(ctx context.Context, d time.Duration) bool {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -329,28 +328,23 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 // recordMissed records a slot that could not be claimed in its period as missed, as soon as
 // the database answers again, so it is never silently lost.
 func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
-	retry := backoff.New(retryMin, retryMax)
-	for {
-		var n int64
-		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+	var n int64
+	err := retryWhileLeading(ctx, func() error {
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
 			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
 			return err
 		})
-		switch {
-		case err == nil:
-			if n > 0 {
-				e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
-				log.Warn("slot recorded missed")
-			}
-			return
-		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
-			log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
-			return
-		}
-		d := retry.Next()
+	}, func(err error, d time.Duration) error {
 		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
-		backoff.Sleep(ctx, d)
+		return nil
+	})
+	switch {
+	case err != nil:
+		log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
+	case n > 0:
+		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+		log.Warn("slot recorded missed")
 	}
 }
 

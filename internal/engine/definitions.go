@@ -14,7 +14,6 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 
-	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -22,7 +21,7 @@ import (
 
 // Runtime jobs: the leader loads every definition when its term starts, then follows
 // changes as they commit (a NOTIFY naming the job, with a poll of the versions as the
-// fallback for a lost notification), swapping the job's timer without a restart. A slot
+// fallback for a lost notification; definitions_watch.go), swapping the job's timer without a restart. A slot
 // claimed under the old definition stays as it was; the slots after the change follow the
 // new one, and the claim's unique (job, scheduled_at) keeps any slot from running twice.
 
@@ -115,57 +114,6 @@ func (e *Engine) loadDefinitions(ctx context.Context, log *slog.Logger) {
 		e.setPeriod(en)
 	}
 	log.Info("runtime jobs loaded", "count", len(entries))
-}
-
-// watchDefinitions follows definition changes for the whole term.
-func (e *Engine) watchDefinitions(ctx context.Context, term leader.Term, log *slog.Logger, t *timers) {
-	changed := make(chan string, 256)
-	go func() {
-		retry := backoff.New(min(100*time.Millisecond, e.conf.PollInterval), e.conf.PollInterval)
-		for ctx.Err() == nil {
-			l, err := e.conf.DB.Listen(ctx, store.DefinitionsChannel)
-			if err == nil {
-				retry.Reset()
-				changed <- "" // a full comparison: changes made before LISTEN took effect
-				for {
-					var name string
-					if name, err = l.WaitPayload(ctx); err != nil {
-						break
-					}
-					select {
-					case changed <- name:
-					default: // the poll's comparison catches up
-					}
-				}
-				l.Close()
-			}
-			if ctx.Err() == nil {
-				d := retry.Next()
-				log.Warn("listening for definition changes failed; polling until reconnected", "error", err, "retry_in", d)
-				backoff.Sleep(ctx, d)
-			}
-		}
-	}()
-	ticker := time.NewTicker(e.conf.PollInterval)
-	defer ticker.Stop()
-	for {
-		var name string
-		select {
-		case <-ctx.Done():
-			return
-		case name = <-changed:
-		case <-ticker.C:
-		}
-		var err error
-		if name == "" {
-			err = e.syncDefinitions(ctx, log, t)
-		} else {
-			err = e.reloadDefinition(ctx, log, t, name)
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Warn("reloading runtime jobs failed; retrying at the next poll", "error", err)
-		}
-	}
 }
 
 // syncDefinitions reloads every definition whose version differs from the one running.

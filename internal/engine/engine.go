@@ -25,6 +25,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -44,6 +45,7 @@ const (
 // Config configures an Engine.
 type Config struct {
 	DB       *store.DB
+	Notifier *notifier.Notifier // wakes the queue and the definition watch
 	Registry *jobs.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
@@ -139,8 +141,8 @@ type Engine struct {
 // New checks conf once, so a misconfiguration stops the replica at start with an error
 // that names the job and the setting, instead of failing at the first tick.
 func New(conf Config) (*Engine, error) {
-	if conf.DB == nil || conf.Registry == nil {
-		return nil, errors.New("engine: Config.DB and Config.Registry are required")
+	if conf.DB == nil || conf.Registry == nil || conf.Notifier == nil {
+		return nil, errors.New("engine: Config.DB, Config.Notifier and Config.Registry are required")
 	}
 	if conf.InstanceID == "" {
 		return nil, errors.New("engine: Config.InstanceID is required")
@@ -253,7 +255,9 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	}
 	e.testSignals.leading.Send(term.Epoch)
 
+	// Queued runs and cancel requests wake the queue; so does the notifier's resync.
 	wake := make(chan struct{}, 1)
+	defer e.conf.Notifier.Listen(store.RunsChannel, notifier.Wake(wake))()
 	var wg sync.WaitGroup
 	if timers != nil && e.conf.Runtime != nil {
 		wg.Add(1)
@@ -262,11 +266,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		e.listen(termCtx, log, wake)
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
@@ -361,41 +361,54 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, lo
 	if queueOne {
 		defer en.waiting.Store(false)
 	}
-	retry := backoff.New(retryMin, retryMax)
-	waiting := false
-	for {
+	waiting, missed := false, false
+	err := retryWhileLeading(ctx, func() error {
 		err := claims.claim(ctx, log, en, slot, trigger, queueOne)
 		var early *earlyError
 		switch {
-		case err == nil:
-			return
 		case errors.Is(err, errBusy):
 			if !waiting {
 				log.Info("the job is still running; the slot waits for it (overlap queue-one)")
 				waiting = true
 			}
 			e.awaitIdle(ctx, en.conf.Name)
-			continue
+			return backoff.ErrAgain
 		case errors.As(err, &early):
 			// This replica's clock runs ahead of the database's: the slot has not come yet.
 			log.Warn("the slot is still in the future by the database clock; claiming it when it comes",
 				"early_by", early.by)
 			backoff.Sleep(ctx, early.by)
-			continue
-		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
-			// The next leader's catch-up sees the slot without a row.
-			log.Info("the term ended before the slot could be claimed", "error", err)
-			return
+			return backoff.ErrAgain
 		}
-		d := retry.Next()
-		if !periodEnd.IsZero() && time.Now().Add(d).After(periodEnd) {
-			log.Warn("claiming the slot kept failing for its whole period; recording it missed", "error", err)
-			e.recordMissed(ctx, term, log, en, slot)
-			return
+		return err
+	}, func(err error, d time.Duration) error {
+		if missed = !periodEnd.IsZero() && time.Now().Add(d).After(periodEnd); missed {
+			return err
 		}
 		log.Warn("claiming the slot failed; retrying within its period", "error", err, "retry_in", d)
-		backoff.Sleep(ctx, d)
+		return nil
+	})
+	switch {
+	case missed:
+		log.Warn("claiming the slot kept failing for its whole period; recording it missed", "error", err)
+		e.recordMissed(ctx, term, log, en, slot)
+	case err != nil:
+		// The next leader's catch-up sees the slot without a row.
+		log.Info("the term ended before the slot could be claimed", "error", err)
 	}
+}
+
+// retryWhileLeading calls op until it succeeds, with a backoff from retryMin to retryMax,
+// while the term lasts: it gives up with the error once the term's ctx ends or the fence
+// refuses (store.ErrNotLeader). onRetry logs before each delay, and may give up instead.
+func retryWhileLeading(ctx context.Context, op func() error, onRetry func(err error, d time.Duration) error) error {
+	return backoff.Retry(ctx, retryMin, retryMax, func() error {
+		err := op()
+		if errors.Is(err, store.ErrNotLeader) {
+			return backoff.Stop(err)
+		}
+		return err
+	}, onRetry)
 }
 
 // claimed acts on a claim's outcome: it starts the run of a won claim (the caller holds

@@ -98,25 +98,23 @@ func (e *Engine) auditFailover(ctx context.Context, term leader.Term, log *slog.
 // there, under the slot's key: the repair run finds it and records the slot succeeded
 // (stats already_applied) without running the statements again (targets.SQLTarget.Run).
 func (e *Engine) repairSlot(ctx context.Context, claims *claimer, log *slog.Logger, en *entry, slot time.Time) {
-	retry := backoff.New(retryMin, retryMax)
-	for {
+	err := retryWhileLeading(ctx, func() error {
 		err := claims.claim(ctx, log, en, slot, store.TriggerCatchUp, true)
 		var early *earlyError
 		switch {
-		case err == nil:
-			return
 		case errors.Is(err, errBusy):
 			e.awaitIdle(ctx, en.conf.Name)
-			continue
+			return backoff.ErrAgain
 		case errors.As(err, &early):
 			backoff.Sleep(ctx, early.by)
-			continue
-		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
-			log.Info("the term ended before the slot was repaired; the next leader finds it unrecorded", "error", err)
-			return
+			return backoff.ErrAgain
 		}
-		d := retry.Next()
+		return err
+	}, func(err error, d time.Duration) error {
 		log.Warn("claiming a slot of the failover window failed; retrying", "error", err, "retry_in", d)
-		backoff.Sleep(ctx, d)
+		return nil
+	})
+	if err != nil {
+		log.Info("the term ended before the slot was repaired; the next leader finds it unrecorded", "error", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -194,9 +195,10 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
-	el, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
+	notes := notifier.New(db.DB, log)
+	el, err := leader.New(leader.Config{DB: db.DB, Notifier: notes, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
-	en, err := New(Config{DB: db.DB, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
+	en, err := New(Config{DB: db.DB, Notifier: notes, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
 		Runtime: opts.runtime})
 	require.NoError(t, err)
@@ -207,8 +209,11 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	n.cancel = cancel
 	go func() {
 		defer close(n.done)
+		notifying := make(chan struct{})
+		go func() { defer close(notifying); notes.Run(ctx) }()
 		go en.Run(ctx, sub.C())
 		el.Run(ctx)
+		<-notifying
 	}()
 	t.Cleanup(n.stop)
 	return n

@@ -12,52 +12,29 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// listen wakes the queue on every notification of a queued run or a cancel request, on a
-// dedicated connection (a LISTEN belongs to its session). When the connection fails it
-// reconnects; the queue's polling covers the gap.
-func (e *Engine) listen(ctx context.Context, log *slog.Logger, wake chan<- struct{}) {
-	nudge := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	// The queue polls meanwhile, so reconnecting need not be faster than the poll.
-	retry := backoff.New(min(100*time.Millisecond, e.conf.PollInterval), e.conf.PollInterval)
-	for ctx.Err() == nil {
-		l, err := e.conf.DB.Listen(ctx, store.RunsChannel)
-		if err == nil {
-			retry.Reset()
-			nudge() // anything queued before LISTEN took effect
-			for {
-				if _, err = l.Wait(ctx); err != nil {
-					break
-				}
-				nudge()
-			}
-			l.Close()
-		}
-		if ctx.Err() == nil {
-			d := retry.Next()
-			log.Warn("listening for queued runs failed; polling until reconnected", "error", err,
-				"poll_interval", e.conf.PollInterval, "retry_in", d)
-			backoff.Sleep(ctx, d)
-		}
-	}
-}
+// queueCooldown is the least time between two passes over the queue woken by
+// notifications: any login may NOTIFY, so a flood of them costs one pass per cooldown, and
+// a queued run waits at most this long behind the previous pass.
+const queueCooldown = 25 * time.Millisecond
 
-// queueLoop starts queued runs and applies cancel requests, when woken and every
-// PollInterval, until the term ends.
+// queueLoop starts queued runs and applies cancel requests, when woken (a notification on
+// store.RunsChannel, or the notifier's resync) and every PollInterval, until the term ends.
 func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logger, wake <-chan struct{}) {
 	ticker := time.NewTicker(e.conf.PollInterval)
 	defer ticker.Stop()
 	for {
+		last := time.Now()
+		e.testSignals.queuePass.Send(term.Epoch)
 		e.startQueued(ctx, term, log)
 		e.applyCancelRequests(ctx, term, log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
+			// Wake-ups during the cooldown are one, at its end.
+			if !backoff.Sleep(ctx, queueCooldown-time.Since(last)) {
+				return
+			}
 		case <-ticker.C:
 		}
 	}

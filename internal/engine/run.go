@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
@@ -280,26 +279,25 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 // election. It reports false when the term ended first.
 func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
 	status string, stats json.RawMessage, errText *string, fin *finishing) bool {
-	retry := backoff.New(retryMin, retryMax)
-	for {
+	err := retryWhileLeading(ctx, func() error {
 		err := e.finishes.finish(ctx, term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
 			Error: errText, Version: fin.version, Attempts: fin.pending})
-		switch {
-		case err == nil:
-			return true
-		case errors.Is(err, store.ErrNotRunning):
+		if errors.Is(err, store.ErrNotRunning) {
 			// Only this goroutine finishes its run while the term lasts, so an earlier
 			// attempt committed and its answer was lost.
 			log.Info("the end of the run was already recorded by an earlier attempt", "status", status)
-			return true
-		case errors.Is(err, store.ErrNotLeader) || ctx.Err() != nil:
-			log.Warn("recording the end of the run failed as the term ended; the next leader recovers it", "status", status, "error", err)
-			return false
+			return nil
 		}
-		d := retry.Next()
+		return err
+	}, func(err error, d time.Duration) error {
 		log.Warn("recording the end of the run failed; retrying while this replica leads", "status", status, "error", err, "retry_in", d)
-		backoff.Sleep(ctx, d)
+		return nil
+	})
+	if err != nil {
+		log.Warn("recording the end of the run failed as the term ended; the next leader recovers it", "status", status, "error", err)
+		return false
 	}
+	return true
 }
 
 func (e *Engine) track(run *store.Run, cancel context.CancelCauseFunc) {

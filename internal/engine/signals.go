@@ -15,6 +15,11 @@ type testSignals struct {
 	claimBatch testsignal.Signal[int]
 	// repaired: a term that found a failover started repairing, with how many slots
 	repaired testsignal.Signal[int]
+	// queuePass: the queue was read (queued runs and cancel requests), under this epoch
+	queuePass testsignal.Signal[int64]
+	// definitionsRead: woken by notifications or the poll, the definition watch made this
+	// many reads (a comparison of every version counts one, not the reloads of what changed)
+	definitionsRead testsignal.Signal[int]
 }
 
 func (s *testSignals) init() {
@@ -25,4 +30,6 @@ func (s *testSignals) init() {
 	s.definitionLoaded.Init()
 	s.claimBatch.Init()
 	s.repaired.Init()
+	s.queuePass.Init()
+	s.definitionsRead.Init()
 }

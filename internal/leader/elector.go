@@ -21,6 +21,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -48,6 +49,7 @@ const (
 // Config configures an Elector.
 type Config struct {
 	DB         *store.DB
+	Notifier   *notifier.Notifier // wakes the leader for step-down requests
 	InstanceID string
 	Log        *slog.Logger
 	// LeaseTimeout bounds how long a leader may go without a successful heartbeat before it
@@ -73,8 +75,8 @@ type Config struct {
 
 func (c *Config) withDefaults() (*Config, error) {
 	out := *c
-	if out.DB == nil {
-		return nil, errors.New("leader: Config.DB is required")
+	if out.DB == nil || out.Notifier == nil {
+		return nil, errors.New("leader: Config.DB and Config.Notifier are required")
 	}
 	if out.InstanceID == "" {
 		return nil, errors.New("leader: Config.InstanceID is required")
@@ -190,6 +192,7 @@ func New(conf Config) (*Elector, error) {
 		log:               c.Log.With("instance_id", c.InstanceID),
 		started:           time.Now(),
 		leadershipChanged: make(chan struct{}, 1),
+		control:           control{wake: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -234,29 +237,31 @@ func (e *Elector) Run(ctx context.Context) {
 	}()
 	defer wg.Wait()
 	defer stopHeartbeat()
+	defer e.conf.Notifier.Listen(store.StepDownChannel, e.notified)()
 
-	retry := backoff.New(reconnectMin, reconnectMax)
 	for ctx.Err() == nil {
-		session, err := e.conf.DB.OpenLockSession(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				d := retry.Next()
-				e.log.Warn("cannot reach PostgreSQL for the leader lock; retrying", "error", err, "retry_in", d)
-				backoff.Sleep(ctx, d)
+		var session *store.LockSession
+		var term Term
+		var endTerm context.CancelFunc
+		var failed string // what the last attempt failed at
+		err := backoff.Retry(ctx, reconnectMin, reconnectMax, func() (err error) {
+			if session, err = e.conf.DB.OpenLockSession(ctx); err != nil {
+				failed = "cannot reach PostgreSQL for the leader lock; retrying"
+				return err
 			}
-			continue
-		}
-		term, endTerm, err := e.attemptGainLeadership(ctx, session)
-		if err != nil {
-			session.Close()
-			if ctx.Err() == nil {
-				d := retry.Next()
-				e.log.Warn("election attempt failed; reconnecting", "error", err, "retry_in", d)
-				backoff.Sleep(ctx, d)
+			if term, endTerm, err = e.attemptGainLeadership(ctx, session); err != nil {
+				e.control.disarm()
+				session.Close()
+				failed = "election attempt failed; reconnecting"
 			}
-			continue
+			return err
+		}, func(err error, d time.Duration) error {
+			e.log.Warn(failed, "error", err, "retry_in", d)
+			return nil
+		})
+		if err != nil {
+			return // ctx ended
 		}
-		retry.Reset()
 		e.keepLeadershipLoop(ctx, session, term, endTerm)
 	}
 }
@@ -270,9 +275,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	lockedAt := time.Now()
 	e.testSignals.lockAcquired.Send(struct{}{})
 	// Before the bump, so a step-down request naming the new epoch cannot come too early.
-	if err := session.ListenStepDown(ctx); err != nil {
-		return Term{}, nil, err
-	}
+	e.control.arm()
 	taken, err := session.LockTaken(ctx)
 	if err != nil {
 		return Term{}, nil, err
@@ -318,12 +321,12 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 // guarantee 6): the heartbeat's deadline is the last success plus the lease, so jobs are
 // cancelled within the lease of the moment the connection was last known good.
 func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
+	e.control.begin(term.Epoch)
+	defer e.control.disarm()
 	e.setLeader(true, term)
-	e.control = control{}
 	lastOK := time.Now()
 	for {
-		// Between heartbeats the lock session waits for an operator's step-down request
-		// (POST /v1/leader/step-down on any replica writes its row and NOTIFYs the epoch).
+		// Between heartbeats, wait for an operator's step-down request (see notified).
 		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
 		asked, err := e.awaitStepDown(ctx, wctx, session, term.Epoch)
 		cancel()
@@ -341,7 +344,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 			e.attemptResign(session, term, endTerm, "step_down")
 			return
 		case err != nil:
-			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("waiting on the lock connection failed: %w", err))
+			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("reading step-down requests on the lock connection failed: %w", err))
 			return
 		}
 		start := time.Now()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
@@ -47,9 +48,11 @@ func startReplica(t *testing.T, url, id string, lease time.Duration) *replica {
 func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, m *metrics.Metrics) *replica {
 	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: lease})
-	e, err := New(Config{DB: db.DB, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n := notifier.New(db.DB, log)
+	e, err := New(Config{DB: db.DB, Notifier: n, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
 		PollInterval: 200 * time.Millisecond,
-		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Log:          log})
 	require.NoError(t, err)
 	e.testSignals.init()
 	r := &replica{t: t, id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}
@@ -57,7 +60,10 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 	r.cancel = cancel
 	go func() {
 		defer close(r.done)
+		notifying := make(chan struct{})
+		go func() { defer close(notifying); n.Run(ctx) }()
 		e.Run(ctx)
+		<-notifying
 	}()
 	t.Cleanup(r.stop)
 	return r

@@ -101,3 +101,25 @@ func waitingForLeaderLock(t *testing.T, r *replica) bool {
 		"scheduler:"+r.id).Scan(&n))
 	return n > 0
 }
+
+// A step-down whose notification was lost (sent while the replica's notifier was
+// reconnecting; here a row written without one) is obeyed once the notifier is back: its
+// resync event wakes the leader to read the control rows.
+func TestStepDownIsReadAfterTheNotifierReconnects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := startReplica(t, url, "a", 2*time.Second)
+	termA := awaitTerm(t, a, "a leading")
+	_, err := a.db.Pool.Exec(ctx, `INSERT INTO scheduler_control (kind, epoch, token_kind, request_id)
+		VALUES ('step-down', $1, 'full', 'lost-notification')`, termA.Epoch)
+	require.NoError(t, err)
+	_, err = a.db.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%LISTEN %'`)
+	require.NoError(t, err)
+	assert.Equal(t, termA.Epoch, await(t, &a.e.testSignals.lostLeadership, "a resigning after the resync"))
+	var handledBy string
+	require.NoError(t, a.db.Pool.QueryRow(ctx, `SELECT handled_by FROM scheduler_control
+		WHERE request_id = 'lost-notification'`).Scan(&handledBy))
+	assert.Equal(t, "a", handledBy)
+}

@@ -112,7 +112,7 @@ func (db *DB) Login() string { return db.conf.User }
 func (db *DB) ReadOnly() Reader { return db.readOnly }
 
 // connect opens one connection outside the pool with the same settings, for sessions whose
-// state must not be shared: the leader's lock session and a LISTEN connection.
+// state must not be shared: the leader's lock session and the notifier's listening one.
 func (db *DB) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, db.conf.Copy())
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,45 +16,49 @@ const RunsChannel = "scheduler_runs"
 // dead leader is not announced: a waiter's periodic re-read finds it.
 const RunFinishedChannel = "scheduler_run_finished"
 
-// Listener is a dedicated connection that LISTENs on one channel: a LISTEN belongs to its
-// session, so it cannot be a pooled connection.
-type Listener struct {
+// ListenSession is a dedicated connection that receives notifications: listening belongs
+// to a session, so it cannot be a pooled connection. The replica's notifier
+// (internal/notifier) holds the only one; nothing else listens.
+type ListenSession struct {
 	conn *pgx.Conn
 }
 
-// Listen connects a new session and LISTENs on channel. Notifications sent before it
-// returns are not delivered: read the state once after it, then wait.
-func (db *DB) Listen(ctx context.Context, channel string) (*Listener, error) {
+// OpenListenSession connects a new session that listens on nothing yet.
+func (db *DB) OpenListenSession(ctx context.Context) (*ListenSession, error) {
 	conn, err := db.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		closeConn(conn)
-		return nil, fmt.Errorf("listen on %s: %w", channel, err)
-	}
-	return &Listener{conn: conn}, nil
+	return &ListenSession{conn: conn}, nil
 }
 
-// Wait blocks until the next notification and returns its payload as a run id (0 when the
-// payload is not one). An error means the session is gone: close it and listen again.
-func (l *Listener) Wait(ctx context.Context) (int64, error) {
-	payload, err := l.WaitPayload(ctx)
-	if err != nil {
-		return 0, err
+// Listen starts (on) or stops receiving channel's notifications. Notifications sent before
+// it returns are not delivered: read the state once after it, then wait.
+func (s *ListenSession) Listen(ctx context.Context, channel string, on bool) error {
+	stmt := "LISTEN " + pgx.Identifier{channel}.Sanitize()
+	if !on {
+		stmt = "UN" + stmt
 	}
-	id, _ := strconv.ParseInt(payload, 10, 64)
-	return id, nil
+	if _, err := s.conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return nil
 }
 
-// WaitPayload blocks until the next notification and returns its payload as sent.
-func (l *Listener) WaitPayload(ctx context.Context) (string, error) {
-	n, err := l.conn.WaitForNotification(ctx)
-	if err != nil {
-		return "", err
+// Wait waits until ctx ends (ok false, err nil: the session stays usable, pgx only sets a
+// read deadline) or a notification arrives, and returns its channel and payload. An error
+// means the session failed: close it and open another.
+func (s *ListenSession) Wait(ctx context.Context) (channel, payload string, ok bool, err error) {
+	n, err := s.conn.WaitForNotification(ctx)
+	switch {
+	case n != nil:
+		return n.Channel, n.Payload, true, nil
+	case ctx.Err() != nil:
+		return "", "", false, nil
+	default:
+		return "", "", false, err
 	}
-	return n.Payload, nil
 }
 
 // Close ends the session.
-func (l *Listener) Close() { closeConn(l.conn) }
+func (s *ListenSession) Close() { closeConn(s.conn) }

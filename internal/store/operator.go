@@ -167,15 +167,6 @@ func (q queries) RequestStepDown(ctx context.Context, req ControlRequest) (l Lea
 	return l, true, nil
 }
 
-// ListenStepDown makes the lock session receive step-down wake-ups. The leader does it
-// before bumping the epoch, so a request for the new epoch cannot arrive before it listens.
-func (s *LockSession) ListenStepDown(ctx context.Context) error {
-	if _, err := s.conn.Exec(ctx, `LISTEN `+StepDownChannel); err != nil {
-		return fmt.Errorf("listen for step-down requests: %w", err)
-	}
-	return nil
-}
-
 // TakeStepDown marks the pending step-down rows for epoch handled by instanceID and returns
 // them, oldest first; none means the notification that woke the leader was not the API's.
 func (s *LockSession) TakeStepDown(ctx context.Context, epoch int64, instanceID string) ([]ControlMessage, error) {
@@ -197,20 +188,4 @@ func (s *LockSession) TakeStepDown(ctx context.Context, epoch int64, instanceID 
 	}
 	slices.SortFunc(msgs, func(a, b ControlMessage) int { return cmp.Compare(a.ID, b.ID) })
 	return msgs, nil
-}
-
-// AwaitNotification waits until ctx ends (ok false, err nil) or a notification arrives on
-// the lock session, and returns its channel and payload. An error means the session failed.
-// What a notification means is the elector's to decide.
-func (s *LockSession) AwaitNotification(ctx context.Context) (channel, payload string, ok bool, err error) {
-	n, err := s.conn.WaitForNotification(ctx)
-	switch {
-	case n != nil:
-		return n.Channel, n.Payload, true, nil
-	case ctx.Err() != nil:
-		// A timed-out wait leaves the session usable: pgx only sets a read deadline.
-		return "", "", false, nil
-	default:
-		return "", "", false, err
-	}
 }

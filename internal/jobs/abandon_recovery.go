@@ -156,9 +156,8 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err erro
 		Keyset: func(l abandonedLead) pgx.NamedArgs {
 			return pgx.NamedArgs{"after_at": l.StartedAt, "after_id": l.ID}
 		},
-		Lock:   func(l abandonedLead) int64 { return l.ID },
-		Outbox: out,
-		Apply:  func(ctx context.Context, b *Batch[abandonedLead]) error { return j.claim(ctx, env, b) },
+		Lock:  func(l abandonedLead) int64 { return l.ID },
+		Apply: func(ctx context.Context, b *Batch[abandonedLead]) error { return j.claim(ctx, env, b, out) },
 	}).Run(ctx, env)
 	st.Add(claims)
 	if err != nil {
@@ -167,8 +166,9 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err erro
 	return st, nil
 }
 
-// claim marks the batch's locked leads abandoned and claims their messages.
-func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandonedLead]) error {
+// claim marks the batch's locked leads abandoned and claims their messages, which go to out
+// once the batch has committed.
+func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandonedLead], out *Outbox) error {
 	rows, err := b.Tx.Query(ctx, markAbandonedSQL, pgx.NamedArgs{
 		"now": env.Now, "ids": Column(b.Rows, func(l abandonedLead) int64 { return l.ID }),
 	})
@@ -205,7 +205,7 @@ func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandone
 	if dup := len(drafts) - len(msgs); dup > 0 {
 		b.Stats.Count("duplicate", int64(dup))
 	}
-	b.Send(msgs...)
+	sendOnCommit(b, out, msgs)
 	return nil
 }
 

@@ -264,7 +264,6 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
 		Parallel:  appointmentParallel,
-		Outbox:    out,
 		Apply: func(ctx context.Context, b *Batch[appointmentRow]) error {
 			// Planned for this batch's ids each time (an unnamed statement): the generic plan
 			// a prepared statement falls back to assumes one id, and joins the organizations
@@ -284,7 +283,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 			// Locked but not claimed: cancelled, moved or started since the batch was read
 			// (the guard), or claimed by another run meanwhile (a unique key).
 			b.CountStale(int64(len(msgs)))
-			b.Send(msgs...)
+			sendOnCommit(b, out, msgs)
 			return nil
 		},
 	}).Run(ctx, env)

@@ -20,8 +20,8 @@ import (
 //
 //  1. Claim, in the job's fenced batch transaction, before any send (Pipeline.Claim, or the
 //     job's own INSERT ... ON CONFLICT DO NOTHING RETURNING MessageColumns): a PENDING row,
-//     attempts 1. Only the rows a run inserted are sent; Walk hands them to the Outbox once
-//     the batch has committed.
+//     attempts 1. Only the rows a run inserted are sent; the walk hands them to the Outbox
+//     once the batch has committed (sendOnCommit).
 //  2. Send, outside any transaction, concurrently: at most SendSettings.Concurrency sends
 //     in flight per replica, paced per provider by SendSettings.Rate.
 //  3. Record each outcome (SENT with the provider's id, FAILED with the error) in fenced
@@ -118,7 +118,7 @@ ON CONFLICT DO NOTHING
 RETURNING ` + MessageColumns
 
 // Claim claims drafts in tx (a Walk batch's transaction) and returns the messages claimed,
-// to be passed to Batch.Send. A draft whose message already has a delivery is left out.
+// to be handed to the run's Outbox once tx has committed (sendOnCommit). A draft whose message already has a delivery is left out.
 func (p *Pipeline) Claim(ctx context.Context, tx pgx.Tx, drafts []Draft) ([]Message, error) {
 	if len(drafts) == 0 {
 		return nil, nil
@@ -208,7 +208,6 @@ func (p *Pipeline) Reclaim(ctx context.Context, env *Env, out *Outbox, job strin
 		},
 		Keyset: func(o orphan) pgx.NamedArgs { return pgx.NamedArgs{"after_at": o.ClaimedAt, "after_id": o.ID} },
 		Lock:   func(o orphan) int64 { return o.ID },
-		Outbox: out,
 		Apply: func(ctx context.Context, b *Batch[orphan]) error {
 			args := pgx.NamedArgs{
 				"ids":         Column(b.Rows, func(o orphan) int64 { return o.ID }),
@@ -235,7 +234,7 @@ func (p *Pipeline) Reclaim(ctx context.Context, env *Env, out *Outbox, job strin
 			if tag.RowsAffected() > 0 {
 				env.Log.Warn("claims orphaned by a crash marked FAILED, not resent", "count", tag.RowsAffected())
 			}
-			b.Send(msgs...)
+			sendOnCommit(b, out, msgs)
 			return nil
 		},
 	}

@@ -192,9 +192,8 @@ func (j *NoShowRate) Run(ctx context.Context, env *Env) (st Stats, err error) {
 			}
 			return o.hour == noShowRateHour || o.hour == noShowRateHour+1
 		},
-		Lock:   func(o rateOrg) int64 { return o.ID },
-		Outbox: out,
-		Apply:  func(ctx context.Context, b *Batch[rateOrg]) error { return j.claim(ctx, b) },
+		Lock:  func(o rateOrg) int64 { return o.ID },
+		Apply: func(ctx context.Context, b *Batch[rateOrg]) error { return j.claim(ctx, b, out) },
 	}).Run(ctx, env)
 	st.Add(walked)
 	if err != nil {
@@ -203,8 +202,9 @@ func (j *NoShowRate) Run(ctx context.Context, env *Env) (st Stats, err error) {
 	return st, nil
 }
 
-// claim computes the rates of the batch's locked organizations and claims the notices due.
-func (j *NoShowRate) claim(ctx context.Context, b *Batch[rateOrg]) error {
+// claim computes the rates of the batch's locked organizations and claims the notices due,
+// which go to out once the batch has committed.
+func (j *NoShowRate) claim(ctx context.Context, b *Batch[rateOrg], out *Outbox) error {
 	var unsent, over, tooLate, tooFew int64
 	var msgs []Message
 	err := b.Tx.QueryRow(ctx, noShowRateClaimSQL, pgx.NamedArgs{
@@ -237,6 +237,6 @@ func (j *NoShowRate) claim(ctx context.Context, b *Batch[rateOrg]) error {
 	if dup := over - int64(len(msgs)); dup > 0 {
 		b.Stats.Count("duplicate", dup)
 	}
-	b.Send(msgs...)
+	sendOnCommit(b, out, msgs)
 	return nil
 }

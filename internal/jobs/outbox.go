@@ -84,6 +84,13 @@ type outcome struct {
 	cut bool
 }
 
+// sendOnCommit hands msgs, claimed in b's transaction, to out once that transaction has
+// committed, never before (a claim rolled back must not be sent); a dry run counts them as
+// Changed and sends none.
+func sendOnCommit[R any](b *Batch[R], out *Outbox, msgs []Message) {
+	b.AfterCommit(len(msgs), func() { out.Send(msgs...) })
+}
+
 // Open starts the run's outbox. The caller must Close it, also on error paths.
 func (p *Pipeline) Open(ctx context.Context, env *Env, hooks Hooks) *Outbox {
 	o := &Outbox{

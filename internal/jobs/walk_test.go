@@ -350,7 +350,6 @@ func TestWalkFinishesTheBatchBesideAFailedOne(t *testing.T) {
 	w := itemWalk(10, new(atomic.Int64))
 	w.Lock = func(it item) int64 { return it.ID }
 	w.Parallel = 2
-	w.Outbox = out
 	var applied atomic.Int64
 	boom := errors.New("boom")
 	second := make(chan struct{})
@@ -373,7 +372,7 @@ func TestWalkFinishesTheBatchBesideAFailedOne(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			b.Send(msgs...)
+			b.AfterCommit(len(msgs), func() { out.Send(msgs...) })
 			close(second)
 			select {
 			case <-(<-walkCtx).Done():

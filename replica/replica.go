@@ -16,6 +16,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/engine"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
@@ -31,7 +32,7 @@ type Config struct {
 	InstanceID string
 	// Log is the base logger; every part adds instance_id itself.
 	Log      *slog.Logger
-	Registry *jobs.Registry
+	Registry *job.Registry
 	// Jobs are the validated job settings, one per job of Registry the replica runs.
 	Jobs    []config.Job
 	Metrics *metrics.Metrics // nil: none recorded

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -26,19 +27,19 @@ const childFlag = "-child"
 
 // childResult is what a child prints on stdout.
 type childResult struct {
-	Nanos int64      `json:"nanos"` // the job body's run time, without process start and connect
-	Stats jobs.Stats `json:"stats"`
-	Error string     `json:"error,omitempty"`
+	Nanos int64     `json:"nanos"` // the job body's run time, without process start and connect
+	Stats job.Stats `json:"stats"`
+	Error string    `json:"error,omitempty"`
 }
 
 // jobResult is a child's result with its peak RSS.
 type jobResult struct {
 	took     time.Duration
-	stats    jobs.Stats
+	stats    job.Stats
 	maxRSSKB int64
 }
 
-func benchJob(name string) (jobs.Job, error) {
+func benchJob(name string) (job.Job, error) {
 	switch name {
 	case "plan-change":
 		return jobs.NewPlanChange(), nil
@@ -82,7 +83,7 @@ const (
 	envNow         = "BENCH_NOW"     // the run's clock (RFC 3339); empty: the database's
 )
 
-func abandonJob() (jobs.Job, error) {
+func abandonJob() (job.Job, error) {
 	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envConcurrency, err)
@@ -114,7 +115,7 @@ func runChild(args []string) childResult {
 	if len(args) != 2 {
 		return childResult{Error: "usage: bench -child <job> <database URL>"}
 	}
-	job, err := benchJob(args[0])
+	body, err := benchJob(args[0])
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
@@ -131,7 +132,7 @@ func runChild(args []string) childResult {
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
-	env := &jobs.Env{
+	env := &job.Env{
 		RunID: 1,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
@@ -148,7 +149,7 @@ func runChild(args []string) childResult {
 		defer cancel()
 	}
 	start := time.Now()
-	stats, err := job.Run(runCtx, env)
+	stats, err := body.Run(runCtx, env)
 	res := childResult{Nanos: int64(time.Since(start)), Stats: stats}
 	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && runCtx != ctx) {
 		res.Error = err.Error()

@@ -22,7 +22,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -44,7 +44,7 @@ const (
 // Config configures an Engine.
 type Config struct {
 	DB       *store.DB
-	Registry *jobs.Registry
+	Registry *job.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
 	InstanceID string
@@ -68,7 +68,7 @@ type Config struct {
 // entry is one configured job: a built-in job, or one version of a runtime job's
 // definition.
 type entry struct {
-	job  jobs.Job
+	job  job.Job
 	conf config.Job
 	// def is the runtime job's checked definition; nil for a built-in job.
 	def *definition.Job
@@ -107,7 +107,7 @@ type Engine struct {
 	jobs  map[string]*entry
 	order []*entry // enabled jobs, in configuration order
 	// catchUps are every configured job's catch-up windows, which every run is given
-	// (jobs.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
+	// (job.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
 	catchUps map[string]time.Duration
 
 	runs     sync.WaitGroup // every run goroutine
@@ -197,7 +197,7 @@ func New(conf Config) (*Engine, error) {
 	return e, nil
 }
 
-func knownJobs(r *jobs.Registry) string {
+func knownJobs(r *job.Registry) string {
 	var names []string
 	for _, j := range r.All() {
 		names = append(names, j.Name())

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -35,20 +35,20 @@ var calls struct {
 }
 
 func (j calledJob) Name() string { return j.name }
-func (j calledJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j calledJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j calledJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j calledJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	var slot *time.Time
 	if err := env.ReadOnly.QueryRow(ctx, `SELECT scheduled_at FROM job_runs WHERE id = $1`, env.RunID).Scan(&slot); err != nil {
-		return jobs.Stats{}, err
+		return job.Stats{}, err
 	}
 	if slot != nil {
 		calls.Lock()
 		calls.all = append(calls.all, call{runID: env.RunID, slot: slot.UTC()})
 		calls.Unlock()
 	}
-	return jobs.Stats{Processed: 1}, nil
+	return job.Stats{Processed: 1}, nil
 }
 
 // Issue 29, end to end: a primary and a streaming standby, the replica's DATABASE_URL on a
@@ -110,7 +110,7 @@ func TestAsyncFailoverKeepsHistoryHonest(t *testing.T) {
 	require.NoError(t, mg.Up())
 	_ = mg.Close()
 
-	n := startNode(t, frontURL, "a", nodeOptions{jobs: []config.Job{job(t, "called", "@every 1s", time.Minute)}})
+	n := startNode(t, frontURL, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "called", "@every 1s", time.Minute)}})
 	first := awaitTerm(t, n)
 	awaitSignal(t, &n.en.testSignals.leading, "the first term")
 	awaitCalls(t, 3)

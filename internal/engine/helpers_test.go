@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
@@ -34,36 +35,36 @@ const waitTimeout = 15 * time.Second
 type recordJob struct{ name string }
 
 func (j recordJob) Name() string { return j.name }
-func (j recordJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j recordJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j recordJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	return jobs.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
+func (j recordJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	return job.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
 }
 
 // blockJob records its start, then waits for its context and returns its error.
 type blockJob struct{ name string }
 
 func (j blockJob) Name() string { return j.name }
-func (j blockJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j blockJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j blockJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j blockJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if err := recordCall(ctx, env); err != nil {
-		return jobs.Stats{}, err
+		return job.Stats{}, err
 	}
 	<-ctx.Done()
-	return jobs.Stats{}, ctx.Err()
+	return job.Stats{}, ctx.Err()
 }
 
 // panicJob panics.
 type panicJob struct{ name string }
 
 func (j panicJob) Name() string { return j.name }
-func (j panicJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j panicJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
+func (j panicJob) Run(context.Context, *job.Env) (job.Stats, error) {
 	panic("boom: the job body blew up")
 }
 
@@ -72,18 +73,18 @@ func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
 type walkPanicJob struct{ name string }
 
 func (j walkPanicJob) Name() string { return j.name }
-func (j walkPanicJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j walkPanicJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j walkPanicJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j walkPanicJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	type number struct{ N int64 }
-	return (&jobs.Walk[number]{
+	return (&job.Walk[number]{
 		Job: j.name, BatchSize: 10, Parallel: 2,
 		Read:   `SELECT n FROM generate_series(@after::bigint + 1, 30) AS n ORDER BY n LIMIT @limit`,
 		Start:  pgx.NamedArgs{"after": int64(0)},
 		Keyset: func(n number) pgx.NamedArgs { return pgx.NamedArgs{"after": n.N} },
 		Lock:   func(n number) int64 { return n.N },
-		Apply: func(_ context.Context, b *jobs.Batch[number]) error {
+		Apply: func(_ context.Context, b *job.Batch[number]) error {
 			if b.N == 2 {
 				var perBatch map[int]int
 				//lint:ignore SA5000 the panic this job exists for
@@ -99,11 +100,11 @@ func (j walkPanicJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error
 type writerJob struct{ name string }
 
 func (j writerJob) Name() string { return j.name }
-func (j writerJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j writerJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	var stats jobs.Stats
+func (j writerJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var stats job.Stats
 	for {
 		if err := recordCall(ctx, env); err != nil {
 			return stats, err
@@ -121,7 +122,7 @@ func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 // run's own epoch (from its job_runs row, fixed when it was claimed). Not the leader row's:
 // a write that slipped past the fence after a new election would carry the new epoch and
 // look legitimate.
-func recordCall(ctx context.Context, env *jobs.Env) error {
+func recordCall(ctx context.Context, env *job.Env) error {
 	return env.Tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO test_calls (run_id, epoch, written_at)
@@ -130,7 +131,7 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 	})
 }
 
-var registry = jobs.NewRegistry(
+var registry = job.NewRegistry(
 	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"}, calledJob{"called"},
 	// Every finished run older than a minute is expired.
 	jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}),
@@ -150,7 +151,7 @@ func newDB(t *testing.T) (*testdb.DB, string) {
 	return db, url
 }
 
-func job(t *testing.T, name, spec string, timeout time.Duration) config.Job {
+func jobConfig(t *testing.T, name, spec string, timeout time.Duration) config.Job {
 	t.Helper()
 	s, err := schedule.Parse(spec)
 	require.NoError(t, err)

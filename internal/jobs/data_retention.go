@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -54,7 +55,7 @@ type DataRetention struct {
 }
 
 // NewDataRetention returns the data-retention job; zero settings take the defaults.
-func NewDataRetention(s RetentionSettings) Job {
+func NewDataRetention(s RetentionSettings) job.Job {
 	if s.JobRuns <= 0 {
 		s.JobRuns = retentionJobRunsDefault
 	}
@@ -78,8 +79,8 @@ func NewDataRetention(s RetentionSettings) Job {
 
 func (*DataRetention) Name() string { return "data-retention" }
 
-func (*DataRetention) Defaults() Defaults {
-	return Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
+func (*DataRetention) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
 }
 
 // The leads purge: a read of the next batch of expired rows after @after_id (at most @limit
@@ -98,8 +99,8 @@ FOR UPDATE SKIP LOCKED`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
-func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
-	var st Stats
+func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var st job.Stats
 	dropped, err := j.dropRunDays(ctx, env)
 	st.Add(dropped)
 	if err != nil {
@@ -123,7 +124,7 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 		maps.Copy(args, p.args)
 		// Batches walk the primary key, so a batch never rescans the dead rows its
 		// predecessors left.
-		purged, err := (&Walk[int64]{
+		purged, err := (&job.Walk[int64]{
 			Job:       j.Name(),
 			BatchSize: j.s.BatchSize,
 			Read:      p.read,
@@ -132,7 +133,7 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 			Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
 			Scan:      pgx.RowTo[int64],
 			Pause:     j.s.Pause,
-			Apply: func(ctx context.Context, b *Batch[int64]) error {
+			Apply: func(ctx context.Context, b *job.Batch[int64]) error {
 				tag, err := b.Tx.Exec(ctx, p.delete, pgx.NamedArgs{"ids": b.Rows})
 				b.Stats.Changed += tag.RowsAffected()
 				b.Stats.Count(p.table, tag.RowsAffected())
@@ -155,8 +156,8 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 // window (catch-up reads the slot rows inside it). Detail counts the days dropped
 // (job_runs_days), their runs as PostgreSQL estimates them (job_runs), the runs moved to
 // job_runs_kept and those pruned from it, and the days kept for an active run.
-func (j *DataRetention) dropRunDays(ctx context.Context, env *Env) (Stats, error) {
-	var st Stats
+func (j *DataRetention) dropRunDays(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var st job.Stats
 	before := env.Now.Add(-j.s.JobRuns)
 	for _, w := range env.CatchUpWindows {
 		if b := env.Now.Add(-w); b.Before(before) {

@@ -129,11 +129,11 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	want := seedRetention(t, db.Pool)
 	before := remaining(t, db.Pool)
-	job := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Millisecond})
+	j := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Millisecond})
 
 	env := newEnv(t, db, "data-retention") // its own run is running, so it is kept
 	env.Params.DryRun = true
-	dry, err := job.Run(ctx, env)
+	dry, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	for table, n := range want {
 		assert.Equal(t, n, dry.Detail[table], "dry run count of %s", table)
@@ -141,7 +141,7 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 	assert.Equal(t, before, remaining(t, db.Pool), "a dry run deletes nothing")
 
 	env.Params.DryRun = false
-	st, err := job.Run(ctx, env)
+	st, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	var sum int64
 	for table, n := range want {
@@ -170,7 +170,7 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 		`SELECT count(*) FROM message_deliveries WHERE template = 'keep' AND lead_id IS NULL`).Scan(&unlinked))
 	assert.Equal(t, 3, unlinked, "a kept delivery of a purged lead is unlinked, not deleted")
 
-	again, err := job.Run(ctx, env)
+	again, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	assert.Zero(t, again.Changed, "a second run finds nothing left to delete")
 }
@@ -183,7 +183,7 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 	env := newEnv(t, db, "data-retention")
 	// A pause far longer than the test: the run can only end early through the cancellation,
 	// which comes once the first batch has committed.
-	job := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Hour})
+	j := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Hour})
 	go func() {
 		assert.Eventually(t, func() bool {
 			var n int
@@ -192,7 +192,7 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 		}, 10*time.Second, 5*time.Millisecond)
 		cancel()
 	}()
-	st, err := job.Run(ctx, env)
+	st, err := j.Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 4, st.Detail["idempotency_keys"], "one batch done before the cancellation")
 	assert.EqualValues(t, 11, st.Detail["job_runs"], "job_runs' old day went first, whole")

@@ -1,9 +1,16 @@
-// Package jobs holds the business jobs the scheduler runs, one file each, and the registry
-// that lists them. A job body is written so that two copies running at once are still
-// correct: it streams its entities in bounded batches, takes a per-entity transaction-level
-// advisory lock with try-lock-and-skip, guards every transition by the current state, and
-// writes only through the run's fenced transaction.
-package jobs
+// Package job is the contract between the run engine and the code it runs: what a job is
+// (Job: a name, a default schedule and limits, and Run), what a run gives it (Env: the
+// fenced transactions, the read-only pool, the run's logger, clock and params) and what it
+// gives back (Stats); the Registry of the jobs a replica knows; and the pieces every job
+// body shares to stay correct when two copies of it run at once: the batch walker (Walk),
+// the per-entity try-locks it takes (TryLockAll), and the recovery of a panic on any
+// goroutine that runs job code (CatchPanic).
+//
+// It is a package of its own so that the engine, which needs only this contract, compiles
+// none of the business jobs (internal/jobs): whoever assembles a replica builds them and
+// hands the engine a Registry. Its names are read with the package's: job.Job, job.Env,
+// job.Stats, job.Walk.
+package job
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package jobs
+package job
 
 import (
 	"context"
@@ -135,8 +135,9 @@ func Column[R, T any](rows []R, f func(R) T) []T {
 	return out
 }
 
-// errDryRun rolls back a dry run's batch.
-var errDryRun = errors.New("dry run: roll back")
+// ErrDryRun rolls back a dry run's transaction: returned from the function given to Env.Tx,
+// it undoes what the transaction did once it has been counted; the caller ignores it.
+var ErrDryRun = errors.New("dry run: roll back")
 
 // Run walks the entities and returns the counts of the batches that committed (or, for a
 // dry run, would have). On error it returns the counts so far with the error.
@@ -261,11 +262,11 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 			return err
 		}
 		if env.Params.DryRun {
-			return errDryRun
+			return ErrDryRun
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	if err != nil && !errors.Is(err, ErrDryRun) {
 		return nil, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
 	}
 	if env.Params.DryRun {

@@ -39,7 +39,9 @@ type jobResult struct {
 	maxRSSKB int64
 }
 
-func benchJob(name string) (job.Job, error) {
+// benchJob is the named job, on db: data-retention drops its days there, with no job's
+// catch-up window to keep.
+func benchJob(name string, db *store.DB) (job.Job, error) {
 	switch name {
 	case "plan-change":
 		return jobs.NewPlanChange(), nil
@@ -48,7 +50,10 @@ func benchJob(name string) (job.Job, error) {
 	case "rounds-open":
 		return jobs.NewRoundsOpen(), nil
 	case "data-retention":
-		return jobs.NewDataRetention(jobs.RetentionSettings{}), nil
+		return jobs.NewDataRetention(jobs.RetentionSettings{}, jobs.RunDays{
+			CatchUpWindows: func() map[string]time.Duration { return nil },
+			Drop:           db.DropRunDays, // outside the fence, as the replica wires it
+		}), nil
 	case "abandon-recovery":
 		return abandonJob()
 	}
@@ -115,16 +120,16 @@ func runChild(args []string) childResult {
 	if len(args) != 2 {
 		return childResult{Error: "usage: bench -child <job> <database URL>"}
 	}
-	body, err := benchJob(args[0])
-	if err != nil {
-		return childResult{Error: err.Error()}
-	}
 	ctx := context.Background()
 	db, err := store.Open(ctx, args[1], store.Options{InstanceID: "bench-child", LeaseTimeout: config.LeaseTimeoutDefault, MaxConns: 4})
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
 	defer db.Close()
+	body, err := benchJob(args[0], db)
+	if err != nil {
+		return childResult{Error: err.Error()}
+	}
 	now, err := db.Now(ctx)
 	if v := os.Getenv(envNow); v != "" {
 		now, err = time.Parse(time.RFC3339, v)
@@ -137,10 +142,9 @@ func runChild(args []string) childResult {
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
 		},
-		ReadOnly:    db.ReadOnly(),
-		Log:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Now:         now,
-		DropRunDays: db.DropRunDays, // data-retention drops the old days of job_runs outside the fence
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:      now,
 	}
 	runCtx := ctx
 	if d, err := time.ParseDuration(os.Getenv(envRunFor)); err == nil {

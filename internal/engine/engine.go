@@ -106,8 +106,8 @@ type Engine struct {
 	log   *slog.Logger
 	jobs  map[string]*entry
 	order []*entry // enabled jobs, in configuration order
-	// catchUps are every configured job's catch-up windows, which every run is given
-	// (job.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
+	// catchUps are every configured job's catch-up windows, which CatchUpWindows hands
+	// data-retention so that it keeps the rows catch-up needs.
 	catchUps map[string]time.Duration
 
 	runs     sync.WaitGroup // every run goroutine

@@ -131,11 +131,23 @@ func recordCall(ctx context.Context, env *job.Env) error {
 	})
 }
 
-var registry = job.NewRegistry(
+var testJobs = []job.Job{
 	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"}, calledJob{"called"},
-	// Every finished run older than a minute is expired.
-	jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}),
-)
+}
+
+var registry = job.NewRegistry(testJobs...)
+
+// nodeRegistry is the test jobs and data-retention, wired to the node's engine and database
+// as the replica wires it.
+func nodeRegistry(db *store.DB, en **Engine) *job.Registry {
+	return job.NewRegistry(append(testJobs,
+		// Every finished run older than a minute is expired.
+		jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}, jobs.RunDays{
+			CatchUpWindows: func() map[string]time.Duration { return (*en).CatchUpWindows() },
+			Drop:           db.DropRunDays,
+		}),
+	)...)
+}
 
 // newDB gives the test its own database with the test_calls table.
 func newDB(t *testing.T) (*testdb.DB, string) {
@@ -197,7 +209,8 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	}
 	el, err := leader.New(leader.Config{DB: db.DB, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
-	en, err := New(Config{DB: db.DB, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
+	var en *Engine
+	en, err = New(Config{DB: db.DB, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
 		Runtime: opts.runtime})
 	require.NoError(t, err)

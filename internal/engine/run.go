@@ -106,10 +106,6 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 		Now:      *run.StartedAt,
 		Params:   params,
 	}
-	if en.def == nil {
-		env.CatchUpWindows = e.catchUpWindows()
-		env.DropRunDays = e.conf.DB.DropRunDays
-	}
 	if en.def != nil {
 		if env.Call, err = e.call(runCtx, term, en, run, &fin); err != nil {
 			e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)

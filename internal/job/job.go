@@ -61,17 +61,13 @@ type Env struct {
 	Now time.Time
 	// Params are the run's parameters from a manual trigger ({} for scheduled runs).
 	Params Params
-	// CatchUpWindows are every configured job's catch-up windows: data-retention keeps the
-	// job_runs rows catch-up decides from.
-	CatchUpWindows map[string]time.Duration
-	// DropRunDays drops the day partitions of job_runs that ended before a time, outside the
-	// fence: DETACH ... CONCURRENTLY cannot run in a transaction (store.DB.DropRunDays).
-	DropRunDays func(ctx context.Context, before time.Time, dryRun bool) (store.DroppedDays, error)
-	// Call is what a runtime job's run needs besides; zero for a built-in job.
+	// Call is what a runtime job's run needs besides; a built-in job is given none. What one
+	// job alone needs otherwise comes through its constructor (data-retention's RunDays).
 	Call Call
 }
 
-// Call is what the engine gives a runtime job's run (internal/engine/runtime.go).
+// Call is what the engine gives a runtime job's run (internal/engine/runtime.go), and only
+// it: it moves with the runtime jobs.
 type Call struct {
 	// IdempotencyKey names the slot (or the manual run) the run does: the same for every
 	// attempt, and for the recovery run after a failover.

@@ -53,18 +53,16 @@ func Start(t testing.TB, o Options) *Server {
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
-	builtin := jobs.Builtin(jobs.Settings{}, log).All()
-	registry := job.NewRegistry(append(append([]job.Job{}, builtin...), o.Extra...)...)
+	defaults := append(jobs.Defaults(), job.NewRegistry(o.Extra...).Defaults()...)
 	var conf []config.Job
-	for _, j := range registry.All() {
-		d := j.Defaults()
+	for _, d := range defaults {
 		s, err := schedule.Parse(d.Schedule)
 		if err != nil {
-			t.Fatalf("replicatest: job %s: %v", j.Name(), err)
+			t.Fatalf("replicatest: job %s: %v", d.Name, err)
 		}
-		conf = append(conf, config.Job{Name: j.Name(), Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
+		conf = append(conf, config.Job{Name: d.Name, Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
 	}
-	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Registry: registry, Jobs: conf,
+	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Extra: o.Extra, Jobs: conf,
 		APIToken: o.Token, ReadToken: o.ReadToken, LeaseTimeout: 2 * time.Second,
 		InstanceHeartbeat: 500 * time.Millisecond, PollInterval: 200 * time.Millisecond,
 		Version: "test", HTTPAddr: "127.0.0.1", Runtime: o.Runtime})

@@ -32,12 +32,11 @@ func NewEnv(t testing.TB, db *testdb.DB, name string, now time.Time) *job.Env {
 INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), $2)
 RETURNING id`, name, Epoch).Scan(&runID))
 	return &job.Env{
-		RunID:       runID,
-		Tx:          fencedTx(db.DB),
-		ReadOnly:    db.ReadOnly(),
-		Log:         slog.New(slog.DiscardHandler).With("run_id", runID, "job", name),
-		Now:         now,
-		DropRunDays: db.DropRunDays,
+		RunID:    runID,
+		Tx:       fencedTx(db.DB),
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", name),
+		Now:      now,
 	}
 }
 

@@ -55,9 +55,8 @@ func (e *Engine) enabledEntries() []*entry {
 	return list
 }
 
-// CatchUpWindows are every job's catch-up windows, the runtime jobs' included, as they are
-// now: data-retention (the replica wires it to this) keeps the job_runs rows catch-up
-// decides from.
+// CatchUpWindows are every job's catch-up windows, the runtime jobs' included, for
+// data-retention (wired by the replica), which keeps the job_runs rows catch-up decides from.
 func (e *Engine) CatchUpWindows() map[string]time.Duration {
 	e.runtimeMu.RLock()
 	defer e.runtimeMu.RUnlock()

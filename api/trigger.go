@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -64,7 +64,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if body != nil && !decodeStrict(w, r, body, &req) {
 		return
 	}
-	params, err := jobs.ParseParams(req.Params)
+	params, err := job.ParseParams(req.Params)
 	if err != nil {
 		fieldProblem(w, r, probInvalidJSON, "params", "params must be an object with only known members (dry_run): "+err.Error())
 		return

@@ -1,5 +1,5 @@
 // Package replica assembles one scheduler replica from its parts: the HTTP API, the leader
-// elector and the run engine over the job registry, on one store. `scheduler serve` runs it,
+// elector, the business jobs and the run engine that runs them, on one store. `scheduler serve` runs it,
 // and the tests that drive a whole replica (the CLI's, the dashboard's) start it in-process;
 // both get the same wiring.
 package replica
@@ -16,6 +16,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/engine"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
@@ -31,9 +32,13 @@ type Config struct {
 	DB         *store.DB
 	InstanceID string
 	// Log is the base logger; every part adds instance_id itself.
-	Log      *slog.Logger
-	Registry *jobs.Registry
-	// Jobs are the validated job settings, one per job of Registry the replica runs.
+	Log *slog.Logger
+	// JobSettings are the business jobs' own settings (jobs.LoadSettings); the replica
+	// builds the jobs from them (jobs.Builtin).
+	JobSettings jobs.Settings
+	// Extra are jobs run beside the business ones (the tests' own).
+	Extra []job.Job
+	// Jobs are the validated job settings, one per job the replica runs, business or Extra.
 	Jobs    []config.Job
 	Metrics *metrics.Metrics // nil: none recorded
 
@@ -89,7 +94,16 @@ func New(c Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: c.Registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
+	// data-retention keeps the days inside every job's catch-up window, which only the
+	// engine knows (runtime jobs come and go), and the engine is built from the jobs: the
+	// job asks the engine when it runs, long after New has set eng.
+	var eng *engine.Engine
+	business := jobs.Builtin(c.JobSettings, logging.ForInstance(c.Log, c.InstanceID), jobs.RunDays{
+		CatchUpWindows: func() map[string]time.Duration { return eng.CatchUpWindows() },
+		Drop:           c.DB.DropRunDays,
+	})
+	registry := job.NewRegistry(append(business, c.Extra...)...)
+	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
 		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {

@@ -25,6 +25,17 @@ go vet ./...
 echo "staticcheck" >&2
 "$tools/staticcheck" ./...
 
+# The engine runs jobs through their contract (internal/job) alone; the business jobs
+# (internal/jobs) are built by the replica. An import of them into the engine, however
+# indirect, would make it compile every business job's SQL again.
+echo "engine imports" >&2
+module=$(go list -m)
+if go list -deps ./internal/engine | grep -qx "$module/internal/jobs"; then
+  go list -deps -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/engine | grep -E " $module/internal/jobs( |$)" >&2 || true
+  echo "lint.sh: internal/engine depends on internal/jobs (importers above): use internal/job, and let the replica build the jobs" >&2
+  exit 1
+fi
+
 # deadcode lists functions no main package reaches. Code that exists only for tests is
 # reached from tests alone by design: the test harness packages (testdb, testmetrics,
 # testsignal, jobstest, replicatest), the test-signal hooks, and Replica.Listen (a test awaits the

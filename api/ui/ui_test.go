@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -36,7 +36,7 @@ const (
 // seven test jobs (21 rows), one browser, one tab per operator.
 func TestDashboard(t *testing.T) {
 	browser := startBrowser(t)
-	extra := []jobs.Job{replicatest.Blocking{JobName: "slow-export"}}
+	extra := []job.Job{replicatest.Blocking{JobName: "slow-export"}}
 	for i := range 6 {
 		extra = append(extra, replicatest.Quick{JobName: fmt.Sprintf("quick-%d", i+1), Schedule: []string{
 			"*/15 * * * *", "0 * * * *", "30 6 * * 1-5", "@every 10m", "0 3 1 1 *", "CRON_TZ=Europe/Berlin 0 8 * * *"}[i]})

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/replica"
@@ -63,7 +62,7 @@ func benchAPI(ctx context.Context, b *bench) error {
 	// The replica's own API, as serve assembles it; its elector and engine are not run.
 	log := slog.New(slog.DiscardHandler)
 	rep, err := replica.New(replica.Config{DB: db, InstanceID: "bench-api", Log: log,
-		Registry: jobs.Builtin(jobs.Settings{}, log), Jobs: jobsConf, LeaseTimeout: config.LeaseTimeoutDefault,
+		Jobs: jobsConf, LeaseTimeout: config.LeaseTimeoutDefault,
 		PollInterval: config.PollIntervalDefault})
 	if err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/replica"
@@ -352,7 +351,7 @@ func startReplica(ctx context.Context, b *bench, full, id string, n int, bounds 
 		return nil, err
 	}
 	rep, err := replica.New(replica.Config{DB: db, InstanceID: id, Log: slog.New(slog.DiscardHandler),
-		Registry: jobs.NewRegistry(), LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
+		LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
 		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
 			HTTPConcurrency: bounds.global, HTTPHostConcurrency: bounds.host}})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -26,19 +27,21 @@ const childFlag = "-child"
 
 // childResult is what a child prints on stdout.
 type childResult struct {
-	Nanos int64      `json:"nanos"` // the job body's run time, without process start and connect
-	Stats jobs.Stats `json:"stats"`
-	Error string     `json:"error,omitempty"`
+	Nanos int64     `json:"nanos"` // the job body's run time, without process start and connect
+	Stats job.Stats `json:"stats"`
+	Error string    `json:"error,omitempty"`
 }
 
 // jobResult is a child's result with its peak RSS.
 type jobResult struct {
 	took     time.Duration
-	stats    jobs.Stats
+	stats    job.Stats
 	maxRSSKB int64
 }
 
-func benchJob(name string) (jobs.Job, error) {
+// benchJob is the named job, on db: data-retention drops its days there, with no job's
+// catch-up window to keep.
+func benchJob(name string, db *store.DB) (job.Job, error) {
 	switch name {
 	case "plan-change":
 		return jobs.NewPlanChange(), nil
@@ -47,7 +50,10 @@ func benchJob(name string) (jobs.Job, error) {
 	case "rounds-open":
 		return jobs.NewRoundsOpen(), nil
 	case "data-retention":
-		return jobs.NewDataRetention(jobs.RetentionSettings{}), nil
+		return jobs.NewDataRetention(jobs.RetentionSettings{}, jobs.RunDays{
+			CatchUpWindows: func() map[string]time.Duration { return nil },
+			Drop:           db.DropRunDays, // outside the fence, as the replica wires it
+		}), nil
 	case "abandon-recovery":
 		return abandonJob()
 	}
@@ -82,7 +88,7 @@ const (
 	envNow         = "BENCH_NOW"     // the run's clock (RFC 3339); empty: the database's
 )
 
-func abandonJob() (jobs.Job, error) {
+func abandonJob() (job.Job, error) {
 	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envConcurrency, err)
@@ -114,16 +120,16 @@ func runChild(args []string) childResult {
 	if len(args) != 2 {
 		return childResult{Error: "usage: bench -child <job> <database URL>"}
 	}
-	job, err := benchJob(args[0])
-	if err != nil {
-		return childResult{Error: err.Error()}
-	}
 	ctx := context.Background()
 	db, err := store.Open(ctx, args[1], store.Options{InstanceID: "bench-child", LeaseTimeout: config.LeaseTimeoutDefault, MaxConns: 4})
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
 	defer db.Close()
+	body, err := benchJob(args[0], db)
+	if err != nil {
+		return childResult{Error: err.Error()}
+	}
 	now, err := db.Now(ctx)
 	if v := os.Getenv(envNow); v != "" {
 		now, err = time.Parse(time.RFC3339, v)
@@ -131,15 +137,14 @@ func runChild(args []string) childResult {
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
-	env := &jobs.Env{
+	env := &job.Env{
 		RunID: 1,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
 		},
-		ReadOnly:    db.ReadOnly(),
-		Log:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Now:         now,
-		DropRunDays: db.DropRunDays, // data-retention drops the old days of job_runs outside the fence
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:      now,
 	}
 	runCtx := ctx
 	if d, err := time.ParseDuration(os.Getenv(envRunFor)); err == nil {
@@ -148,7 +153,7 @@ func runChild(args []string) childResult {
 		defer cancel()
 	}
 	start := time.Now()
-	stats, err := job.Run(runCtx, env)
+	stats, err := body.Run(runCtx, env)
 	res := childResult{Nanos: int64(time.Since(start)), Stats: stats}
 	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && runCtx != ctx) {
 		res.Error = err.Error()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -24,9 +23,9 @@ import (
 // the registry.
 func jobsEnv(run map[string]string) []string {
 	var env []string
-	for _, j := range jobs.Builtin(jobs.Settings{}, slog.New(slog.DiscardHandler)).All() {
-		name := "SCHEDULER_JOB_" + strings.ToUpper(strings.ReplaceAll(j.Name(), "-", "_"))
-		if schedule, ok := run[j.Name()]; ok {
+	for _, j := range jobs.Defaults() {
+		name := "SCHEDULER_JOB_" + strings.ToUpper(strings.ReplaceAll(j.Name, "-", "_"))
+		if schedule, ok := run[j.Name]; ok {
 			env = append(env, name+"_SCHEDULE="+schedule)
 		} else {
 			env = append(env, name+"_ENABLED=false")

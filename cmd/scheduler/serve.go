@@ -65,9 +65,9 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 		return exitUsage
 	}
-	// The service settings first: the jobs are built with the logger and the send bounds
-	// they configure, and the jobs' own settings are checked against the registry's
-	// defaults. Every problem is reported at once, by LoadJobs.
+	// The service settings first: the jobs' settings take the send bounds and the no-show
+	// grace they configure, and SCHEDULER_JOB_* is checked against the jobs' defaults.
+	// Every problem is reported at once, by LoadJobs. The replica builds the jobs.
 	env := config.NewEnv(environ)
 	cfg := config.Load(env)
 	settings := jobs.LoadSettings(env)
@@ -75,8 +75,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	log := logging.ForInstance(base, cfg.InstanceID)
 	settings.Send = jobs.SendSettings{Concurrency: cfg.SendConcurrency, Rate: cfg.SendRate}
 	settings.Appointments.NoShowGrace = cfg.NoShowGrace
-	registry := jobs.Builtin(settings, log)
-	if err := cfg.LoadJobs(env, registry.Defaults()); err != nil {
+	if err := cfg.LoadJobs(env, jobs.Defaults()); err != nil {
 		return configError(stderr, err)
 	}
 	m := metrics.New()
@@ -108,7 +107,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		}
 	}()
 
-	rep, err := replica.New(replica.Config{DB: db, InstanceID: cfg.InstanceID, Log: base, Registry: registry,
+	rep, err := replica.New(replica.Config{DB: db, InstanceID: cfg.InstanceID, Log: base, JobSettings: settings,
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
 		ReadToken: cfg.APIReadToken, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,

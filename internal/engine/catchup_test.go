@@ -20,7 +20,7 @@ func TestCatchUpRecordsSlotsOnDaysWithoutAPartition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	hourly := job(t, "tick", "@every 1h", time.Minute)
+	hourly := jobConfig(t, "tick", "@every 1h", time.Minute)
 	now, err := db.Now(ctx)
 	require.NoError(t, err)
 	latest := hourly.Schedule.Prev(now)
@@ -34,7 +34,7 @@ func TestCatchUpRecordsSlotsOnDaysWithoutAPartition(t *testing.T) {
 	require.Zero(t, count(t, db, `SELECT count(*) FROM pg_class WHERE relname = $1`, "job_runs_p"+gapDay),
 		"precondition: the day two days ago has no partition")
 
-	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{hourly, job(t, "writer", "@every 1h", time.Minute)}})
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{hourly, jobConfig(t, "writer", "@every 1h", time.Minute)}})
 	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")
 
 	assert.Equal(t, 95, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'missed'`),
@@ -60,7 +60,7 @@ func TestOneJobsFailedCatchUpLeavesTheOthersAlone(t *testing.T) {
 		END $$;
 		CREATE TRIGGER test_refuse_broken BEFORE INSERT ON job_runs FOR EACH ROW EXECUTE FUNCTION test_refuse_broken();`)
 	require.NoError(t, err)
-	jobs := []config.Job{job(t, "chatty", "@every 1h", time.Minute), job(t, "tick", "@every 1h", time.Minute), job(t, "writer", "@every 1h", time.Minute)}
+	jobs := []config.Job{jobConfig(t, "chatty", "@every 1h", time.Minute), jobConfig(t, "tick", "@every 1h", time.Minute), jobConfig(t, "writer", "@every 1h", time.Minute)}
 	now, err := db.Now(ctx)
 	require.NoError(t, err)
 	latest := jobs[0].Schedule.Prev(now)

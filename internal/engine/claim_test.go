@@ -40,7 +40,7 @@ func startTicking(t *testing.T) (*faultTracer, *testdb.DB, *node) {
 	t.Helper()
 	faults := newFaultTracer()
 	db, url := newDB(t)
-	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}, tracer: faults})
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}, tracer: faults})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
 	require.Eventually(t, func() bool {
 		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'succeeded'`) >= 2
@@ -99,7 +99,7 @@ func TestCatchUpRecordsGapsNotOnlyTheTail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	hourly := job(t, "tick", "@every 1h", time.Minute)
+	hourly := jobConfig(t, "tick", "@every 1h", time.Minute)
 	now, err := db.Now(ctx)
 	require.NoError(t, err)
 	latest := hourly.Schedule.Prev(now)
@@ -138,7 +138,7 @@ func TestCatchUpAfterALongOutageIsBoundedByTheCap(t *testing.T) {
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
 		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
 	require.NoError(t, err)
-	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}, maxMissed: 5})
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}, maxMissed: 5})
 	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")
 	assert.Equal(t, 5, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'missed'`),
 		"the missed rows stop at the cap")

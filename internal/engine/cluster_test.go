@@ -58,7 +58,7 @@ func TestThreeSchedulersClaimEachSlotOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	opts := nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}}
+	opts := nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}}
 	var terms termLog
 	nodes := map[string]*node{}
 	for i := range 3 {

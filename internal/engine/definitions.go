@@ -54,9 +54,9 @@ func (e *Engine) enabledEntries() []*entry {
 	return list
 }
 
-// catchUpWindows are every job's catch-up windows, the runtime jobs' included, for
-// data-retention, which keeps the job_runs rows catch-up decides from.
-func (e *Engine) catchUpWindows() map[string]time.Duration {
+// CatchUpWindows are every job's catch-up windows, the runtime jobs' included, for
+// data-retention (wired by the replica), which keeps the job_runs rows catch-up decides from.
+func (e *Engine) CatchUpWindows() map[string]time.Duration {
 	e.runtimeMu.RLock()
 	defer e.runtimeMu.RUnlock()
 	windows := make(map[string]time.Duration, len(e.catchUps)+len(e.runtime))

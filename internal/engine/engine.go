@@ -22,7 +22,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
@@ -46,7 +46,7 @@ const (
 type Config struct {
 	DB       *store.DB
 	Notifier *notifier.Notifier // wakes the queue and the definition watch
-	Registry *jobs.Registry
+	Registry *job.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
 	InstanceID string
@@ -70,7 +70,7 @@ type Config struct {
 // entry is one configured job: a built-in job, or one version of a runtime job's
 // definition.
 type entry struct {
-	job  jobs.Job
+	job  job.Job
 	conf config.Job
 	// def is the runtime job's checked definition; nil for a built-in job.
 	def *definition.Job
@@ -108,8 +108,8 @@ type Engine struct {
 	log   *slog.Logger
 	jobs  map[string]*entry
 	order []*entry // enabled jobs, in configuration order
-	// catchUps are every configured job's catch-up windows, which every run is given
-	// (jobs.Env.CatchUpWindows) so data-retention keeps the rows catch-up needs.
+	// catchUps are every configured job's catch-up windows, which CatchUpWindows hands
+	// data-retention so that it keeps the rows catch-up needs.
 	catchUps map[string]time.Duration
 
 	runs     sync.WaitGroup // every run goroutine
@@ -199,7 +199,7 @@ func New(conf Config) (*Engine, error) {
 	return e, nil
 }
 
-func knownJobs(r *jobs.Registry) string {
+func knownJobs(r *job.Registry) string {
 	var names []string
 	for _, j := range r.All() {
 		names = append(names, j.Name())

@@ -20,7 +20,7 @@ import (
 
 // manualOnly is a job that never fires on its own during a test: hourly, no catch-up.
 func manualOnly(t *testing.T, name string, timeout time.Duration) config.Job {
-	j := job(t, name, "@every 1h", timeout)
+	j := jobConfig(t, name, "@every 1h", timeout)
 	j.Catchup = 0
 	return j
 }
@@ -32,10 +32,10 @@ func TestNewRefusesBadJobConfig(t *testing.T) {
 		jobs []config.Job
 		want string
 	}{
-		"unknown job":      {[]config.Job{job(t, "no-such-job", "@every 1s", time.Second)}, `job "no-such-job" is configured but not registered`},
-		"zero timeout":     {[]config.Job{job(t, "tick", "@every 1s", 0)}, `job "tick": timeout 0s must be above 0`},
-		"negative timeout": {[]config.Job{job(t, "tick", "@every 1s", -time.Second)}, `job "tick": timeout -1s must be above 0`},
-		"twice":            {[]config.Job{job(t, "tick", "@every 1s", time.Second), job(t, "tick", "@every 2s", time.Second)}, `job "tick" is configured twice`},
+		"unknown job":      {[]config.Job{jobConfig(t, "no-such-job", "@every 1s", time.Second)}, `job "no-such-job" is configured but not registered`},
+		"zero timeout":     {[]config.Job{jobConfig(t, "tick", "@every 1s", 0)}, `job "tick": timeout 0s must be above 0`},
+		"negative timeout": {[]config.Job{jobConfig(t, "tick", "@every 1s", -time.Second)}, `job "tick": timeout -1s must be above 0`},
+		"twice":            {[]config.Job{jobConfig(t, "tick", "@every 1s", time.Second), jobConfig(t, "tick", "@every 2s", time.Second)}, `job "tick" is configured twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := New(Config{DB: db, Notifier: notifier.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: tc.jobs})
@@ -43,7 +43,7 @@ func TestNewRefusesBadJobConfig(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := New(Config{DB: db, Notifier: notifier.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: []config.Job{job(t, "tick", "@every 1s", time.Second)}})
+	_, err := New(Config{DB: db, Notifier: notifier.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Second)}})
 	assert.NoError(t, err, "a valid configuration is accepted")
 }
 
@@ -152,7 +152,7 @@ func TestCancelRequestEndsRunningRunAsCancelled(t *testing.T) {
 func TestOverlappingSlotIsSkipped(t *testing.T) {
 	t.Parallel()
 	db, url := newDB(t)
-	j := job(t, "slow", "@every 1s", time.Minute)
+	j := jobConfig(t, "slow", "@every 1s", time.Minute)
 	j.Catchup = 0
 	startNode(t, url, "a", nodeOptions{jobs: []config.Job{j}})
 
@@ -178,7 +178,7 @@ func TestPausedJobSlotsAreSkipped(t *testing.T) {
 	db, url := newDB(t)
 	_, err := db.Pool.Exec(context.Background(), `INSERT INTO job_settings (job, paused) VALUES ('tick', true)`)
 	require.NoError(t, err)
-	startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1s", time.Minute)}})
+	startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}})
 
 	require.Eventually(t, func() bool {
 		return count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'skipped' AND reason = 'paused'`) >= 2
@@ -189,7 +189,7 @@ func TestPausedJobSlotsAreSkipped(t *testing.T) {
 func TestMinGapSkipsSlotsTooSoonAfterTheLastStart(t *testing.T) {
 	t.Parallel()
 	db, url := newDB(t)
-	j := job(t, "tick", "@every 1s", time.Minute)
+	j := jobConfig(t, "tick", "@every 1s", time.Minute)
 	j.Catchup = 0
 	j.MinGap = 2500 * time.Millisecond
 	startNode(t, url, "a", nodeOptions{jobs: []config.Job{j}})
@@ -223,8 +223,8 @@ func TestCatchUpRunsLatestMissedSlotAndRecordsOlderOnes(t *testing.T) {
 		SELECT job_run_id(slot), job, 'schedule', 'succeeded', slot, now(), now()
 		FROM (VALUES ('tick'), ('boom')) AS j (job), (SELECT date_trunc('hour', now()) - interval '5 hours' AS slot) AS s`)
 	require.NoError(t, err)
-	tick := job(t, "tick", "@every 1h", time.Minute)
-	boom := job(t, "boom", "@every 1h", time.Minute)
+	tick := jobConfig(t, "tick", "@every 1h", time.Minute)
+	boom := jobConfig(t, "boom", "@every 1h", time.Minute)
 	boom.Catchup = 0
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{tick, boom}, maxMissed: 3})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
@@ -300,7 +300,7 @@ func TestRetentionDoesNotMakeTheNextLeaderRerunAYearlySlot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	yearly := job(t, "tick", "0 0 1 1 *", time.Minute) // catch-up window: one period, a year
+	yearly := jobConfig(t, "tick", "0 0 1 1 *", time.Minute) // catch-up window: one period, a year
 	latest := yearly.Schedule.Prev(time.Now())
 	older := yearly.Schedule.Prev(latest.Add(-time.Second))
 	testdb.AddRunDays(t, db.Pool, older, older)

@@ -27,7 +27,7 @@ func TestFailoverRepairsTheLostSlotsInsteadOfRecordingThemMissed(t *testing.T) {
 		FROM generate_series(date_trunc('minute', now()) - interval '10 minutes', date_trunc('minute', now()),
 		                     interval '1 minute') AS slot`)
 	require.NoError(t, err)
-	a := startNode(t, url, "a", nodeOptions{jobs: []config.Job{job(t, "tick", "@every 1m", time.Minute)}})
+	a := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1m", time.Minute)}})
 	first := awaitTerm(t, a)
 	require.Empty(t, first.FailedOver)
 	awaitSignal(t, &a.en.testSignals.leading, "the first term")

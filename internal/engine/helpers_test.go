@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
@@ -35,36 +36,36 @@ const waitTimeout = 15 * time.Second
 type recordJob struct{ name string }
 
 func (j recordJob) Name() string { return j.name }
-func (j recordJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j recordJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j recordJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	return jobs.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
+func (j recordJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	return job.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
 }
 
 // blockJob records its start, then waits for its context and returns its error.
 type blockJob struct{ name string }
 
 func (j blockJob) Name() string { return j.name }
-func (j blockJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j blockJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j blockJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j blockJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if err := recordCall(ctx, env); err != nil {
-		return jobs.Stats{}, err
+		return job.Stats{}, err
 	}
 	<-ctx.Done()
-	return jobs.Stats{}, ctx.Err()
+	return job.Stats{}, ctx.Err()
 }
 
 // panicJob panics.
 type panicJob struct{ name string }
 
 func (j panicJob) Name() string { return j.name }
-func (j panicJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j panicJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
+func (j panicJob) Run(context.Context, *job.Env) (job.Stats, error) {
 	panic("boom: the job body blew up")
 }
 
@@ -73,18 +74,18 @@ func (j panicJob) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
 type walkPanicJob struct{ name string }
 
 func (j walkPanicJob) Name() string { return j.name }
-func (j walkPanicJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j walkPanicJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j walkPanicJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j walkPanicJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	type number struct{ N int64 }
-	return (&jobs.Walk[number]{
+	return (&job.Walk[number]{
 		Job: j.name, BatchSize: 10, Parallel: 2,
 		Read:   `SELECT n FROM generate_series(@after::bigint + 1, 30) AS n ORDER BY n LIMIT @limit`,
 		Start:  pgx.NamedArgs{"after": int64(0)},
 		Keyset: func(n number) pgx.NamedArgs { return pgx.NamedArgs{"after": n.N} },
 		Lock:   func(n number) int64 { return n.N },
-		Apply: func(_ context.Context, b *jobs.Batch[number]) error {
+		Apply: func(_ context.Context, b *job.Batch[number]) error {
 			if b.N == 2 {
 				var perBatch map[int]int
 				//lint:ignore SA5000 the panic this job exists for
@@ -100,11 +101,11 @@ func (j walkPanicJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error
 type writerJob struct{ name string }
 
 func (j writerJob) Name() string { return j.name }
-func (j writerJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j writerJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	var stats jobs.Stats
+func (j writerJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var stats job.Stats
 	for {
 		if err := recordCall(ctx, env); err != nil {
 			return stats, err
@@ -122,7 +123,7 @@ func (j writerJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 // run's own epoch (from its job_runs row, fixed when it was claimed). Not the leader row's:
 // a write that slipped past the fence after a new election would carry the new epoch and
 // look legitimate.
-func recordCall(ctx context.Context, env *jobs.Env) error {
+func recordCall(ctx context.Context, env *job.Env) error {
 	return env.Tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO test_calls (run_id, epoch, written_at)
@@ -131,11 +132,23 @@ func recordCall(ctx context.Context, env *jobs.Env) error {
 	})
 }
 
-var registry = jobs.NewRegistry(
+var testJobs = []job.Job{
 	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
-	// Every finished run older than a minute is expired.
-	jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}),
-)
+}
+
+var registry = job.NewRegistry(testJobs...)
+
+// nodeRegistry is the test jobs and data-retention, wired to the node's engine and database
+// as the replica wires it.
+func nodeRegistry(db *store.DB, en **Engine) *job.Registry {
+	return job.NewRegistry(append(testJobs,
+		// Every finished run older than a minute is expired.
+		jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}, jobs.RunDays{
+			CatchUpWindows: func() map[string]time.Duration { return (*en).CatchUpWindows() },
+			Drop:           db.DropRunDays,
+		}),
+	)...)
+}
 
 // newDB gives the test its own database with the test_calls table.
 func newDB(t *testing.T) (*testdb.DB, string) {
@@ -151,7 +164,7 @@ func newDB(t *testing.T) (*testdb.DB, string) {
 	return db, url
 }
 
-func job(t *testing.T, name, spec string, timeout time.Duration) config.Job {
+func jobConfig(t *testing.T, name, spec string, timeout time.Duration) config.Job {
 	t.Helper()
 	s, err := schedule.Parse(spec)
 	require.NoError(t, err)
@@ -198,7 +211,8 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	notes := notifier.New(db.DB, log)
 	el, err := leader.New(leader.Config{DB: db.DB, Notifier: notes, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
-	en, err := New(Config{DB: db.DB, Notifier: notes, Registry: registry, Jobs: opts.jobs, InstanceID: id, Log: log,
+	var en *Engine
+	en, err = New(Config{DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
 		Runtime: opts.runtime})
 	require.NoError(t, err)

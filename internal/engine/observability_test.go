@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -25,13 +25,13 @@ import (
 // chattyJob logs three lines through env.Log and reports fixed entity counts.
 type chattyJob struct{ name string }
 
-var chattyStats = jobs.Stats{Processed: 3, Changed: 2, SkippedLocked: 1}
+var chattyStats = job.Stats{Processed: 3, Changed: 2, SkippedLocked: 1}
 
 func (j chattyJob) Name() string { return j.name }
-func (j chattyJob) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+func (j chattyJob) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
 }
-func (j chattyJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j chattyJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	for i := range 3 {
 		env.Log.Info("chatty step", "step", i)
 	}
@@ -90,8 +90,8 @@ var chattyLastSuccess = time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 func startObservedNode(t *testing.T) *observedNode {
 	t.Helper()
 	db, url := newDB(t)
-	chatty := job(t, "chatty", "0 0 1 1 *", time.Minute)
-	tick := job(t, "tick", "@every 1s", time.Minute)
+	chatty := jobConfig(t, "chatty", "0 0 1 1 *", time.Minute)
+	tick := jobConfig(t, "tick", "@every 1s", time.Minute)
 	tick.Enabled = false
 	slot := chatty.Schedule.Prev(time.Now())
 	testdb.AddRunDays(t, db.Pool, slot, slot)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -42,7 +42,7 @@ func errorText(runErr error) *string {
 		return nil
 	}
 	s := runErr.Error()
-	var pe *jobs.PanicError
+	var pe *job.PanicError
 	if errors.As(runErr, &pe) {
 		stack := pe.Stack
 		if len(stack) > maxStoredStack {
@@ -90,12 +90,12 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
 	fin := finishing{version: en.versionRef()}
-	params, err := jobs.ParseParams(run.Params)
+	params, err := job.ParseParams(run.Params)
 	if err != nil {
-		e.finish(ctx, term, log, run, jobs.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started, &fin)
+		e.finish(ctx, term, log, run, job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started, &fin)
 		return
 	}
-	env := &jobs.Env{
+	env := &job.Env{
 		RunID: run.ID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return fn(tx) })
@@ -105,13 +105,9 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 		Now:      *run.StartedAt,
 		Params:   params,
 	}
-	if en.def == nil {
-		env.CatchUpWindows = e.catchUpWindows()
-		env.DropRunDays = e.conf.DB.DropRunDays
-	}
 	if en.def != nil {
 		if env.Call, err = e.call(runCtx, term, en, run, &fin); err != nil {
-			e.finish(ctx, term, log, run, jobs.Stats{}, err, nil, started, &fin)
+			e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)
 			return
 		}
 	}
@@ -137,12 +133,12 @@ type finishing struct {
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
-func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *store.Run, fin *finishing) (jobs.Call, error) {
+func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *store.Run, fin *finishing) (job.Call, error) {
 	key, slot, err := e.callKey(ctx, run)
 	if err != nil {
-		return jobs.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
+		return job.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
 	}
-	c := jobs.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(en, run)}
+	c := job.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(en, run)}
 	c.RecordAttempt = func(ctx context.Context, a store.Attempt) error {
 		if a.Error == nil {
 			// A successful attempt is the run's last: it is recorded with the run's end, in
@@ -198,13 +194,13 @@ func (e *Engine) runLog(term leader.Term, run *store.Run) *slog.Logger {
 	return logging.ForRun(e.log, run.ID, run.Job, term.Epoch).With("trigger", run.Trigger)
 }
 
-// runJob calls the job body, turning a panic into an error (a *jobs.PanicError) so one bad
-// job cannot bring the replica down. The goroutines the job starts through the jobs package
+// runJob calls the job body, turning a panic into an error (a *job.PanicError) so one bad
+// job cannot bring the replica down. The goroutines the job starts through the job package
 // (a walk's, the outbox's) recover their own panics into the error Run returns.
-func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats, err error) {
-	err = jobs.CatchPanic(func() error {
+func runJob(ctx context.Context, j job.Job, env *job.Env) (stats job.Stats, err error) {
+	err = job.CatchPanic(func() error {
 		var err error
-		stats, err = job.Run(ctx, env)
+		stats, err = j.Run(ctx, env)
 		return err
 	})
 	return stats, err
@@ -216,7 +212,7 @@ func runJob(ctx context.Context, job jobs.Job, env *jobs.Env) (stats jobs.Stats,
 // marks it abandoned and recovers it. Every run that was started (RunStarted) passes here
 // exactly once.
 func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	stats jobs.Stats, runErr, cause error, started time.Time, fin *finishing) {
+	stats job.Stats, runErr, cause error, started time.Time, fin *finishing) {
 	elapsed := time.Since(started)
 	status := store.StatusSucceeded
 	// The running gauge falls whatever happens; an interrupted run is counted as such here
@@ -237,7 +233,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 			"error", runErr, "elapsed", elapsed)
 		return
 	}
-	var pe *jobs.PanicError
+	var pe *job.PanicError
 	switch {
 	case errors.As(runErr, &pe):
 		status = store.StatusFailed

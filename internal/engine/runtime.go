@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -26,7 +26,7 @@ type Runtime struct {
 }
 
 // build makes the body of a runtime job.
-func (rt *Runtime) build(j *definition.Job) jobs.Job {
+func (rt *Runtime) build(j *definition.Job) job.Job {
 	if j.Def.SQL != nil {
 		return &sqlJob{rt: rt, def: j}
 	}
@@ -41,8 +41,8 @@ type httpJob struct {
 	def *definition.Job
 }
 
-func (j *httpJob) Name() string            { return j.def.Def.Name }
-func (j *httpJob) Defaults() jobs.Defaults { return jobs.Defaults{} }
+func (j *httpJob) Name() string           { return j.def.Def.Name }
+func (j *httpJob) Defaults() job.Defaults { return job.Defaults{} }
 func (j *httpJob) secret(name string) (string, error) {
 	if v, ok := j.rt.Secrets[name]; ok && v != "" {
 		return v, nil
@@ -50,8 +50,8 @@ func (j *httpJob) secret(name string) (string, error) {
 	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, definition.SecretEnv(name))
 }
 
-func (j *httpJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	var stats jobs.Stats
+func (j *httpJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var stats job.Stats
 	h := j.def.Def.HTTP
 	if env.Params.DryRun {
 		env.Log.Info("dry run: the call is not made", "method", h.Method, "url", h.URL)
@@ -163,20 +163,20 @@ type sqlJob struct {
 	def *definition.Job
 }
 
-func (j *sqlJob) Name() string            { return j.def.Def.Name }
-func (j *sqlJob) Defaults() jobs.Defaults { return jobs.Defaults{} }
+func (j *sqlJob) Name() string           { return j.def.Def.Name }
+func (j *sqlJob) Defaults() job.Defaults { return job.Defaults{} }
 
-func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (j *sqlJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	s := j.def.Def.SQL
 	if s.Target == "" {
-		return jobs.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
+		return job.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
 	}
 	target, err := j.rt.SQLTargets.Lookup(s.Target)
 	if err != nil {
-		return jobs.Stats{}, err
+		return job.Stats{}, err
 	}
 	if env.Params.DryRun {
-		return jobs.Stats{}, nil // nothing is changed, and nothing can be counted without running
+		return job.Stats{}, nil // nothing is changed, and nothing can be counted without running
 	}
 	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Name,
 		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout,
@@ -185,15 +185,15 @@ func (j *sqlJob) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
 		}})
 	env.Call.ForgetBackend(ctx)
 	if err != nil {
-		return jobs.Stats{}, err
+		return job.Stats{}, err
 	}
 	if res.AppliedBy != 0 {
 		env.Log.Info("the slot's statements already committed in the target; not run again", "applied_by_run_id", res.AppliedBy)
-		stats := jobs.Stats{}
+		stats := job.Stats{}
 		stats.Count("already_applied", 1)
 		return stats, nil
 	}
-	return jobs.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
+	return job.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
 }
 
 // deadlineFor is when a slot's retries must end: when the job's next slot is due after the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/schedulerhq/scheduler/internal/job"
 )
 
 // AbandonSettings configure abandon-recovery.
@@ -55,7 +56,7 @@ type AbandonRecovery struct {
 
 // NewAbandonRecovery returns the abandon-recovery job, sending through pipe; zero settings
 // take the defaults.
-func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) Job {
+func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) job.Job {
 	if s.Delay <= 0 {
 		s.Delay = abandonDelayDefault
 	}
@@ -70,8 +71,8 @@ func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) Job {
 
 func (*AbandonRecovery) Name() string { return "abandon-recovery" }
 
-func (*AbandonRecovery) Defaults() Defaults {
-	return Defaults{Schedule: "*/15 * * * *", Timeout: 10 * time.Minute}
+func (*AbandonRecovery) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "*/15 * * * *", Timeout: 10 * time.Minute}
 }
 
 // abandonedLead is a lead due a recovery message.
@@ -123,7 +124,7 @@ WHERE d.id = ANY(@ids) AND l.id = d.lead_id AND l.recovery_sent_at IS NULL`
 // Run settles orphaned claims, then claims and sends the recovery messages of the leads
 // abandoned before now - Delay. A dry run counts the messages it would send, claims and
 // sends nothing.
-func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err error) {
+func (j *AbandonRecovery) Run(ctx context.Context, env *job.Env) (st job.Stats, err error) {
 	out := j.pipe.Open(ctx, env, Hooks{
 		OnSent: func(ctx context.Context, tx pgx.Tx, sent []Message) error {
 			_, err := tx.Exec(ctx, stampSentSQL, pgx.NamedArgs{"ids": deliveryIDs(sent)})
@@ -147,7 +148,7 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err erro
 	if err != nil {
 		return st, fmt.Errorf("settle orphaned claims: %w", err)
 	}
-	claims, err := (&Walk[abandonedLead]{
+	claims, err := (&job.Walk[abandonedLead]{
 		Job:       j.Name(),
 		BatchSize: j.s.BatchSize,
 		Read:      abandonedLeadsSQL,
@@ -156,9 +157,8 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err erro
 		Keyset: func(l abandonedLead) pgx.NamedArgs {
 			return pgx.NamedArgs{"after_at": l.StartedAt, "after_id": l.ID}
 		},
-		Lock:   func(l abandonedLead) int64 { return l.ID },
-		Outbox: out,
-		Apply:  func(ctx context.Context, b *Batch[abandonedLead]) error { return j.claim(ctx, env, b) },
+		Lock:  func(l abandonedLead) int64 { return l.ID },
+		Apply: func(ctx context.Context, b *job.Batch[abandonedLead]) error { return j.claim(ctx, env, b, out) },
 	}).Run(ctx, env)
 	st.Add(claims)
 	if err != nil {
@@ -167,10 +167,11 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *Env) (st Stats, err erro
 	return st, nil
 }
 
-// claim marks the batch's locked leads abandoned and claims their messages.
-func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandonedLead]) error {
+// claim marks the batch's locked leads abandoned and claims their messages, which go to out
+// once the batch has committed.
+func (j *AbandonRecovery) claim(ctx context.Context, env *job.Env, b *job.Batch[abandonedLead], out *Outbox) error {
 	rows, err := b.Tx.Query(ctx, markAbandonedSQL, pgx.NamedArgs{
-		"now": env.Now, "ids": Column(b.Rows, func(l abandonedLead) int64 { return l.ID }),
+		"now": env.Now, "ids": job.Column(b.Rows, func(l abandonedLead) int64 { return l.ID }),
 	})
 	if err != nil {
 		return err
@@ -205,10 +206,10 @@ func (j *AbandonRecovery) claim(ctx context.Context, env *Env, b *Batch[abandone
 	if dup := len(drafts) - len(msgs); dup > 0 {
 		b.Stats.Count("duplicate", int64(dup))
 	}
-	b.Send(msgs...)
+	sendOnCommit(b, out, msgs)
 	return nil
 }
 
 func deliveryIDs(msgs []Message) []int64 {
-	return Column(msgs, func(m Message) int64 { return m.DeliveryID })
+	return job.Column(msgs, func(m Message) int64 { return m.DeliveryID })
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -132,11 +133,11 @@ func TestAbandonRecoveryConcurrentRunsSendEachLeadOneMessage(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ids := seedLeads(t, db.Pool, 250)
 	sender := &recordingSender{}
-	job := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 20}, pipeline(sender))
+	j := jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 20}, pipeline(sender))
 	env := newEnv(t, db, "abandon-recovery")
 
-	stats := runTogether(t, job, env, 2)
-	var total jobs.Stats
+	stats := runTogether(t, j, env, 2)
+	var total job.Stats
 	for _, st := range stats {
 		total.Add(st)
 	}
@@ -167,7 +168,7 @@ SELECT count(*) FROM leads WHERE NOT id = ANY($1) AND (abandoned_at IS NOT NULL 
 		ids).Scan(&others))
 	assert.Zero(t, others, "submitted and recent leads are left alone")
 
-	again, err := job.Run(ctx, env)
+	again, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	assert.Zero(t, again.Processed)
 	assert.Len(t, sender.sent, len(ids), "a later run sends nothing more")
@@ -175,7 +176,7 @@ SELECT count(*) FROM leads WHERE NOT id = ANY($1) AND (abandoned_at IS NOT NULL 
 
 // crashAfterClaim runs the job with a sender that crashes the process at its first send,
 // leaving that batch's claims PENDING, then ages the claims past the claim timeout.
-func crashAfterClaim(t *testing.T, db *testdb.DB, env *jobs.Env, s jobs.AbandonSettings, sender jobs.Sender) {
+func crashAfterClaim(t *testing.T, db *testdb.DB, env *job.Env, s jobs.AbandonSettings, sender jobs.Sender) {
 	t.Helper()
 	var crashed atomic.Bool
 	dying := *env

@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+)
 
 // AppointmentConfirmations sends one booking confirmation to the contact of each BOOKED
 // appointment booked during the last 24 hours (the run's clock) that has not started.
@@ -13,11 +17,11 @@ import "time"
 type AppointmentConfirmations struct{ appointmentMessages }
 
 // NewAppointmentConfirmations returns the appointment-confirmations job.
-func NewAppointmentConfirmations(s AppointmentSettings, pipe *Pipeline) Job {
+func NewAppointmentConfirmations(s AppointmentSettings, pipe *Pipeline) job.Job {
 	return &AppointmentConfirmations{newAppointmentMessages(appointmentJob{
 		name:     "appointment-confirmations",
 		kind:     "appointment-confirmation",
-		defaults: Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "booked_at",
 		window:   confirmationsWindow,
 		to:       toContact,

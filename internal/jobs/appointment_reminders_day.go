@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+)
 
 // AppointmentRemindersDay sends one reminder to the contact of each BOOKED appointment that
 // starts more than 1 hour and at most 24 hours from now (the run's clock): the day before.
@@ -13,11 +17,11 @@ import "time"
 type AppointmentRemindersDay struct{ appointmentMessages }
 
 // NewAppointmentRemindersDay returns the appointment-reminders-day job.
-func NewAppointmentRemindersDay(s AppointmentSettings, pipe *Pipeline) Job {
+func NewAppointmentRemindersDay(s AppointmentSettings, pipe *Pipeline) job.Job {
 	return &AppointmentRemindersDay{newAppointmentMessages(appointmentJob{
 		name:     "appointment-reminders-day",
 		kind:     "appointment-reminder-day",
-		defaults: Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "start_at",
 		window:   remindersDayWindow,
 		to:       toContact,

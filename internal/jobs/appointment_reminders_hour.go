@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+)
 
 // AppointmentRemindersHour sends one reminder to the contact of each BOOKED appointment that
 // starts within the next hour (after now, at most 1 hour from now; the run's clock). Exactly
@@ -13,11 +17,11 @@ import "time"
 type AppointmentRemindersHour struct{ appointmentMessages }
 
 // NewAppointmentRemindersHour returns the appointment-reminders-hour job.
-func NewAppointmentRemindersHour(s AppointmentSettings, pipe *Pipeline) Job {
+func NewAppointmentRemindersHour(s AppointmentSettings, pipe *Pipeline) job.Job {
 	return &AppointmentRemindersHour{newAppointmentMessages(appointmentJob{
 		name:     "appointment-reminders-hour",
 		kind:     "appointment-reminder-hour",
-		defaults: Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
+		defaults: job.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
 		keyset:   "start_at",
 		window:   remindersHourWindow,
 		to:       toContact,

@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+)
 
 // AppointmentStartNotifications tells the host of each BOOKED appointment, by email to
 // host_email, that it has started: once per appointment whose start has come, at most 15
@@ -13,11 +17,11 @@ import "time"
 type AppointmentStartNotifications struct{ appointmentMessages }
 
 // NewAppointmentStartNotifications returns the appointment-start-notifications job.
-func NewAppointmentStartNotifications(s AppointmentSettings, pipe *Pipeline) Job {
+func NewAppointmentStartNotifications(s AppointmentSettings, pipe *Pipeline) job.Job {
 	return &AppointmentStartNotifications{newAppointmentMessages(appointmentJob{
 		name:     "appointment-start-notifications",
 		kind:     "appointment-start-notification",
-		defaults: Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
+		defaults: job.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
 		keyset:   "start_at",
 		window:   startNotificationsWindow,
 		to:       toHost,

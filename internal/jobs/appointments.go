@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 )
 
 // The shared shape of the five appointment jobs that send one message per appointment and
@@ -90,7 +91,7 @@ const (
 type appointmentJob struct {
 	name     string
 	kind     string // the payload's kind and the delivery's template
-	defaults Defaults
+	defaults job.Defaults
 	// keyset is the column the walk follows: start_at or booked_at (both indexed for BOOKED
 	// appointments, start_at for NO_SHOW ones).
 	keyset string
@@ -124,8 +125,8 @@ func newAppointmentMessages(j appointmentJob, s AppointmentSettings, pipe *Pipel
 	}
 }
 
-func (j *appointmentMessages) Name() string       { return j.name }
-func (j *appointmentMessages) Defaults() Defaults { return j.defaults }
+func (j *appointmentMessages) Name() string           { return j.name }
+func (j *appointmentMessages) Defaults() job.Defaults { return j.defaults }
 
 // notClaimed is true for an appointment a whose message of kind @kind has no delivery yet:
 // a probe of the unique index message_deliveries_appointment_kind_key.
@@ -214,7 +215,7 @@ type appointmentRow struct {
 // appointments, resends the other orphans through an idempotent sender, then claims and
 // sends the due messages batch after batch. A dry run counts the messages it would send;
 // it claims and sends nothing.
-func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err error) {
+func (j *appointmentMessages) Run(ctx context.Context, env *job.Env) (st job.Stats, err error) {
 	out := j.pipe.Open(ctx, env, Hooks{})
 	defer func() {
 		sent, closeErr := out.Close()
@@ -235,11 +236,11 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 			return fmt.Errorf("count too-late messages: %w", err)
 		}
 		if env.Params.DryRun {
-			return errDryRun // counted, not expired
+			return job.ErrDryRun // counted, not expired
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	if err != nil && !errors.Is(err, job.ErrDryRun) {
 		return st, err
 	}
 	st.Count("too_late", tooLate+expired)
@@ -255,7 +256,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 		return st, fmt.Errorf("settle orphaned claims: %w", err)
 	}
 
-	claims, err := (&Walk[appointmentRow]{
+	claims, err := (&job.Walk[appointmentRow]{
 		Job:       j.name,
 		BatchSize: j.s.BatchSize,
 		Read:      j.read,
@@ -264,13 +265,12 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
 		Parallel:  appointmentParallel,
-		Outbox:    out,
-		Apply: func(ctx context.Context, b *Batch[appointmentRow]) error {
+		Apply: func(ctx context.Context, b *job.Batch[appointmentRow]) error {
 			// Planned for this batch's ids each time (an unnamed statement): the generic plan
 			// a prepared statement falls back to assumes one id, and joins the organizations
 			// row by row.
 			rows, err := b.Tx.Query(ctx, j.claim, pgx.QueryExecModeExec, pgx.NamedArgs{
-				"ids": Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
+				"ids": job.Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
 				"now": env.Now, "kind": j.kind, "provider": j.pipe.Provider(),
 			})
 			if err != nil {
@@ -284,7 +284,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *Env) (st Stats, err 
 			// Locked but not claimed: cancelled, moved or started since the batch was read
 			// (the guard), or claimed by another run meanwhile (a unique key).
 			b.CountStale(int64(len(msgs)))
-			b.Send(msgs...)
+			sendOnCommit(b, out, msgs)
 			return nil
 		},
 	}).Run(ctx, env)

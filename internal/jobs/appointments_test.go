@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -124,7 +125,7 @@ func (s *appointmentSender) perAppointment(t *testing.T) map[int64]int {
 type messageJob struct {
 	name    string
 	kind    string
-	newJob  func(jobs.AppointmentSettings, *jobs.Pipeline) jobs.Job
+	newJob  func(jobs.AppointmentSettings, *jobs.Pipeline) job.Job
 	toHost  bool
 	seed    func(t *testing.T, pool *pgxpool.Pool, orgs []int64) (due []int64)
 	tooLate int64
@@ -224,12 +225,12 @@ func TestAppointmentMessagesThreeCopiesSendEachDueMessageOnce(t *testing.T) {
 			db, pool, orgs := openAppointments(t)
 			due := tc.seed(t, pool, orgs)
 			sender := &appointmentSender{}
-			job := tc.newJob(jobs.AppointmentSettings{BatchSize: 20}, jobs.NewPipeline(sender, jobs.SendSettings{}))
-			require.Equal(t, tc.name, job.Name())
+			j := tc.newJob(jobs.AppointmentSettings{BatchSize: 20}, jobs.NewPipeline(sender, jobs.SendSettings{}))
+			require.Equal(t, tc.name, j.Name())
 			env := jobstest.NewEnv(t, db, tc.name, apptNow)
 
-			stats := runTogether(t, job, env, 3)
-			var total jobs.Stats
+			stats := runTogether(t, j, env, 3)
+			var total job.Stats
 			for _, st := range stats {
 				total.Add(st)
 				assert.Equal(t, tc.tooLate, st.Detail["too_late"], "each run counts the too-late appointments")
@@ -257,7 +258,7 @@ WHERE d.template <> $1 OR d.payload ->> 'kind' <> $1 OR d.payload ->> 'timezone'
 				tc.kind, tc.toHost).Scan(&wrong))
 			assert.Zero(t, wrong, "each message names its kind and zone, goes to the right address, never to a cancelled appointment")
 
-			again, err := job.Run(ctx, env)
+			again, err := j.Run(ctx, env)
 			require.NoError(t, err)
 			assert.Zero(t, again.Processed, "a later run finds nothing left to send")
 			assert.Len(t, sender.sent, len(due))
@@ -355,11 +356,11 @@ func TestNoShowDetectionThreeCopiesMarkEachOverdueAppointmentOnce(t *testing.T) 
 	appts{n: 10, status: "CANCELLED", start: apptNow.Add(-3 * time.Hour), step: time.Minute}.add(t, pool, orgs)
 	appts{n: 10, status: "COMPLETED", start: apptNow.Add(-3 * time.Hour), step: time.Minute}.add(t, pool, orgs)
 
-	job := jobs.NewNoShowDetection(jobs.AppointmentSettings{NoShowGrace: grace, BatchSize: 25})
-	require.Equal(t, "no-show-detection", job.Name())
-	env := jobstest.NewEnv(t, db, job.Name(), apptNow)
-	stats := runTogether(t, job, env, 3)
-	var total jobs.Stats
+	j := jobs.NewNoShowDetection(jobs.AppointmentSettings{NoShowGrace: grace, BatchSize: 25})
+	require.Equal(t, "no-show-detection", j.Name())
+	env := jobstest.NewEnv(t, db, j.Name(), apptNow)
+	stats := runTogether(t, j, env, 3)
+	var total job.Stats
 	for _, st := range stats {
 		total.Add(st)
 	}
@@ -378,7 +379,7 @@ func TestNoShowDetectionThreeCopiesMarkEachOverdueAppointmentOnce(t *testing.T) 
 SELECT count(*) FROM appointments WHERE id = ANY($1) AND status <> 'BOOKED'`, checkedIn).Scan(&wrong))
 	assert.Zero(t, wrong, "a checked-in appointment is never a no-show")
 
-	again, err := job.Run(ctx, env)
+	again, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	assert.Zero(t, again.Processed+again.Changed)
 
@@ -400,7 +401,7 @@ func TestNoShowDetectionLeavesAnAppointmentCheckedInDuringTheRun(t *testing.T) {
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
-	var st jobs.Stats
+	var st job.Stats
 	go func() {
 		var err error
 		st, err = jobs.NewNoShowDetection(jobs.AppointmentSettings{}).Run(ctx, jobstest.NewEnv(t, db, "no-show-detection", apptNow))
@@ -453,9 +454,9 @@ FROM appointments WHERE id IN ($1, $2)`, open, started)
 	require.NoError(t, err)
 
 	sender := &idempotentSender{}
-	job := jobs.NewAppointmentRemindersHour(jobs.AppointmentSettings{ClaimTimeout: 10 * time.Minute},
+	j := jobs.NewAppointmentRemindersHour(jobs.AppointmentSettings{ClaimTimeout: 10 * time.Minute},
 		jobs.NewPipeline(sender, jobs.SendSettings{}))
-	st, err := job.Run(ctx, jobstest.NewEnv(t, db, job.Name(), apptNow))
+	st, err := j.Run(ctx, jobstest.NewEnv(t, db, j.Name(), apptNow))
 	require.NoError(t, err)
 	assert.Equal(t, map[int64]int{open: 1}, sender.perAppointment(t), "only the reminder still in its window is resent")
 	assert.EqualValues(t, 1, st.Detail["orphan_resent"])

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -30,6 +31,18 @@ type RetentionSettings struct {
 	Pause time.Duration
 }
 
+// RunDays is what data-retention needs of the scheduler to drop the old days of job_runs,
+// given to its constructor by whoever builds it (the replica, from the engine and the store).
+type RunDays struct {
+	// CatchUpWindows returns every job's catch-up window, the runtime jobs' included, as they
+	// are when the run asks (engine.Engine.CatchUpWindows): no day inside the longest is
+	// dropped, for catch-up decides from its rows.
+	CatchUpWindows func() map[string]time.Duration
+	// Drop drops the day partitions of job_runs that ended before a time, outside the fence:
+	// DETACH ... CONCURRENTLY cannot run in a transaction (store.DB.DropRunDays).
+	Drop func(ctx context.Context, before time.Time, dryRun bool) (store.DroppedDays, error)
+}
+
 // Data-retention defaults.
 const (
 	retentionJobRunsDefault           = 30 * 24 * time.Hour
@@ -50,11 +63,13 @@ const (
 // the next run instead of waited for), batches walk the primary key (so a batch never rescans
 // the dead rows its predecessors left), and a pause separates them.
 type DataRetention struct {
-	s RetentionSettings
+	s    RetentionSettings
+	days RunDays
 }
 
-// NewDataRetention returns the data-retention job; zero settings take the defaults.
-func NewDataRetention(s RetentionSettings) Job {
+// NewDataRetention returns the data-retention job; zero settings take the defaults. A run
+// fails without both of days' functions.
+func NewDataRetention(s RetentionSettings, days RunDays) job.Job {
 	if s.JobRuns <= 0 {
 		s.JobRuns = retentionJobRunsDefault
 	}
@@ -73,13 +88,13 @@ func NewDataRetention(s RetentionSettings) Job {
 	if s.Pause < 0 {
 		s.Pause = 0
 	}
-	return &DataRetention{s: s}
+	return &DataRetention{s: s, days: days}
 }
 
 func (*DataRetention) Name() string { return "data-retention" }
 
-func (*DataRetention) Defaults() Defaults {
-	return Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
+func (*DataRetention) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
 }
 
 // The leads purge: a read of the next batch of expired rows after @after_id (at most @limit
@@ -98,8 +113,8 @@ FOR UPDATE SKIP LOCKED`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
-func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
-	var st Stats
+func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var st job.Stats
 	dropped, err := j.dropRunDays(ctx, env)
 	st.Add(dropped)
 	if err != nil {
@@ -123,7 +138,7 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 		maps.Copy(args, p.args)
 		// Batches walk the primary key, so a batch never rescans the dead rows its
 		// predecessors left.
-		purged, err := (&Walk[int64]{
+		purged, err := (&job.Walk[int64]{
 			Job:       j.Name(),
 			BatchSize: j.s.BatchSize,
 			Read:      p.read,
@@ -132,7 +147,7 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 			Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
 			Scan:      pgx.RowTo[int64],
 			Pause:     j.s.Pause,
-			Apply: func(ctx context.Context, b *Batch[int64]) error {
+			Apply: func(ctx context.Context, b *job.Batch[int64]) error {
 				tag, err := b.Tx.Exec(ctx, p.delete, pgx.NamedArgs{"ids": b.Rows})
 				b.Stats.Changed += tag.RowsAffected()
 				b.Stats.Count(p.table, tag.RowsAffected())
@@ -155,18 +170,18 @@ func (j *DataRetention) Run(ctx context.Context, env *Env) (Stats, error) {
 // window (catch-up reads the slot rows inside it). Detail counts the days dropped
 // (job_runs_days), their runs as PostgreSQL estimates them (job_runs), the runs moved to
 // job_runs_kept and those pruned from it, and the days kept for an active run.
-func (j *DataRetention) dropRunDays(ctx context.Context, env *Env) (Stats, error) {
-	var st Stats
+func (j *DataRetention) dropRunDays(ctx context.Context, env *job.Env) (job.Stats, error) {
+	var st job.Stats
+	if j.days.CatchUpWindows == nil || j.days.Drop == nil {
+		return st, fmt.Errorf("purge job_runs: data-retention was built without its RunDays")
+	}
 	before := env.Now.Add(-j.s.JobRuns)
-	for _, w := range env.CatchUpWindows {
+	for _, w := range j.days.CatchUpWindows() {
 		if b := env.Now.Add(-w); b.Before(before) {
 			before = b
 		}
 	}
-	if env.DropRunDays == nil {
-		return st, fmt.Errorf("purge job_runs: the run has no DropRunDays")
-	}
-	out, err := env.DropRunDays(ctx, before, env.Params.DryRun)
+	out, err := j.days.Drop(ctx, before, env.Params.DryRun)
 	for _, d := range out.Dropped {
 		st.Changed += d.Rows
 		st.Count("job_runs", d.Rows)

@@ -19,6 +19,15 @@ import (
 
 const day = 24 * time.Hour
 
+// runDays is data-retention's RunDays on db, as the replica wires them, with windows as
+// every job's catch-up windows.
+func runDays(db *testdb.DB, windows map[string]time.Duration) jobs.RunDays {
+	return jobs.RunDays{
+		CatchUpWindows: func() map[string]time.Duration { return windows },
+		Drop:           db.DropRunDays,
+	}
+}
+
 // seedRetention fills every purged table with rows to delete (marked 'old') and rows to keep
 // (marked 'keep'), relative to runNow and the default windows, and returns how many of each
 // table must go.
@@ -129,11 +138,11 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	want := seedRetention(t, db.Pool)
 	before := remaining(t, db.Pool)
-	job := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Millisecond})
+	j := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Millisecond}, runDays(db, nil))
 
 	env := newEnv(t, db, "data-retention") // its own run is running, so it is kept
 	env.Params.DryRun = true
-	dry, err := job.Run(ctx, env)
+	dry, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	for table, n := range want {
 		assert.Equal(t, n, dry.Detail[table], "dry run count of %s", table)
@@ -141,7 +150,7 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 	assert.Equal(t, before, remaining(t, db.Pool), "a dry run deletes nothing")
 
 	env.Params.DryRun = false
-	st, err := job.Run(ctx, env)
+	st, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	var sum int64
 	for table, n := range want {
@@ -170,7 +179,7 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 		`SELECT count(*) FROM message_deliveries WHERE template = 'keep' AND lead_id IS NULL`).Scan(&unlinked))
 	assert.Equal(t, 3, unlinked, "a kept delivery of a purged lead is unlinked, not deleted")
 
-	again, err := job.Run(ctx, env)
+	again, err := j.Run(ctx, env)
 	require.NoError(t, err)
 	assert.Zero(t, again.Changed, "a second run finds nothing left to delete")
 }
@@ -183,7 +192,7 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 	env := newEnv(t, db, "data-retention")
 	// A pause far longer than the test: the run can only end early through the cancellation,
 	// which comes once the first batch has committed.
-	job := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Hour})
+	j := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 4, Pause: time.Hour}, runDays(db, nil))
 	go func() {
 		assert.Eventually(t, func() bool {
 			var n int
@@ -192,7 +201,7 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 		}, 10*time.Second, 5*time.Millisecond)
 		cancel()
 	}()
-	st, err := job.Run(ctx, env)
+	st, err := j.Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.EqualValues(t, 4, st.Detail["idempotency_keys"], "one batch done before the cancellation")
 	assert.EqualValues(t, 11, st.Detail["job_runs"], "job_runs' old day went first, whole")
@@ -234,8 +243,8 @@ RETURNING id`, r.job, fmt.Sprint(r.kept), at, r.manual).Scan(&id))
 		ids[id] = r.kept
 	}
 	env := newEnv(t, db, "data-retention")
-	env.CatchUpWindows = map[string]time.Duration{"windowed": 60 * day}
-	st, err := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 2}).Run(ctx, env)
+	windowed := runDays(db, map[string]time.Duration{"windowed": 60 * day})
+	st, err := jobs.NewDataRetention(jobs.RetentionSettings{BatchSize: 2}, windowed).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, 6, st.Detail["job_runs_days"], "the days 765, 400, 380, 90, 80 and 70 days ago")
 	assert.EqualValues(t, 2, st.Detail["job_runs_kept"])
@@ -265,7 +274,7 @@ RETURNING id`, r.job, fmt.Sprint(r.kept), at, r.manual).Scan(&id))
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at)
 VALUES (job_run_id($1), 'yearly', 'schedule', 'succeeded', $1, $1)`, runNow.AddDate(0, 0, -20))
 	require.NoError(t, err)
-	st, err = jobs.NewDataRetention(jobs.RetentionSettings{}).Run(ctx, env)
+	st, err = jobs.NewDataRetention(jobs.RetentionSettings{}, windowed).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, st.Detail["job_runs_kept_pruned"])
 }
@@ -286,7 +295,7 @@ SELECT job_run_id($1), 'j', 'manual', 'succeeded', $1, $1 FROM generate_series(1
 	_, err = db.Pool.Exec(ctx, `ALTER TABLE job_runs_days DETACH PARTITION `+day)
 	require.NoError(t, err)
 
-	st, err := jobs.NewDataRetention(jobs.RetentionSettings{}).Run(ctx, newEnv(t, db, "data-retention"))
+	st, err := jobs.NewDataRetention(jobs.RetentionSettings{}, runDays(db, nil)).Run(ctx, newEnv(t, db, "data-retention"))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, st.Detail["job_runs_days"])
 	for _, table := range []string{day, "run_attempts_p" + at.Format("20060102")} {

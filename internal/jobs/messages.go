@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 )
 
 // The message pipeline: the one way every job sends (docs/design.md, "Appointment jobs").
@@ -20,8 +21,8 @@ import (
 //
 //  1. Claim, in the job's fenced batch transaction, before any send (Pipeline.Claim, or the
 //     job's own INSERT ... ON CONFLICT DO NOTHING RETURNING MessageColumns): a PENDING row,
-//     attempts 1. Only the rows a run inserted are sent; Walk hands them to the Outbox once
-//     the batch has committed.
+//     attempts 1. Only the rows a run inserted are sent; the walk hands them to the Outbox
+//     once the batch has committed (sendOnCommit).
 //  2. Send, outside any transaction, concurrently: at most SendSettings.Concurrency sends
 //     in flight per replica, paced per provider by SendSettings.Rate.
 //  3. Record each outcome (SENT with the provider's id, FAILED with the error) in fenced
@@ -118,7 +119,7 @@ ON CONFLICT DO NOTHING
 RETURNING ` + MessageColumns
 
 // Claim claims drafts in tx (a Walk batch's transaction) and returns the messages claimed,
-// to be passed to Batch.Send. A draft whose message already has a delivery is left out.
+// to be handed to the run's Outbox once tx has committed (sendOnCommit). A draft whose message already has a delivery is left out.
 func (p *Pipeline) Claim(ctx context.Context, tx pgx.Tx, drafts []Draft) ([]Message, error) {
 	if len(drafts) == 0 {
 		return nil, nil
@@ -133,11 +134,11 @@ func (p *Pipeline) Claim(ctx context.Context, tx pgx.Tx, drafts []Draft) ([]Mess
 	}
 	rows, err := tx.Query(ctx, claimSQL, pgx.NamedArgs{
 		"provider":  p.Provider(),
-		"channels":  Column(drafts, func(d Draft) string { return d.Channel }),
-		"tos":       Column(drafts, func(d Draft) string { return d.To }),
-		"templates": Column(drafts, func(d Draft) string { return d.Template }),
+		"channels":  job.Column(drafts, func(d Draft) string { return d.Channel }),
+		"tos":       job.Column(drafts, func(d Draft) string { return d.To }),
+		"templates": job.Column(drafts, func(d Draft) string { return d.Template }),
 		"payloads":  payloads,
-		"lead_ids":  Column(drafts, func(d Draft) int64 { return d.LeadID }),
+		"lead_ids":  job.Column(drafts, func(d Draft) int64 { return d.LeadID }),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %d messages: %w", len(drafts), err)
@@ -193,13 +194,13 @@ type orphan struct {
 }
 
 // Reclaim settles the orphaned claims of templates, older than claimTimeout, batch by batch
-// (lock prefix '<job>:delivery'): it re-claims and hands to out those the pipeline's
+// (lock prefix '<name>:delivery', name being the job's): it re-claims and hands to out those the pipeline's
 // sender may send again, and marks the others FAILED. Counts: Detail "orphan_resent" and
 // "orphan_failed" (also counted in Errors).
-func (p *Pipeline) Reclaim(ctx context.Context, env *Env, out *Outbox, job string, templates []string,
-	claimTimeout time.Duration) (Stats, error) {
-	w := &Walk[orphan]{
-		Job:       job + ":delivery",
+func (p *Pipeline) Reclaim(ctx context.Context, env *job.Env, out *Outbox, name string, templates []string,
+	claimTimeout time.Duration) (job.Stats, error) {
+	w := &job.Walk[orphan]{
+		Job:       name + ":delivery",
 		BatchSize: 500,
 		Read:      orphansSQL,
 		Args:      pgx.NamedArgs{"templates": templates, "claim_timeout": claimTimeout},
@@ -208,11 +209,10 @@ func (p *Pipeline) Reclaim(ctx context.Context, env *Env, out *Outbox, job strin
 		},
 		Keyset: func(o orphan) pgx.NamedArgs { return pgx.NamedArgs{"after_at": o.ClaimedAt, "after_id": o.ID} },
 		Lock:   func(o orphan) int64 { return o.ID },
-		Outbox: out,
-		Apply: func(ctx context.Context, b *Batch[orphan]) error {
+		Apply: func(ctx context.Context, b *job.Batch[orphan]) error {
 			args := pgx.NamedArgs{
-				"ids":         Column(b.Rows, func(o orphan) int64 { return o.ID }),
-				"claimed_ats": Column(b.Rows, func(o orphan) pgtype.Timestamptz { return o.ClaimedAt }),
+				"ids":         job.Column(b.Rows, func(o orphan) int64 { return o.ID }),
+				"claimed_ats": job.Column(b.Rows, func(o orphan) pgtype.Timestamptz { return o.ClaimedAt }),
 				"provider":    p.sender.Provider(),
 				"idempotent":  p.sender.Idempotent(),
 				"reason":      orphanReason,
@@ -235,7 +235,7 @@ func (p *Pipeline) Reclaim(ctx context.Context, env *Env, out *Outbox, job strin
 			if tag.RowsAffected() > 0 {
 				env.Log.Warn("claims orphaned by a crash marked FAILED, not resent", "count", tag.RowsAffected())
 			}
-			b.Send(msgs...)
+			sendOnCommit(b, out, msgs)
 			return nil
 		},
 	}

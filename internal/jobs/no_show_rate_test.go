@@ -96,14 +96,14 @@ func TestNoShowRateCountsTheLastSevenLocalDaysAcrossDST(t *testing.T) {
 
 			// An hour before the 08:00 local hour: nothing yet.
 			sender := &appointmentSender{}
-			job := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{}))
-			env := jobstest.NewEnv(t, db, job.Name(), tc.now)
-			st, err := job.Run(ctx, jobstest.At(env, tc.now.Add(-time.Hour)))
+			j := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{}))
+			env := jobstest.NewEnv(t, db, j.Name(), tc.now)
+			st, err := j.Run(ctx, jobstest.At(env, tc.now.Add(-time.Hour)))
 			require.NoError(t, err)
 			assert.Empty(t, sender.sent)
 
 			// In it, three copies at once: one notice.
-			stats := runTogether(t, job, jobstest.At(env, tc.now.Add(59*time.Minute)), 3)
+			stats := runTogether(t, j, jobstest.At(env, tc.now.Add(59*time.Minute)), 3)
 			t.Logf("3 runs: %+v", stats)
 			notices := sender.notices(t)
 			require.Len(t, notices, 1)
@@ -121,7 +121,7 @@ func TestNoShowRateCountsTheLastSevenLocalDaysAcrossDST(t *testing.T) {
 			assert.Contains(t, to, "admin@")
 
 			// The hour after: not sent again, and nothing is too late.
-			st, err = job.Run(ctx, jobstest.At(env, tc.now.Add(time.Hour)))
+			st, err = j.Run(ctx, jobstest.At(env, tc.now.Add(time.Hour)))
 			require.NoError(t, err)
 			assert.Len(t, sender.sent, 1)
 			assert.Zero(t, st.Detail["too_late"])
@@ -154,8 +154,8 @@ FROM unnest($1::bigint[]) AS o,
 		zones[id] = loc
 	}
 	sender := &appointmentSender{}
-	job := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{}))
-	env := newEnv(t, db, job.Name())
+	j := jobs.NewNoShowRate(jobs.AppointmentSettings{}, jobs.NewPipeline(sender, jobs.SendSettings{}))
+	env := newEnv(t, db, j.Name())
 	type orgDate struct {
 		org  int64
 		date string
@@ -173,7 +173,7 @@ FROM unnest($1::bigint[]) AS o,
 		to, _ := time.Parse(time.DateOnly, span[1])
 		for now := from; now.Before(to); now = now.Add(time.Hour) {
 			before := len(sender.sent)
-			st, err := job.Run(ctx, jobstest.At(env, now))
+			st, err := j.Run(ctx, jobstest.At(env, now))
 			require.NoError(t, err)
 			require.Zero(t, st.Detail["too_late"], "at %s", now)
 			for _, n := range sender.notices(t)[before:] {

@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+)
 
 // NoShowRecovery sends one rebooking message to the contact of each NO_SHOW appointment that
 // started during the last 7 days (the run's clock). Exactly once per appointment (see
@@ -12,11 +16,11 @@ import "time"
 type NoShowRecovery struct{ appointmentMessages }
 
 // NewNoShowRecovery returns the no-show-recovery job.
-func NewNoShowRecovery(s AppointmentSettings, pipe *Pipeline) Job {
+func NewNoShowRecovery(s AppointmentSettings, pipe *Pipeline) job.Job {
 	return &NoShowRecovery{newAppointmentMessages(appointmentJob{
 		name:     "no-show-recovery",
 		kind:     "no-show-recovery",
-		defaults: Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "start_at",
 		window:   noShowRecoveryWindow,
 		to:       toContact,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/schedulerhq/scheduler/internal/job"
 )
 
 // PlanChange applies the pending plan changes that have come due: members whose pending plan
@@ -25,7 +26,7 @@ type PlanChange struct {
 }
 
 // NewPlanChange returns the plan-change job.
-func NewPlanChange() Job { return &PlanChange{batchSize: memberBatchSize} }
+func NewPlanChange() job.Job { return &PlanChange{batchSize: memberBatchSize} }
 
 // memberBatchSize bounds the members one batch transaction reads, locks and changes. Each
 // locked member holds a slot of PostgreSQL's shared lock table until the batch commits (by
@@ -36,8 +37,8 @@ const memberBatchSize = 1000
 
 func (*PlanChange) Name() string { return "plan-change" }
 
-func (*PlanChange) Defaults() Defaults {
-	return Defaults{Schedule: "0 2 * * *", Timeout: time.Hour}
+func (*PlanChange) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 2 * * *", Timeout: time.Hour}
 }
 
 // pendingChange is a due member's pending plan change, as the batch read it.
@@ -107,8 +108,8 @@ SELECT (SELECT count(*) FROM applied),
         FROM (SELECT tenant_id, count(*) AS n FROM applied GROUP BY tenant_id) per_tenant)`
 
 // Run applies every due plan change; a dry run counts them and commits nothing.
-func (j *PlanChange) Run(ctx context.Context, env *Env) (Stats, error) {
-	st, err := (&Walk[pendingChange]{
+func (j *PlanChange) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	st, err := (&job.Walk[pendingChange]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      duePlanChangesSQL,
@@ -120,15 +121,15 @@ func (j *PlanChange) Run(ctx context.Context, env *Env) (Stats, error) {
 			return pgx.NamedArgs{"after_date": c.StartDate, "after_id": c.ID}
 		},
 		Lock: func(c pendingChange) int64 { return c.ID },
-		Apply: func(ctx context.Context, b *Batch[pendingChange]) error {
+		Apply: func(ctx context.Context, b *job.Batch[pendingChange]) error {
 			var changed, written int64
 			var perTenant map[string]int64
 			err := b.Tx.QueryRow(ctx, applyPlanChangesSQL, pgx.NamedArgs{
-				"ids":         Column(b.Rows, func(c pendingChange) int64 { return c.ID }),
-				"from_plans":  Column(b.Rows, func(c pendingChange) pgtype.Int8 { return c.FromPlan }),
-				"to_plans":    Column(b.Rows, func(c pendingChange) int64 { return c.ToPlan }),
-				"start_dates": Column(b.Rows, func(c pendingChange) pgtype.Date { return c.StartDate }),
-				"end_dates":   Column(b.Rows, func(c pendingChange) pgtype.Date { return c.EndDate }),
+				"ids":         job.Column(b.Rows, func(c pendingChange) int64 { return c.ID }),
+				"from_plans":  job.Column(b.Rows, func(c pendingChange) pgtype.Int8 { return c.FromPlan }),
+				"to_plans":    job.Column(b.Rows, func(c pendingChange) int64 { return c.ToPlan }),
+				"start_dates": job.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.StartDate }),
+				"end_dates":   job.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.EndDate }),
 				"run_id":      env.RunID,
 			}).Scan(&changed, &written, &perTenant)
 			if err != nil {
@@ -155,4 +156,10 @@ func (j *PlanChange) Run(ctx context.Context, env *Env) (Stats, error) {
 	env.Log.Info("plan changes applied", "processed", st.Processed, "changed", st.Changed,
 		"skipped_locked", st.SkippedLocked, "errors", st.Errors, "dry_run", env.Params.DryRun)
 	return st, err
+}
+
+// utcDate is t's calendar date in UTC, as midnight UTC.
+func utcDate(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }

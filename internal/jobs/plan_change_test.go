@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -92,7 +93,7 @@ FROM members WHERE pending_membership_start_date <= $1::date`, runNow)
 	env := newEnv(t, db, "plan-change")
 	stats := runTogether(t, jobs.NewPlanChange(), env, 5)
 
-	var total jobs.Stats
+	var total job.Stats
 	for i, st := range stats {
 		assert.Zero(t, st.Errors, "run %d", i)
 		assert.Equal(t, st.Processed, st.Changed+st.SkippedLocked+st.Detail["stale"],

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -34,10 +35,10 @@ func TestRoundsCloseClosesExactlyTheDueRounds(t *testing.T) {
 	for _, offset := range []time.Duration{time.Second, time.Hour} {
 		notDue = append(notDue, openRoundClosingAt(t, db, now.Add(offset)))
 	}
-	job := &roundsClose{batchSize: 2} // 3 batches, keyset over (close_at, id)
+	j := &roundsClose{batchSize: 2} // 3 batches, keyset over (close_at, id)
 
-	first := runJob(t, job, roundsEnv(db, now, nil))
-	second := runJob(t, job, roundsEnv(db, now.Add(time.Millisecond), nil))
+	first := runJob(t, j, roundsEnv(db, now, nil))
+	second := runJob(t, j, roundsEnv(db, now.Add(time.Millisecond), nil))
 
 	assert.Equal(t, int64(len(due)), first.Processed, "only due rounds are read")
 	assert.Equal(t, int64(len(due)), first.Changed)
@@ -97,7 +98,7 @@ func TestRoundsDailyCycle(t *testing.T) {
 	t.Parallel()
 	db := roundsDB(t)
 	g, _ := group(t, db, "Asia/Kolkata", "20:00", 3) // 20:00 IST = 14:30Z
-	run := func(job Job, now string) Stats { return runJob(t, job, roundsEnv(db, mustTime(t, now), nil)) }
+	run := func(j job.Job, now string) job.Stats { return runJob(t, j, roundsEnv(db, mustTime(t, now), nil)) }
 
 	assert.Equal(t, int64(1), run(NewRoundsCreate(), "2024-06-01T00:00:00Z").Changed)
 	assert.Zero(t, run(NewRoundsOpen(), "2024-06-01T14:25:00Z").Changed)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -172,10 +173,10 @@ func TestRoundsCreateIsIdempotentAndBatched(t *testing.T) {
 		g, _ := group(t, db, "Europe/Paris", "09:00", 2)
 		groups = append(groups, g)
 	}
-	job := &roundsCreate{batchSize: 2} // 4 batches, keyset over ids
+	j := &roundsCreate{batchSize: 2} // 4 batches, keyset over ids
 
-	first := runJob(t, job, roundsEnv(db, now, nil))
-	second := runJob(t, job, roundsEnv(db, now.Add(59*time.Minute), nil))
+	first := runJob(t, j, roundsEnv(db, now, nil))
+	second := runJob(t, j, roundsEnv(db, now.Add(59*time.Minute), nil))
 
 	assert.Equal(t, int64(7), first.Processed)
 	assert.Equal(t, int64(7), first.Changed)
@@ -213,7 +214,7 @@ func TestRoundsCreateConcurrentRunsCreateOneRoundPerGroup(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	results := make([]Stats, 4)
+	results := make([]job.Stats, 4)
 	errs := make([]error, len(results))
 	for i := range results {
 		wg.Add(1)

@@ -109,10 +109,10 @@ func TestRoundsOpenIsIdempotentAndBatched(t *testing.T) {
 		insertScheduledRound(t, db, g, p[0], "2024-06-01")
 		notDue = append(notDue, g)
 	}
-	job := &roundsOpen{batchSize: 3}
+	j := &roundsOpen{batchSize: 3}
 
-	first := runJob(t, job, roundsEnv(db, now, nil))
-	second := runJob(t, job, roundsEnv(db, now.Add(5*time.Minute), nil))
+	first := runJob(t, j, roundsEnv(db, now, nil))
+	second := runJob(t, j, roundsEnv(db, now.Add(5*time.Minute), nil))
 
 	assert.Equal(t, int64(10), first.Processed)
 	assert.Equal(t, int64(5), first.Changed)

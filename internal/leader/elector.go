@@ -38,7 +38,7 @@ const (
 	// resignTimeout bounds giving up leadership during a shutdown.
 	resignTimeout = 2 * time.Second
 	// drainTimeoutDefault is how long a resignation waits for its term's runs to record
-	// what they did, when the caller does not say (serve passes jobs.HandOverDrain).
+	// what they did, when the caller does not say (the replica passes jobs.HandOverDrain).
 	drainTimeoutDefault = 15 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16

@@ -35,7 +35,7 @@ func ForInstance(base *slog.Logger, instanceID string) *slog.Logger {
 // ForRun returns the logger of one run: every line it, or any logger derived from it, emits
 // carries run_id, job and epoch. base must be the instance logger (ForInstance), so the line
 // also carries instance_id exactly once. Build it when the run starts and pass it as
-// jobs.Env.Log; the engine's own lines about that run (started, finished, timed out) should
+// job.Env.Log; the engine's own lines about that run (started, finished, timed out) should
 // use it too.
 func ForRun(base *slog.Logger, runID int64, job string, epoch int64) *slog.Logger {
 	return base.With("run_id", runID, "job", job, "epoch", epoch)

@@ -373,7 +373,7 @@ func (m *Metrics) SetJobPaused(job string, paused bool) {
 	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
 }
 
-// Entities adds a run's entity counts (jobs.Stats) to scheduler_entities_total.
+// Entities adds a run's entity counts (job.Stats) to scheduler_entities_total.
 func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors int64) {
 	if m == nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/seed"
@@ -41,7 +42,7 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
 	settings := jobs.AppointmentSettings{}
 	sender := jobs.NewPipeline(jobs.NewLogSender(slog.New(slog.DiscardHandler)), jobs.SendSettings{})
-	for _, job := range []jobs.Job{
+	for _, j := range []job.Job{
 		jobs.NewAppointmentConfirmations(settings, sender),
 		jobs.NewAppointmentRemindersDay(settings, sender),
 		jobs.NewAppointmentRemindersHour(settings, sender),
@@ -49,9 +50,9 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 		jobs.NewNoShowDetection(settings),
 		jobs.NewNoShowRecovery(settings, sender),
 	} {
-		st, err := job.Run(ctx, jobstest.NewEnv(t, db, job.Name(), now))
-		require.NoError(t, err, job.Name())
-		assert.Positive(t, st.Changed, "%s has work after seeding: %+v", job.Name(), st)
+		st, err := j.Run(ctx, jobstest.NewEnv(t, db, j.Name(), now))
+		require.NoError(t, err, j.Name())
+		assert.Positive(t, st.Changed, "%s has work after seeding: %+v", j.Name(), st)
 	}
 	// Each organization has every kind, and a no-show rate over its threshold.
 	var orgsOver int

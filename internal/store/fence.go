@@ -26,7 +26,7 @@ func (f Fence) String() string { return fmt.Sprintf("epoch %d (term %s)", f.Epoc
 
 // Fenced runs fn in a transaction that may commit only while f is the current leader's term
 // (docs/design.md, guarantee 1). Every write of a leader goes through it: the engine's claims,
-// pick-ups and finishes (the *Tx methods) and every job body's writes (jobs.Env.Tx hands the
+// pick-ups and finishes (the *Tx methods) and every job body's writes (job.Env.Tx hands the
 // body this *Tx as a pgx.Tx).
 //
 // It reads the leader row FOR SHARE first: a stale epoch fails at once with ErrNotLeader,

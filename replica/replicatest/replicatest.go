@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -24,7 +25,7 @@ import (
 type Options struct {
 	Token, ReadToken string
 	// Extra jobs run beside the built-in ones, with the schedule of their Defaults.
-	Extra []jobs.Job
+	Extra []job.Job
 	// Paused names jobs paused before the replica starts (so no catch-up run makes noise).
 	Paused []string
 	// Runtime configures runtime jobs (allowed addresses, secrets, the SQL role).
@@ -52,18 +53,16 @@ func Start(t testing.TB, o Options) *Server {
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
-	builtin := jobs.Builtin(jobs.Settings{}, log).All()
-	registry := jobs.NewRegistry(append(append([]jobs.Job{}, builtin...), o.Extra...)...)
+	defaults := append(jobs.Defaults(), job.NewRegistry(o.Extra...).Defaults()...)
 	var conf []config.Job
-	for _, j := range registry.All() {
-		d := j.Defaults()
+	for _, d := range defaults {
 		s, err := schedule.Parse(d.Schedule)
 		if err != nil {
-			t.Fatalf("replicatest: job %s: %v", j.Name(), err)
+			t.Fatalf("replicatest: job %s: %v", d.Name, err)
 		}
-		conf = append(conf, config.Job{Name: j.Name(), Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
+		conf = append(conf, config.Job{Name: d.Name, Schedule: s, Enabled: true, Timeout: d.Timeout, MinGap: d.MinGap})
 	}
-	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Registry: registry, Jobs: conf,
+	rep, err := replica.New(replica.Config{DB: db.DB, InstanceID: id, Log: log, Extra: o.Extra, Jobs: conf,
 		APIToken: o.Token, ReadToken: o.ReadToken, LeaseTimeout: 2 * time.Second,
 		InstanceHeartbeat: 500 * time.Millisecond, PollInterval: 200 * time.Millisecond,
 		Version: "test", HTTPAddr: "127.0.0.1", Runtime: o.Runtime})
@@ -92,14 +91,14 @@ type Blocking struct{ JobName string }
 
 func (b Blocking) Name() string { return b.JobName }
 
-func (Blocking) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Hour}
+func (Blocking) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Hour}
 }
 
-func (Blocking) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
+func (Blocking) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	env.Log.Info("blocking until cancelled")
 	<-ctx.Done()
-	return jobs.Stats{}, context.Cause(ctx)
+	return job.Stats{}, context.Cause(ctx)
 }
 
 // Quick is a job that succeeds at once with a few counts, per-tenant ones among them.
@@ -107,12 +106,12 @@ type Quick struct{ JobName, Schedule string }
 
 func (q Quick) Name() string { return q.JobName }
 
-func (q Quick) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: q.Schedule, Timeout: time.Minute}
+func (q Quick) Defaults() job.Defaults {
+	return job.Defaults{Schedule: q.Schedule, Timeout: time.Minute}
 }
 
-func (Quick) Run(ctx context.Context, env *jobs.Env) (jobs.Stats, error) {
-	st := jobs.Stats{Processed: 12, Changed: 5}
+func (Quick) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+	st := job.Stats{Processed: 12, Changed: 5}
 	for i := range 3 {
 		st.Count(fmt.Sprintf("tenant:%d", i+1), int64(i+1))
 	}
@@ -127,10 +126,10 @@ type Failing struct{ JobName string }
 
 func (f Failing) Name() string { return f.JobName }
 
-func (Failing) Defaults() jobs.Defaults {
-	return jobs.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+func (Failing) Defaults() job.Defaults {
+	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
 }
 
-func (Failing) Run(context.Context, *jobs.Env) (jobs.Stats, error) {
-	return jobs.Stats{Errors: 1}, errors.New("the export target refused the upload; check its credentials")
+func (Failing) Run(context.Context, *job.Env) (job.Stats, error) {
+	return job.Stats{Errors: 1}, errors.New("the export target refused the upload; check its credentials")
 }

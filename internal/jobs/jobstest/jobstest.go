@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -21,8 +21,8 @@ import (
 const Epoch = 1
 
 // NewEnv makes db the leader's at Epoch (bypassing the elector), records a running manual run
-// of job, and returns the run's environment with its clock at now.
-func NewEnv(t testing.TB, db *testdb.DB, job string, now time.Time) *jobs.Env {
+// of the job named name, and returns the run's environment with its clock at now.
+func NewEnv(t testing.TB, db *testdb.DB, name string, now time.Time) *job.Env {
 	t.Helper()
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1`, Epoch)
@@ -30,18 +30,17 @@ func NewEnv(t testing.TB, db *testdb.DB, job string, now time.Time) *jobs.Env {
 	var runID int64
 	require.NoError(t, db.Pool.QueryRow(ctx, `
 INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), $2)
-RETURNING id`, job, Epoch).Scan(&runID))
-	return &jobs.Env{
-		RunID:       runID,
-		Tx:          fencedTx(db.DB),
-		ReadOnly:    db.ReadOnly(),
-		Log:         slog.New(slog.DiscardHandler).With("run_id", runID, "job", job),
-		Now:         now,
-		DropRunDays: db.DropRunDays,
+RETURNING id`, name, Epoch).Scan(&runID))
+	return &job.Env{
+		RunID:    runID,
+		Tx:       fencedTx(db.DB),
+		ReadOnly: db.ReadOnly(),
+		Log:      slog.New(slog.DiscardHandler).With("run_id", runID, "job", name),
+		Now:      now,
 	}
 }
 
-// fencedTx is jobs.Env.Tx on db, fenced by Epoch.
+// fencedTx is job.Env.Tx on db, fenced by Epoch.
 func fencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) error {
 	return func(ctx context.Context, fn func(pgx.Tx) error) error {
 		return db.Fenced(ctx, store.Fence{Epoch: Epoch}, func(tx *store.Tx) error { return fn(tx) })
@@ -49,7 +48,7 @@ func fencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) err
 }
 
 // At is env with its clock set to now.
-func At(env *jobs.Env, now time.Time) *jobs.Env {
+func At(env *job.Env, now time.Time) *job.Env {
 	e := *env
 	e.Now = now
 	return &e

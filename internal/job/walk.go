@@ -1,4 +1,4 @@
-package jobs
+package job
 
 import (
 	"context"
@@ -29,12 +29,12 @@ import (
 //     its guard re-checks each row's state, and a unique constraint stays the last line of
 //     defence;
 //  5. commit (or, for a dry run, roll back: the batch runs exactly as a real one would, so its
-//     counts are what a real run would change), then hand the batch's claimed messages to
-//     the run's Outbox.
+//     counts are what a real run would change), then run what Apply queued for after the
+//     commit (Batch.AfterCommit: a sending job hands the messages it claimed to its outbox).
 //
 // The walk stops after a batch shorter than BatchSize, at the first error, or when ctx ends.
 // An error stops only the batches not started yet: a batch already in its transaction runs
-// to its end, and is counted and sent if it commits. At most Parallel + 1 batches are in
+// to its end, and is counted and delivered if it commits. At most Parallel + 1 batches are in
 // memory at a time (those applied and the one read ahead). A new job is its Read and Apply
 // SQL plus the few fields below:
 //
@@ -79,11 +79,8 @@ type Walk[R any] struct {
 	Lock func(r R) int64
 	// Apply is the guarded statement over the batch's locked rows (never called with none).
 	// It adds what it changed to b.Stats (Changed, Errors, Detail) and, for a sending job,
-	// passes the messages it claimed to b.Send.
+	// queues the sending of the messages it claimed with b.AfterCommit.
 	Apply func(ctx context.Context, b *Batch[R]) error
-	// Outbox receives the messages of each committed batch (Batch.Send). Required when Apply
-	// sends.
-	Outbox *Outbox
 	// Pause, if set, separates two batches: room for the application's writers and for
 	// autovacuum (data-retention).
 	Pause time.Duration
@@ -107,13 +104,18 @@ type Batch[R any] struct {
 	// N numbers the batches of the walk from 1, for log lines.
 	N int
 
-	sends []Message
+	afterCommit []func()
+	delivers    int // what afterCommit hands on, counted as Changed by a dry run
 }
 
-// Send queues messages Apply claimed in Tx: the walk hands them to its Outbox once Tx has
-// committed, never before (a claim rolled back must not be sent). A dry run counts them as
-// Changed, what a real run would send, and sends nothing.
-func (b *Batch[R]) Send(msgs ...Message) { b.sends = append(b.sends, msgs...) }
+// AfterCommit queues deliver, which hands on n things Apply claimed in Tx (a sending job's
+// messages, to its outbox): the walk runs it once Tx has committed, never before, for a
+// claim rolled back must not leave. A dry run counts n as Changed, what a real run would
+// deliver, and runs nothing.
+func (b *Batch[R]) AfterCommit(n int, deliver func()) {
+	b.afterCommit = append(b.afterCommit, deliver)
+	b.delivers += n
+}
 
 // CountStale counts, as Detail "stale", the locked rows that Apply's guard left alone, done
 // of them having gone through: rows changed by another writer or run since the batch was read.
@@ -133,8 +135,9 @@ func Column[R, T any](rows []R, f func(R) T) []T {
 	return out
 }
 
-// errDryRun rolls back a dry run's batch.
-var errDryRun = errors.New("dry run: roll back")
+// ErrDryRun rolls back a dry run's transaction: returned from the function given to Env.Tx,
+// it undoes what the transaction did once it has been counted; the caller ignores it.
+var ErrDryRun = errors.New("dry run: roll back")
 
 // Run walks the entities and returns the counts of the batches that committed (or, for a
 // dry run, would have). On error it returns the counts so far with the error.
@@ -176,9 +179,7 @@ func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args p
 			return st, err
 		}
 		st.Add(*b.Stats)
-		if err := w.send(env, b); err != nil {
-			return st, err
-		}
+		w.deliver(env, b)
 		if len(all) < w.BatchSize {
 			return st, nil
 		}
@@ -197,9 +198,9 @@ func (w *Walk[R]) runReadingInTransactions(ctx context.Context, env *Env, args p
 //
 // The first error stops the walk (walkCtx): the read-ahead, the pauses, and any batch not
 // started yet. A batch already in its transaction runs to its end under the run's ctx, and
-// is counted and handed to the Outbox if it commits: cancelled in flight, its COMMIT could
-// reach the server while pgx reports context.Canceled, and the walk would drop the counts
-// and the claimed messages of a batch that did commit.
+// is counted and delivered (Batch.AfterCommit) if it commits: cancelled in flight, its
+// COMMIT could reach the server while pgx reports context.Canceled, and the walk would drop
+// the counts and the claimed messages of a batch that did commit.
 func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedArgs) (Stats, error) {
 	walkCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -235,7 +236,7 @@ func (w *Walk[R]) runReadingAhead(ctx context.Context, env *Env, args pgx.NamedA
 }
 
 // applyAhead runs the transaction of r, a batch read ahead, under ctx; once it has
-// committed, count adds its counts and its messages go to the Outbox.
+// committed, count adds its counts and what it queued for after the commit runs.
 func (w *Walk[R]) applyAhead(ctx context.Context, env *Env, r readResult[R], count func(*Batch[R])) error {
 	if r.err != nil {
 		return fmt.Errorf("%s batch %d: %w", w.Job, r.n, r.err)
@@ -245,11 +246,12 @@ func (w *Walk[R]) applyAhead(ctx context.Context, env *Env, r readResult[R], cou
 		return err
 	}
 	count(b)
-	return w.send(env, b)
+	w.deliver(env, b)
+	return nil
 }
 
 // batch runs batch n's transaction: the rows read gives, Filter, Lock, Apply, then commit
-// (or, for a dry run, roll back, counting the messages it would send as Changed).
+// (or, for a dry run, roll back, counting what it would deliver as Changed).
 func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.Tx) ([]R, error)) (*Batch[R], error) {
 	b := &Batch[R]{Stats: &Stats{}, N: n}
 	err := env.Tx(ctx, func(tx pgx.Tx) error {
@@ -260,18 +262,18 @@ func (w *Walk[R]) batch(ctx context.Context, env *Env, n int, read func(tx pgx.T
 			return err
 		}
 		if env.Params.DryRun {
-			return errDryRun
+			return ErrDryRun
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errDryRun) {
+	if err != nil && !errors.Is(err, ErrDryRun) {
 		return nil, fmt.Errorf("%s batch %d: %w", w.Job, n, err)
 	}
 	if env.Params.DryRun {
-		b.Stats.Changed += int64(len(b.sends)) // what a real run would send
+		b.Stats.Changed += int64(b.delivers) // what a real run would send
 	}
 	env.Log.Debug("batch done", "walk", w.Job, "batch", n, "read", b.Stats.Processed, "changed", b.Stats.Changed,
-		"skipped_locked", b.Stats.SkippedLocked, "messages", len(b.sends), "dry_run", env.Params.DryRun)
+		"skipped_locked", b.Stats.SkippedLocked, "messages", b.delivers, "dry_run", env.Params.DryRun)
 	return b, nil
 }
 
@@ -298,16 +300,14 @@ func (w *Walk[R]) apply(ctx context.Context, tx pgx.Tx, b *Batch[R], read func(t
 	return w.Apply(ctx, b)
 }
 
-// send hands the messages of a committed batch to the walk's Outbox; a dry run sends none.
-func (w *Walk[R]) send(env *Env, b *Batch[R]) error {
-	if len(b.sends) == 0 || env.Params.DryRun {
-		return nil
+// deliver runs what Apply queued for after b's commit; a dry run runs none.
+func (w *Walk[R]) deliver(env *Env, b *Batch[R]) {
+	if env.Params.DryRun {
+		return
 	}
-	if w.Outbox == nil {
-		return fmt.Errorf("%s batch %d: Apply sent messages but the walk has no Outbox", w.Job, b.N)
+	for _, f := range b.afterCommit {
+		f()
 	}
-	w.Outbox.Send(b.sends...)
-	return nil
 }
 
 // readResult is batch n, read ahead.

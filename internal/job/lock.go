@@ -1,9 +1,8 @@
-package jobs
+package job
 
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -36,10 +35,4 @@ ORDER BY n`
 		return nil, fmt.Errorf("try-lock %d %s entities: %w", len(ids), job, err)
 	}
 	return locked, nil
-}
-
-// utcDate is t's calendar date in UTC, as midnight UTC.
-func utcDate(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }

@@ -1,9 +1,16 @@
-// Package jobs holds the business jobs the scheduler runs, one file each, and the registry
-// that lists them. A job body is written so that two copies running at once are still
-// correct: it streams its entities in bounded batches, takes a per-entity transaction-level
-// advisory lock with try-lock-and-skip, guards every transition by the current state, and
-// writes only through the run's fenced transaction.
-package jobs
+// Package job is the contract between the run engine and the code it runs: what a job is
+// (Job: a name, a default schedule and limits, and Run), what a run gives it (Env: the
+// fenced transactions, the read-only pool, the run's logger, clock and params) and what it
+// gives back (Stats); the Registry of the jobs a replica knows; and the pieces every job
+// body shares to stay correct when two copies of it run at once: the batch walker (Walk),
+// the per-entity try-locks it takes (TryLockAll), and the recovery of a panic on any
+// goroutine that runs job code (CatchPanic).
+//
+// It is a package of its own so that the engine, which needs only this contract, compiles
+// none of the business jobs (internal/jobs): whoever assembles a replica builds them and
+// hands the engine a Registry. Its names are read with the package's: job.Job, job.Env,
+// job.Stats, job.Walk.
+package job
 
 import (
 	"bytes"
@@ -54,17 +61,13 @@ type Env struct {
 	Now time.Time
 	// Params are the run's parameters from a manual trigger ({} for scheduled runs).
 	Params Params
-	// CatchUpWindows are every configured job's catch-up windows: data-retention keeps the
-	// job_runs rows catch-up decides from.
-	CatchUpWindows map[string]time.Duration
-	// DropRunDays drops the day partitions of job_runs that ended before a time, outside the
-	// fence: DETACH ... CONCURRENTLY cannot run in a transaction (store.DB.DropRunDays).
-	DropRunDays func(ctx context.Context, before time.Time, dryRun bool) (store.DroppedDays, error)
-	// Call is what a runtime job's run needs besides; zero for a built-in job.
+	// Call is what a runtime job's run needs besides; a built-in job is given none. What one
+	// job alone needs otherwise comes through its constructor (data-retention's RunDays).
 	Call Call
 }
 
-// Call is what the engine gives a runtime job's run (internal/engine/runtime.go).
+// Call is what the engine gives a runtime job's run (internal/engine/runtime.go), and only
+// it: it moves with the runtime jobs.
 type Call struct {
 	// IdempotencyKey names the slot (or the manual run) the run does: the same for every
 	// attempt, and for the recovery run after a failover.

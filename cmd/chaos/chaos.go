@@ -169,10 +169,10 @@ type Result struct {
 	// timeout by more than 5 s (hostile.go).
 	HostileOverstays int64
 	// HostileRuns counts the hostile loop's runs that started: that it ran.
-	HostileRuns int64
-	Handovers          []Handover
-	RunsByStatus       map[string]int64
-	Epoch              int64
+	HostileRuns  int64
+	Handovers    []Handover
+	RunsByStatus map[string]int64
+	Epoch        int64
 }
 
 // Violations lists the broken invariants; empty means the run proved the promise.

@@ -16,15 +16,13 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 )
 
-// The runtime-job commands: apply, get, delete.
-//
-// A file of jobs is YAML (JSON is YAML too) holding `jobs:` and a list of definitions with
-// the API's keys: sigs.k8s.io/yaml turns the YAML into JSON and definition.Decode reads each
-// job as the server does, refusing unknown keys. apply is declarative, as kubectl apply is:
-// it PUTs every job of the file, each with If-Match of the version read just before, so an
-// edit made meanwhile by someone else fails with 412 instead of being overwritten; the
-// server keeps the version of a job whose definition did not change, which is how apply
-// tells "unchanged" from "updated", and why a second apply of the same file changes nothing.
+// scheduler apply -f FILE: declarative, as kubectl apply is. apply reads the job list once
+// (GET /v1/jobs, page by page), which carries every job's version and definition, and
+// compares each job of the file with it, normalised as the server normalises it: an equal
+// one costs no request, so a second apply of the same file sends no write. A new job is
+// POSTed (409 if someone created it meanwhile) and a changed one PUT with If-Match of the
+// version listed (412 if someone edited it meanwhile), so a concurrent edit fails instead of
+// being overwritten; --prune DELETEs with If-Match too. The file's format: cli_jobfile.go.
 
 // What apply did to a job, or with --dry-run would do.
 const (
@@ -115,17 +113,16 @@ type change struct {
 }
 
 func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool) int {
-	// --prune deletes what the server had when apply started, each at the version listed
+	// One read of the job list is all apply needs to know: each job's version and
+	// definition. --prune deletes what the server had then, each at the version listed
 	// (If-Match): a job created or edited meanwhile by someone else is not deleted unseen.
-	var server []jobView
-	if prune {
-		var list struct {
-			Jobs []jobView `json:"jobs"`
-		}
-		if _, err := x.c.do(ctx, "GET", "/v1/jobs", nil, nil, nil, &list); err != nil {
-			return x.fail(ctx, err)
-		}
-		server = list.Jobs
+	server, err := x.c.listJobs(ctx)
+	if err != nil {
+		return x.fail(ctx, err)
+	}
+	byName := make(map[string]*jobView, len(server))
+	for i := range server {
+		byName[server[i].Name] = &server[i]
 	}
 	var changes []change
 	failed := 0
@@ -139,7 +136,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	inFile := make(map[string]bool, len(defs))
 	for _, d := range defs {
 		inFile[d.Name] = true
-		c, err := x.applyJob(ctx, d, dryRun)
+		c, err := x.applyJob(ctx, d, byName[d.Name], dryRun)
 		if refused(err) {
 			return x.fail(ctx, err)
 		}
@@ -151,7 +148,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	var unpruned []string
 	for _, v := range server {
 		switch {
-		case !v.runtime() || inFile[v.Name]:
+		case !prune || !v.runtime() || inFile[v.Name]:
 		case dryRun:
 			record(change{Name: v.Name, Action: actionDelete, Version: v.Version})
 		case failed > 0:
@@ -187,57 +184,94 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	return exitOK
 }
 
-// applyJob reads the job's current version, then PUTs the definition: for real with
-// If-Match of that version, or with ?dry_run=true to learn the normalised definition the
-// job would have, and compare it field by field with the current one.
-func (x *cli) applyJob(ctx context.Context, d definition.Definition, dryRun bool) (change, error) {
-	cur, err := x.getJob(ctx, d.Name)
-	if err != nil {
-		return change{}, err
-	}
-	var version int64
-	if cur != nil && !dryRun {
-		version = cur.Version
-	}
-	next, status, err := x.c.putJob(ctx, d, version, dryRun)
-	if err != nil {
-		return change{}, err
-	}
-	c := change{Name: d.Name, Version: next.Version}
+// applyJob brings one job of the file to the server, given cur, its view in the list apply
+// read (nil: no such job then). A job whose definition, normalised as the server normalises
+// it, equals the one listed is unchanged and costs no request. Otherwise a new job is
+// POSTed, which fails if someone created it since the list was read, and a changed one is
+// PUT with If-Match of the version listed, which fails (412) if someone edited it since. A
+// dry run sends the same request with ?dry_run=true, for the server's checks and the
+// normalised definition, which it compares field by field with the current one.
+func (x *cli) applyJob(ctx context.Context, d definition.Definition, cur *jobView, dryRun bool) (change, error) {
 	switch {
-	case dryRun && cur == nil:
-		c.Action, c.Version = actionCreate, 0
+	case cur == nil:
+		next, err := x.c.writeJob(ctx, http.MethodPost, "/v1/jobs", d, 0, dryRun)
+		if err != nil {
+			return change{}, err
+		}
+		if dryRun {
+			return change{Name: d.Name, Action: actionCreate}, nil
+		}
+		return change{Name: d.Name, Action: actionCreated, Version: next.Version}, nil
+	case cur.runtime() && sameDefinition(cur.Definition, d):
+		return change{Name: d.Name, Action: actionUnchanged, Version: cur.Version}, nil
 	case dryRun:
-		c.Version = cur.Version
+		// A built-in job's name reaches the server too, which refuses it in its own words.
+		next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(d.Name), d, 0, true)
+		if err != nil {
+			return change{}, err
+		}
+		c := change{Name: d.Name, Action: actionUnchanged, Version: cur.Version}
 		if c.Fields, err = diffDefinitions(cur.Definition, next.Definition); err != nil {
 			return change{}, err
 		}
-		c.Action = actionUnchanged
 		if len(c.Fields) > 0 {
 			c.Action = actionUpdate
 		}
-	case status == http.StatusCreated:
-		c.Action = actionCreated
-	case cur != nil && next.Version == cur.Version:
-		c.Action = actionUnchanged
-	default:
-		c.Action = actionUpdated
+		return c, nil
 	}
-	return c, nil
+	next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(d.Name), d, cur.Version, false)
+	if err != nil {
+		return change{}, err
+	}
+	// The server keeps the version of a definition equal to the stored one; a CLI that
+	// normalises differently from the server it talks to is told so here.
+	if next.Version == cur.Version {
+		return change{Name: d.Name, Action: actionUnchanged, Version: next.Version}, nil
+	}
+	return change{Name: d.Name, Action: actionUpdated, Version: next.Version}, nil
 }
 
-// getJob reads one job's view; nil when there is no such job.
-func (x *cli) getJob(ctx context.Context, name string) (*jobView, error) {
-	var v jobView
-	_, err := x.c.do(ctx, "GET", jobPath(name), nil, nil, nil, &v)
-	var e *apiError
-	if errors.As(err, &e) && e.Status == http.StatusNotFound && e.slug() == "job-not-found" {
-		return nil, nil
+// sameDefinition reports whether a job's listed definition is d once d is normalised as the
+// server normalises what it stores (internal/definition.Check: defaults filled in, durations
+// the short way). A definition the check refuses is never the same: the server says why.
+func sameDefinition(listed json.RawMessage, d definition.Definition) bool {
+	if len(listed) == 0 || string(listed) == "null" {
+		return false
 	}
+	stored, err := definition.Decode(listed)
 	if err != nil {
-		return nil, err
+		return false
 	}
-	return &v, nil
+	j, errs := definition.Check(d, definition.Env{})
+	if errs != nil {
+		return false
+	}
+	a, errA := json.Marshal(stored)
+	b, errB := json.Marshal(j.Def)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// jobListPage is how many jobs apply asks for per page of GET /v1/jobs: the API's largest.
+const jobListPage = 500
+
+// listJobs reads every job's view, page by page (GET /v1/jobs?limit=&cursor=).
+func (c *client) listJobs(ctx context.Context) ([]jobView, error) {
+	var all []jobView
+	q := url.Values{"limit": {strconv.Itoa(jobListPage)}}
+	for {
+		var page struct {
+			Jobs       []jobView `json:"jobs"`
+			NextCursor *string   `json:"next_cursor"`
+		}
+		if _, err := c.do(ctx, "GET", "/v1/jobs", q, nil, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Jobs...)
+		if page.NextCursor == nil || *page.NextCursor == "" || len(page.Jobs) == 0 {
+			return all, nil
+		}
+		q.Set("cursor", *page.NextCursor)
+	}
 }
 
 // printChange writes one job's line(s): results on stdout, failures on stderr with every
@@ -299,6 +333,9 @@ func problemLines(err error) []string {
 			lines[i] = f.Field + ": " + f.Detail
 		}
 		return lines
+	case de.Status == http.StatusConflict && de.slug() == "job-exists":
+		// POST found the name taken: someone created the job after apply read the list.
+		return []string{"the job was created on the server since apply read the list; run apply again"}
 	case de.Status == http.StatusPreconditionFailed:
 		// The server's detail tells an API client to GET and send If-Match again, which
 		// for apply is running it again.
@@ -326,22 +363,22 @@ type definitionError struct {
 
 func (e *definitionError) Unwrap() error { return e.apiError }
 
-// putJob sends a definition to PUT /v1/jobs/{name}: with If-Match when version is one
-// (not 0), or with ?dry_run=true. It does what client.do does, and keeps the list of wrong
-// fields of a 422 answer, which do drops.
-func (c *client) putJob(ctx context.Context, d definition.Definition, version int64, dryRun bool) (jobView, int, error) {
+// writeJob sends a definition with method to path (POST /v1/jobs, PUT /v1/jobs/{name}):
+// with If-Match when version is one (not 0), or with ?dry_run=true. It does what client.do
+// does, and keeps the list of wrong fields of a 422 answer, which do drops.
+func (c *client) writeJob(ctx context.Context, method, path string, d definition.Definition, version int64, dryRun bool) (jobView, error) {
 	var v jobView
 	body, err := json.Marshal(d)
 	if err != nil {
-		return v, 0, err
+		return v, err
 	}
-	u := c.base + jobPath(d.Name)
+	u := c.base + path
 	if dryRun {
 		u += "?dry_run=true"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
-		return v, 0, &apiError{Title: "Invalid --url", Detail: err.Error()}
+		return v, &apiError{Title: "Invalid --url", Detail: err.Error()}
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Content-Type", "application/json")
@@ -353,13 +390,13 @@ func (c *client) putJob(ctx context.Context, d definition.Definition, version in
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return v, 0, &apiError{Title: "Server unreachable",
+		return v, &apiError{Title: "Server unreachable",
 			Detail: fmt.Sprintf("%s (check --url or SCHEDULER_URL, and that a replica runs there)", unwrapURLError(err))}
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
-		return v, res.StatusCode, &apiError{Title: "Incomplete answer", Detail: err.Error()}
+		return v, &apiError{Title: "Incomplete answer", Detail: err.Error()}
 	}
 	if res.StatusCode >= 400 {
 		var p struct {
@@ -371,10 +408,10 @@ func (c *client) putJob(ctx context.Context, d definition.Definition, version in
 			p.Detail = strings.TrimSpace(string(b))
 		}
 		p.Status = res.StatusCode
-		return v, res.StatusCode, &definitionError{apiError: &p.apiError, Fields: p.Errors}
+		return v, &definitionError{apiError: &p.apiError, Fields: p.Errors}
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, res.StatusCode, &apiError{Title: "Unexpected answer", Detail: fmt.Sprintf("PUT %s: %v", jobPath(d.Name), err)}
+		return v, &apiError{Title: "Unexpected answer", Detail: fmt.Sprintf("%s %s: %v", method, path, err)}
 	}
-	return v, res.StatusCode, nil
+	return v, nil
 }

@@ -44,7 +44,7 @@ WHERE c.slot <= now()
                     AND r.id >= CASE WHEN c.slot < job_run_cutover() THEN 0 ELSE job_run_day_start(job_run_day(c.slot)) END
                     AND r.id < job_run_day_start(job_run_day(c.slot) + 1))
   AND c.job NOT IN (SELECT job FROM active)` + minGapTest + `
-RETURNING id, job, created_at, started_at`
+RETURNING ` + runColumns
 
 // minGapTest is claimSlotsSQL's test of the minimum gap. Planned over every day partition
 // while executed for few jobs, it is left out of the statement for a batch whose jobs have
@@ -107,131 +107,62 @@ RETURNING id, job, scheduled_at`
 // ClaimSlots claims every slot of claims inside the caller's fenced transaction and returns
 // their outcomes, in order, as ClaimSlot would (docs/design.md guarantees 2 and 4). Claims
 // share one instance id. When every claim wins it costs one statement.
+//
+// Its steps: insertWinners claims each job's earliest slot at once; for the claims left,
+// slotStates reads why each did not win, decideSlot turns that into an outcome, a skip to
+// record or a retry, and recordSkips writes the skipped rows; a claim whose state changed
+// under it is decided again alone, by ClaimSlot.
 func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, error) {
 	out := make([]ClaimOutcome, len(claims))
 	if len(claims) == 0 {
 		return out, nil
 	}
-	instanceID := claims[0].InstanceID
-	// One claim per job goes into the statement, its earliest slot: a later slot of the
-	// same job in the batch meets that run and is decided with the rest below.
-	earliest := map[string]int{}
-	for i, c := range claims {
-		if j, ok := earliest[c.Job]; !ok || c.ScheduledAt.Before(claims[j].ScheduledAt) {
-			earliest[c.Job] = i
-		}
-	}
-	var all claimBatch
-	var gaps []int64
-	for i, c := range claims {
-		if earliest[c.Job] == i {
-			all.add(i, c, "")
-			gaps = append(gaps, c.MinGap.Microseconds())
-		}
-	}
-	if _, err := tx.Exec(ctx, claimSettings); err != nil {
-		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
-	}
-	if err := lockActiveRuns(ctx, tx); err != nil {
-		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
-	}
-	args := []any{all.jobs, all.triggers, all.slots, all.versions, gaps, instanceID, tx.epoch}
-	won, err := claimWinners(ctx, tx, claimSQL(gaps, false), args)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
-		won, err = claimWinners(ctx, tx, claimSQL(gaps, true), args)
-	}
+	won, err := tx.insertWinners(ctx, claims)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d slots: %w", len(claims), err)
 	}
-	for _, w := range won {
-		i := earliest[w.job]
-		c := claims[i]
-		slot, epoch, instance := c.ScheduledAt, tx.epoch, instanceID
-		// The row as claimSlotsSQL wrote it: the columns the statement did not return are
-		// the claim's own, or their defaults.
-		out[i] = ClaimOutcome{Run: &Run{ID: w.id, Job: c.Job, Trigger: c.Trigger, Status: StatusRunning,
-			ScheduledAt: &slot, CreatedAt: w.created, StartedAt: &w.started, InstanceID: &instance, Epoch: &epoch,
-			Stats: []byte(`{}`), Params: []byte(`{}`), DefinitionVersion: c.DefinitionVersion}}
+	for i, run := range won {
+		out[i] = ClaimOutcome{Run: run}
 	}
 	if len(won) == len(claims) {
 		return out, nil
 	}
 
-	// The rest: why each did not win.
-	var left claimBatch
-	var leftGaps []int64
-	var leftIndex []int32
-	for i, c := range claims {
+	var left []int
+	for i := range claims {
 		if out[i].Run == nil {
-			left.add(i, c, "")
-			leftGaps = append(leftGaps, c.MinGap.Microseconds())
-			leftIndex = append(leftIndex, int32(i))
+			left = append(left, i)
 		}
 	}
-	rows, err := tx.Query(ctx, slotStateSQL, left.jobs, left.slots, leftGaps, leftIndex)
+	states, err := tx.slotStates(ctx, claims, left)
 	if err != nil {
-		return nil, fmt.Errorf("read the state of %d slots: %w", len(left.index), err)
+		return nil, fmt.Errorf("read the state of %d slots: %w", len(left), err)
 	}
-	var skip claimBatch
+	var skips []slotSkip
 	var retry []int
-	for rows.Next() {
-		var i int
-		var ahead time.Duration
-		var taken, paused, active, tooSoon bool
-		if err := rows.Scan(&i, &ahead, &taken, &paused, &active, &tooSoon); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read the state of %d slots: %w", len(left.index), err)
-		}
-		c := claims[i]
-		switch {
-		case ahead > 0:
-			out[i] = ClaimOutcome{Early: ahead}
-		case taken:
-			out[i] = ClaimOutcome{Taken: true}
-		case paused:
-			skip.add(i, c, ReasonPaused)
-		case active && c.QueueOne:
-			out[i] = ClaimOutcome{Busy: true}
-		case active:
-			skip.add(i, c, ReasonOverlap)
-		case tooSoon:
-			skip.add(i, c, ReasonMinGap)
+	for _, st := range states {
+		switch outcome, reason := decideSlot(claims[st.i], st); {
+		case reason != "":
+			skips = append(skips, slotSkip{st.i, reason})
+		case outcome == (ClaimOutcome{}):
+			retry = append(retry, st.i) // free now: the state changed since the insert
 		default:
-			retry = append(retry, i) // free now: the state changed since the insert
+			out[st.i] = outcome
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the state of %d slots: %w", len(left.index), err)
-	}
-	if len(skip.index) > 0 {
-		rows, err := tx.Query(ctx, skipSlotsSQL, skip.jobs, skip.triggers, skip.slots, skip.reasons, instanceID, tx.epoch)
+	if len(skips) > 0 {
+		ids, err := tx.recordSkips(ctx, claims, skips)
 		if err != nil {
-			return nil, fmt.Errorf("record %d skipped slots: %w", len(skip.index), err)
+			return nil, fmt.Errorf("record %d skipped slots: %w", len(skips), err)
 		}
-		for rows.Next() {
-			var id int64
-			var job string
-			var slot time.Time
-			if err := rows.Scan(&id, &job, &slot); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("record %d skipped slots: %w", len(skip.index), err)
-			}
-			i := skip.at(job, slot)
-			out[i] = ClaimOutcome{Skipped: skip.reasons[skip.pos[i]], SkippedID: id}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("record %d skipped slots: %w", len(skip.index), err)
-		}
-		for _, i := range skip.index {
-			if out[i] == (ClaimOutcome{}) {
-				retry = append(retry, i) // its skipped row met a conflict
+		for _, s := range skips {
+			if id, ok := ids[s.i]; ok {
+				out[s.i] = ClaimOutcome{Skipped: s.reason, SkippedID: id}
+			} else {
+				retry = append(retry, s.i) // its skipped row met a conflict
 			}
 		}
 	}
-	// A claim whose state changed under it is decided again alone, as ClaimSlot decides it.
 	for _, i := range retry {
 		if out[i], err = tx.ClaimSlot(ctx, claims[i]); err != nil {
 			return nil, err
@@ -240,16 +171,51 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	return out, nil
 }
 
-// winner is a claim claimSlotsSQL won: what the database added to it.
-type winner struct {
-	id               int64
-	job              string
-	created, started time.Time
+// insertWinners claims, in one statement, the earliest slot of each job of claims and returns
+// the runs it wrote by claim position. A later slot of the same job in the batch would meet
+// that run, so it is left for slotStates with the claims that did not win.
+func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, error) {
+	earliest := map[string]int{} // job → position of its earliest slot
+	for i, c := range claims {
+		if j, ok := earliest[c.Job]; !ok || c.ScheduledAt.Before(claims[j].ScheduledAt) {
+			earliest[c.Job] = i
+		}
+	}
+	var jobs, triggers []string
+	var slots []time.Time
+	var versions []*int64
+	var gaps []int64
+	for i, c := range claims {
+		if earliest[c.Job] == i {
+			jobs, triggers, slots = append(jobs, c.Job), append(triggers, c.Trigger), append(slots, c.ScheduledAt)
+			versions, gaps = append(versions, c.DefinitionVersion), append(gaps, c.MinGap.Microseconds())
+		}
+	}
+	if _, err := tx.Exec(ctx, claimSettings); err != nil {
+		return nil, err
+	}
+	if err := lockActiveRuns(ctx, tx); err != nil {
+		return nil, err
+	}
+	args := []any{jobs, triggers, slots, versions, gaps, claims[0].InstanceID, tx.epoch}
+	runs, err := claimWinners(ctx, tx, claimSQL(gaps, false), args)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		runs, err = claimWinners(ctx, tx, claimSQL(gaps, true), args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	won := make(map[int]*Run, len(runs))
+	for _, r := range runs {
+		won[earliest[r.Job]] = r
+	}
+	return won, nil
 }
 
 // claimWinners runs a claim statement in a savepoint, so that a unique violation leaves the
-// transaction usable.
-func claimWinners(ctx context.Context, tx *Tx, sql string, args []any) ([]winner, error) {
+// transaction usable, and returns the runs it wrote, whole.
+func claimWinners(ctx context.Context, tx *Tx, sql string, args []any) ([]*Run, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -259,48 +225,96 @@ func claimWinners(ctx context.Context, tx *Tx, sql string, args []any) ([]winner
 		_ = sp.Rollback(ctx)
 		return nil, err
 	}
-	won, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (winner, error) {
-		var w winner
-		err := row.Scan(&w.id, &w.job, &w.created, &w.started)
-		return w, err
-	})
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Run, error) { return scanRun(row) })
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return nil, err
 	}
-	return won, sp.Commit(ctx)
+	return runs, sp.Commit(ctx)
 }
 
-// claimBatch gathers the claims of one statement, as the arrays it binds.
-type claimBatch struct {
-	index    []int           // claim positions, in insert order
-	pos      map[int]int     // claim position → index in the arrays
-	byKey    map[slotKey]int // (job, slot) → claim position
-	jobs     []string
-	triggers []string
-	slots    []time.Time
-	versions []*int64
-	reasons  []string
+// slotState is what slotStateSQL read about the claim at position i.
+type slotState struct {
+	i                              int
+	ahead                          time.Duration
+	taken, paused, active, tooSoon bool
 }
 
-type slotKey struct {
-	job  string
-	slot int64
-}
-
-func (b *claimBatch) add(i int, c Claim, reason string) {
-	if b.pos == nil {
-		b.pos, b.byKey = map[int]int{}, map[slotKey]int{}
+// slotStates reads the state of the claims at positions left, in order.
+func (tx *Tx) slotStates(ctx context.Context, claims []Claim, left []int) ([]slotState, error) {
+	jobs := make([]string, len(left))
+	slots := make([]time.Time, len(left))
+	gaps := make([]int64, len(left))
+	index := make([]int32, len(left))
+	for k, i := range left {
+		jobs[k], slots[k], gaps[k], index[k] = claims[i].Job, claims[i].ScheduledAt, claims[i].MinGap.Microseconds(), int32(i)
 	}
-	b.pos[i] = len(b.index)
-	b.byKey[slotKey{c.Job, c.ScheduledAt.Unix()}] = i
-	b.index = append(b.index, i)
-	b.jobs = append(b.jobs, c.Job)
-	b.triggers = append(b.triggers, c.Trigger)
-	b.slots = append(b.slots, c.ScheduledAt)
-	b.versions = append(b.versions, c.DefinitionVersion)
-	b.reasons = append(b.reasons, reason)
+	rows, err := tx.Query(ctx, slotStateSQL, jobs, slots, gaps, index)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (slotState, error) {
+		var s slotState
+		err := row.Scan(&s.i, &s.ahead, &s.taken, &s.paused, &s.active, &s.tooSoon)
+		return s, err
+	})
 }
 
-// at is the claim position of a returned row.
-func (b *claimBatch) at(job string, slot time.Time) int { return b.byKey[slotKey{job, slot.Unix()}] }
+// decideSlot is ClaimSlot's decision for a claim that did not win, from its state: an
+// outcome that records nothing (Early, Taken, Busy), or the reason of a skipped row to
+// record; neither when the slot is free now (its state changed since the insert).
+func decideSlot(c Claim, st slotState) (ClaimOutcome, string) {
+	switch {
+	case st.ahead > 0:
+		return ClaimOutcome{Early: st.ahead}, ""
+	case st.taken:
+		return ClaimOutcome{Taken: true}, ""
+	case st.paused:
+		return ClaimOutcome{}, ReasonPaused
+	case st.active && c.QueueOne:
+		return ClaimOutcome{Busy: true}, ""
+	case st.active:
+		return ClaimOutcome{}, ReasonOverlap
+	case st.tooSoon:
+		return ClaimOutcome{}, ReasonMinGap
+	}
+	return ClaimOutcome{}, ""
+}
+
+// slotSkip is a skipped row to record for the claim at position i.
+type slotSkip struct {
+	i      int
+	reason string
+}
+
+// recordSkips writes the skipped rows of skips in one statement and returns their ids by
+// claim position; a skip missing from them met a row written meanwhile.
+func (tx *Tx) recordSkips(ctx context.Context, claims []Claim, skips []slotSkip) (map[int]int64, error) {
+	type slotKey struct {
+		job  string
+		slot int64
+	}
+	at := make(map[slotKey]int, len(skips)) // (job, slot) → claim position
+	jobs := make([]string, len(skips))
+	triggers := make([]string, len(skips))
+	slots := make([]time.Time, len(skips))
+	reasons := make([]string, len(skips))
+	for k, s := range skips {
+		c := claims[s.i]
+		jobs[k], triggers[k], slots[k], reasons[k] = c.Job, c.Trigger, c.ScheduledAt, s.reason
+		at[slotKey{c.Job, c.ScheduledAt.Unix()}] = s.i
+	}
+	rows, err := tx.Query(ctx, skipSlotsSQL, jobs, triggers, slots, reasons, claims[0].InstanceID, tx.epoch)
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[int]int64, len(skips))
+	var id int64
+	var job string
+	var slot time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &job, &slot}, func() error {
+		ids[at[slotKey{job, slot.Unix()}]] = id
+		return nil
+	})
+	return ids, err
+}

@@ -1,17 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -23,65 +19,6 @@ import (
 // full before anything is stored (every wrong field in one 422), and stored with its audit
 // row in one transaction, so no change commits unaudited. A job's version is its ETag on
 // the answers of POST and PUT, and what If-Match names.
-
-// targetRunes caps a view's one-line target.
-const targetRunes = 80
-
-// ifMatch is a request's If-Match condition.
-type ifMatch struct {
-	given bool
-	// version is the version the job must be at; 0 with given is "*" (any version: the
-	// job must exist); noVersion is an entity tag that names no version.
-	version int64
-}
-
-// noVersion can match no version (versions start at 1): the store answers it
-// ErrVersionMismatch.
-const noVersion = -1
-
-// parseIfMatch reads If-Match: the job's version as an entity tag ("3"), also taken bare (3)
-// or weak (W/"3") since clients copy it from X-Job-Version or the view's version; or "*".
-// Another entity tag (such as the weak content ETag of a GET) matches no version, so the
-// request fails its precondition (412); a value that is not an entity tag is a 400.
-func parseIfMatch(w http.ResponseWriter, r *http.Request) (ifMatch, bool) {
-	values := r.Header.Values("If-Match")
-	if len(values) == 0 {
-		return ifMatch{}, true
-	}
-	v := strings.TrimSpace(strings.Join(values, ","))
-	if v == "*" {
-		return ifMatch{given: true}, true
-	}
-	tag, weak := strings.CutPrefix(v, "W/")
-	quoted := len(tag) >= 2 && tag[0] == '"' && tag[len(tag)-1] == '"' && !strings.Contains(tag[1:len(tag)-1], `"`)
-	if quoted {
-		tag = tag[1 : len(tag)-1]
-	}
-	n, err := strconv.ParseInt(tag, 10, 64)
-	switch {
-	case (quoted || !weak) && err == nil && n > 0:
-		return ifMatch{given: true, version: n}, true
-	case quoted:
-		return ifMatch{given: true, version: noVersion}, true
-	}
-	fieldProblem(w, r, probInvalidRequest, "If-Match", fmt.Sprintf(
-		`If-Match must name one version of the job, such as "3" (its ETag, X-Job-Version or version); got %q`, v))
-	return ifMatch{}, false
-}
-
-// parseDryRun reads ?dry_run.
-func parseDryRun(w http.ResponseWriter, r *http.Request, q url.Values) (bool, bool) {
-	v := q.Get("dry_run")
-	if v == "" {
-		return false, true
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		fieldProblem(w, r, probInvalidRequest, "dry_run", fmt.Sprintf("dry_run must be true or false; got %q", v))
-		return false, false
-	}
-	return b, true
-}
 
 // readDefinition reads the body of POST and PUT: one job definition, strictly (an unknown
 // or misspelt member is a 400, not a setting silently left at its default).
@@ -290,55 +227,6 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// previewPut answers what PUT would: its conditions checked, the view with the version the
-// job would have. Nothing is written.
-func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, cond ifMatch) {
-	name := j.Def.Name
-	sd, err := s.cfg.DB.Definition(ctx, name)
-	switch {
-	case errors.Is(err, store.ErrDefinitionNotFound) && cond.given:
-		writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
-			"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
-			FieldError{Field: "If-Match", Detail: "the job does not exist"})
-	case errors.Is(err, store.ErrDefinitionNotFound):
-		s.writePreview(w, r, j, def, 1)
-	case err != nil:
-		s.databaseProblem(w, r, err)
-	case cond.version != 0 && cond.version != sd.Version:
-		versionMismatch(w, r, name, sd.Version)
-	case sameDefinition(sd.Definition, def):
-		s.writePreview(w, r, j, def, sd.Version)
-	default:
-		s.writePreview(w, r, j, def, sd.Version+1)
-	}
-}
-
-// sameDefinition reports whether a stored definition is def: the store keeps the version of
-// a replacement equal to it.
-func sameDefinition(stored json.RawMessage, def []byte) bool {
-	d, err := definition.Decode(stored)
-	if err != nil {
-		return false
-	}
-	b, _ := json.Marshal(d)
-	return bytes.Equal(b, def)
-}
-
-// writePreview answers a dry run: the view the job would have at version, with its next
-// slots; no ETag, since nothing was stored.
-func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, version int64) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	ref := jobRef{conf: j.Config(), def: &j.Def,
-		stored: &store.StoredDefinition{Name: j.Def.Name, Version: version, Kind: j.Def.Kind(), Definition: def}}
-	views, err := s.views(ctx, s.cfg.DB, ref)
-	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, views[0])
-}
-
 // deleteJob deletes a runtime job (204). Its runs and its audit rows stay.
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
@@ -430,62 +318,4 @@ func (s *Server) definitionProblem(w http.ResponseWriter, r *http.Request, name 
 	default:
 		s.databaseProblem(w, r, err)
 	}
-}
-
-// versionMismatch answers 412 naming the job's current version.
-func versionMismatch(w http.ResponseWriter, r *http.Request, name string, current int64) {
-	writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
-		`job %s is at version %d, not the one If-Match names: it changed since you read it; GET it, apply your change again, and send If-Match: "%d"`,
-		name, current, current), FieldError{Field: "If-Match", Detail: fmt.Sprintf(`the current version is "%d"`, current)})
-}
-
-// writeDefinitionAnswer answers a stored definition: its version as a strong ETag, and
-// Location when it was created.
-func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
-	w.Header().Set("ETag", `"`+strconv.FormatInt(*v.Version, 10)+`"`)
-	if status == http.StatusCreated {
-		w.Header().Set("Location", "/v1/jobs/"+v.Name)
-	}
-	writeJobView(w, status, v)
-}
-
-// addRuntimeView fills in a runtime job's part of its view.
-func addRuntimeView(v *Job, j *jobRef) {
-	v.Kind = j.stored.Kind
-	v.Version = &j.stored.Version
-	v.DefinitionError = j.invalid
-	d := j.def
-	if d == nil {
-		return
-	}
-	v.Definition = d
-	v.Description = &d.Description
-	v.Labels = d.Labels
-	if v.Labels == nil {
-		v.Labels = map[string]string{}
-	}
-	v.Target = targetLine(d)
-	v.Overlap = d.Overlap
-	if v.Overlap == "" {
-		v.Overlap = definition.OverlapSkip
-	}
-}
-
-// targetLine is what a job calls or runs, in one line of at most targetRunes.
-func targetLine(d *definition.Definition) string {
-	var line string
-	switch {
-	case d.HTTP != nil:
-		method := d.HTTP.Method
-		if method == "" {
-			method = definition.MethodDefault
-		}
-		line = method + " " + d.HTTP.URL
-	case d.SQL != nil:
-		line = "SQL on " + d.SQL.Target + ": " + strings.Join(strings.Fields(d.SQL.Statements), " ")
-	}
-	if utf8.RuneCountInString(line) <= targetRunes {
-		return line
-	}
-	return string([]rune(line)[:targetRunes-1]) + "…"
 }

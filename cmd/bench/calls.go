@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,9 +18,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/replica"
 )
 
 // receiverDelay is how long the bench's receiver takes to answer each call.
@@ -168,21 +165,8 @@ type delivery struct {
 	jobList, jobPage                jobListTiming // every job; a page of jobPageSize
 }
 
-// jobListTiming is how GET /v1/jobs answered with every job defined.
-type jobListTiming struct {
-	p50, max time.Duration
-	bytes    int
-}
-
 // scaleReplicas is how many replicas the scale run starts: the leader, then followers.
 const scaleReplicas = 3
-
-// jobListRequests is how many times the scale run reads GET /v1/jobs, and jobPageSize the
-// limit of its paged reads.
-const (
-	jobListRequests = 5
-	jobPageSize     = 100
-)
 
 // deliver defines n runtime HTTP jobs on "* * * * *" calling a local receiver, runs a replica
 // until it leads and then two followers, records the calls of the next `slots` whole
@@ -337,140 +321,6 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 	return d, measureHandOver(ctx, b, full, db, n, lead, followers, &d)
 }
 
-// benchReplica is a replica the scale run started, with its own pool, as serve runs one.
-type benchReplica struct {
-	id    string
-	rep   *replica.Replica
-	terms *leader.Subscription
-	stop  func() // resigns (as on SIGTERM) and waits; later calls do nothing
-}
-
-func startReplica(ctx context.Context, b *bench, full, id string, n int, bounds bounds) (*benchReplica, error) {
-	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: id, LeaseTimeout: config.LeaseTimeoutDefault})
-	if err != nil {
-		return nil, err
-	}
-	rep, err := replica.New(replica.Config{DB: db, InstanceID: id, Log: slog.New(slog.DiscardHandler),
-		LeaseTimeout: config.LeaseTimeoutDefault, PollInterval: config.PollIntervalDefault,
-		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, MaxJobs: n,
-			HTTPConcurrency: bounds.global, HTTPHostConcurrency: bounds.host}})
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	r := &benchReplica{id: id, rep: rep, terms: rep.Listen()}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(runCtx) }()
-	var once sync.Once
-	r.stop = func() { once.Do(func() { cancel(); <-done; db.Close() }) }
-	return r, nil
-}
-
-// timeJobList reads path, a GET /v1/jobs that answers want jobs, from rep's API a few
-// times, one request at a time.
-func timeJobList(ctx context.Context, rep *replica.Replica, path string, want int) (jobListTiming, error) {
-	var t jobListTiming
-	srv := httptest.NewServer(rep.Handler())
-	defer srv.Close()
-	var took []time.Duration
-	for range jobListRequests {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		if err != nil {
-			return t, err
-		}
-		start := time.Now()
-		res, err := srv.Client().Do(req)
-		if err != nil {
-			return t, err
-		}
-		var list struct {
-			Jobs []json.RawMessage `json:"jobs"`
-		}
-		body, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		took = append(took, time.Since(start))
-		if err != nil {
-			return t, err
-		}
-		if err := json.Unmarshal(body, &list); err != nil || len(list.Jobs) != want {
-			return t, fmt.Errorf("GET %s answered %s with %d jobs, want %d (%v)", path, res.Status, len(list.Jobs), want, err)
-		}
-		t.bytes = len(body)
-	}
-	t.p50, t.max = percentile(took, 50), percentile(took, 100)
-	return t, nil
-}
-
-// measureHandOver makes a follower take over from lead (which resigns, as on SIGTERM) with
-// n runtime jobs defined, and measures how long the follower took to be elected, how long
-// reading and checking the n definitions takes, and how late the new leader claimed the
-// next slot of every job.
-func measureHandOver(ctx context.Context, b *bench, full string, db *store.DB, n int, lead *benchReplica, followers []*benchReplica, d *delivery) error {
-	pool, err := pgxpool.New(ctx, b.url(full))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	start := time.Now()
-	stored, err := db.Definitions(ctx)
-	if err != nil {
-		return err
-	}
-	for _, sd := range stored {
-		def, err := definition.Decode(sd.Definition)
-		if err != nil {
-			return err
-		}
-		if _, errs := definition.Check(def, definition.Env{}); errs != nil {
-			return errs
-		}
-	}
-	d.loadIn = time.Since(start)
-
-	// The followers wait in pg_advisory_lock once they have heartbeated.
-	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
-		var waiting int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM scheduler_instances WHERE instance_id <> $1`, lead.id).Scan(&waiting)
-		return waiting == len(followers), err
-	}); err != nil {
-		return err
-	}
-	if wait := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); wait < 20*time.Second {
-		time.Sleep(wait + time.Second) // hand over early in a minute, so the next slot is not the one being caught up
-	}
-	elected := make(chan string, len(followers))
-	for _, f := range followers {
-		go func() {
-			if _, err := awaitTerm(ctx, f.terms, time.Minute); err == nil {
-				elected <- f.id
-			}
-		}()
-	}
-	stopAt := time.Now()
-	lead.stop()
-	var next string
-	select {
-	case next = <-elected:
-	case <-time.After(time.Minute):
-		return fmt.Errorf("no follower was elected within a minute of the leader's resignation")
-	}
-	d.electedIn = time.Since(stopAt)
-	slot := time.Now().Truncate(time.Minute).Add(time.Minute)
-	return waitFor(ctx, time.Until(slot)+time.Minute, func() (bool, error) {
-		var claimed int
-		var p99 *time.Duration
-		err := pool.QueryRow(ctx, `
-			SELECT count(*), percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
-			FROM job_runs WHERE scheduled_at = $1 AND instance_id = $2`, slot, next).Scan(&claimed, &p99)
-		if err != nil || claimed < n {
-			return false, err
-		}
-		d.nextClaimP99 = *p99
-		return true, nil
-	})
-}
-
 // sequentialRate is how many calls a second one client makes to a receiver like the
 // replica's, one at a time.
 func sequentialRate(ctx context.Context, calls int) (float64, error) {
@@ -509,16 +359,4 @@ func peakRSSMB() float64 {
 		}
 	}
 	return 0
-}
-
-// awaitTerm waits for the replica's first term.
-func awaitTerm(ctx context.Context, sub *leader.Subscription, within time.Duration) (leader.Term, error) {
-	select {
-	case t := <-sub.C():
-		return t, nil
-	case <-time.After(within):
-		return leader.Term{}, fmt.Errorf("the replica was not elected within %s", within)
-	case <-ctx.Done():
-		return leader.Term{}, ctx.Err()
-	}
 }

@@ -291,9 +291,10 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 		defs, err := readJobs(v2, nil)
 		require.NoError(t, err)
 		c := &client{base: srv.URL, token: cliToken, http: http.DefaultClient}
-		_, status, err := c.putJob(context.Background(), defs[0], int64(before["daily-report"]), false)
-		require.Error(t, err)
-		assert.Equal(t, http.StatusPreconditionFailed, status)
+		_, err = c.writeJob(context.Background(), http.MethodPut, jobPath(defs[0].Name), defs[0], int64(before["daily-report"]), false)
+		var de *definitionError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, http.StatusPreconditionFailed, de.Status)
 		assert.Equal(t, []string{`the job changed on the server since apply read it (the current version is "` +
 			fmt.Sprint(versions()["daily-report"]) + `"); run apply again`}, problemLines(err))
 	})

@@ -13,7 +13,7 @@ import (
 // database), and is told when a login could reach the scheduler.
 func TestSQLTargetInitAndCheck(t *testing.T) {
 	u := testdb.New(t)
-	_, loginURL := testdb.Login(t, u)
+	login, loginURL := testdb.Login(t, u)
 	environ := []string{"DATABASE_URL=" + u, "SCHEDULER_SQL_TARGET_APP=" + loginURL}
 
 	code, _, stderr := runCLI(t, environ, "sql-target", "check", "app")
@@ -22,7 +22,7 @@ func TestSQLTargetInitAndCheck(t *testing.T) {
 
 	code, stdout, stderr := runCLI(t, environ, "sql-target", "init", "APP", "--admin-url", u)
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "public.scheduler_sql_runs is ready for login test_role_")
+	assert.Contains(t, stdout, "public.scheduler_sql_runs is ready for login "+login+"\n")
 	assert.Contains(t, stdout, "cannot reach the scheduler; SQL jobs may name it")
 
 	_, wideURL := testdb.Login(t, u, `GRANT pg_write_all_data TO %s`)

@@ -21,7 +21,9 @@ import (
 
 // Defaults of the service-wide settings. They are defined here only: the packages that use
 // them (store, leader, engine, api) take validated values. The exported ones are for code
-// that builds those packages without loading the environment (tests, benchmarks).
+// that builds those packages without loading the environment (tests, benchmarks) and for
+// packages that fill in a setting left zero (leader, targets). The jobs' own settings and
+// their defaults are internal/jobs' (settings.go); a runtime definition's, internal/definition's.
 const (
 	httpAddrDefault       = "127.0.0.1:8080"
 	logFormatDefault      = "json"

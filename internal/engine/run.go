@@ -325,3 +325,31 @@ func (e *Engine) cancelRun(id int64) (string, bool) {
 	}
 	return r.job, ok
 }
+
+// awaitIdle waits until a run of job ends, the poll interval passes (a queued run of the
+// job may be started and finished by a path that does not signal), or ctx ends.
+func (e *Engine) awaitIdle(ctx context.Context, job string) {
+	e.mu.Lock()
+	ch := e.idle[job]
+	if ch == nil {
+		ch = make(chan struct{})
+		e.idle[job] = ch
+	}
+	e.mu.Unlock()
+	timer := time.NewTimer(e.conf.PollInterval)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// stats, as job_runs stores them.
+func statsJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}

@@ -47,11 +47,11 @@ const (
 //	SCHEDULER_WEBHOOK_TIMEOUT               10s   per attempt
 //	SCHEDULER_WEBHOOK_MAX_ATTEMPTS          4     attempts per message (5xx, 429 and network errors are retried)
 //	SCHEDULER_WEBHOOK_BACKOFF               500ms wait before the first retry, doubled each time
-//	SCHEDULER_RETENTION_JOB_RUNS            30d   finished runs older than this are deleted
+//	SCHEDULER_RETENTION_JOB_RUNS            30d   a day of runs is dropped whole this long after it ends
 //	SCHEDULER_RETENTION_MESSAGE_DELIVERIES  90d   message deliveries older than this are deleted
 //	SCHEDULER_RETENTION_LEADS               180d  abandoned, unsubmitted leads older than this are deleted
 //	SCHEDULER_RETENTION_OPERATOR_ACTIONS    365d  audit log entries (operator_actions) older than this are deleted
-//	SCHEDULER_RETENTION_BATCH_SIZE          5000  rows per delete transaction
+//	SCHEDULER_RETENTION_BATCH_SIZE          5000  rows per delete transaction (the tables other than job_runs)
 //	SCHEDULER_RETENTION_PAUSE               50ms  wait between two delete batches
 //
 // Windows take a Go duration ("720h") or a number of days ("30d").

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -42,8 +43,8 @@ const (
 	drainTimeoutDefault = 15 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16
-	// pollIntervalDefault is config's SCHEDULER_POLL_INTERVAL default.
-	pollIntervalDefault = 2 * time.Second
+	// pollIntervalDefault is config's SCHEDULER_POLL_INTERVAL default, for a Config without it.
+	pollIntervalDefault = config.PollIntervalDefault
 )
 
 // Config configures an Elector.

@@ -64,6 +64,12 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	assert.Equal(t, "free", out[0].Run.Job)
 	assert.Equal(t, &v, out[0].Run.DefinitionVersion)
 	assert.Equal(t, int64(1), *out[0].Run.Epoch)
+	// Each claimed run comes back whole, as the row stored (claimed: running, started now).
+	for _, i := range []int{0, 8, 9, len(claims) - 1} {
+		stored, err := db.Run(ctx, out[i].Run.ID)
+		require.NoError(t, err)
+		assert.Equal(t, stored, out[i].Run, "claim %d", i)
+	}
 	assert.True(t, out[1].Taken, "taken")
 	assert.Equal(t, store.ReasonPaused, out[2].Skipped)
 	assert.Equal(t, store.ReasonOverlap, out[3].Skipped)

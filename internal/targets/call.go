@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
+	"github.com/schedulerhq/scheduler/internal/config"
 )
 
 const (
-	concurrencyDefault     = 512 // SCHEDULER_HTTP_CONCURRENCY
-	hostConcurrencyDefault = 64  // SCHEDULER_HTTP_HOST_CONCURRENCY
-	jobConcurrencyDefault  = 16  // SCHEDULER_HTTP_JOB_CONCURRENCY
+	concurrencyDefault     = config.HTTPConcurrencyDefault     // SCHEDULER_HTTP_CONCURRENCY
+	hostConcurrencyDefault = config.HTTPHostConcurrencyDefault // SCHEDULER_HTTP_HOST_CONCURRENCY
+	jobConcurrencyDefault  = config.HTTPJobConcurrencyDefault  // SCHEDULER_HTTP_JOB_CONCURRENCY
 	// attemptTimeoutDefault applies when a request names none: an attempt that may hang
 	// forever would hold its concurrency slots forever.
 	attemptTimeoutDefault = 30 * time.Second

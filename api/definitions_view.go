@@ -1,0 +1,66 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+)
+
+// A runtime job's part of its view, and the answer to a definition write.
+
+// targetRunes caps a view's one-line target.
+const targetRunes = 80
+
+// writeDefinitionAnswer answers a stored definition: its version as a strong ETag, and
+// Location when it was created.
+func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
+	w.Header().Set("ETag", `"`+strconv.FormatInt(*v.Version, 10)+`"`)
+	if status == http.StatusCreated {
+		w.Header().Set("Location", "/v1/jobs/"+v.Name)
+	}
+	writeJobView(w, status, v)
+}
+
+// addRuntimeView fills in a runtime job's part of its view.
+func addRuntimeView(v *Job, j *jobRef) {
+	v.Kind = j.stored.Kind
+	v.Version = &j.stored.Version
+	v.DefinitionError = j.invalid
+	d := j.def
+	if d == nil {
+		return
+	}
+	v.Definition = d
+	v.Description = &d.Description
+	v.Labels = d.Labels
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	v.Target = targetLine(d)
+	v.Overlap = d.Overlap
+	if v.Overlap == "" {
+		v.Overlap = definition.OverlapSkip
+	}
+}
+
+// targetLine is what a job calls or runs, in one line of at most targetRunes.
+func targetLine(d *definition.Definition) string {
+	var line string
+	switch {
+	case d.HTTP != nil:
+		method := d.HTTP.Method
+		if method == "" {
+			method = definition.MethodDefault
+		}
+		line = method + " " + d.HTTP.URL
+	case d.SQL != nil:
+		line = "SQL on " + d.SQL.Target + ": " + strings.Join(strings.Fields(d.SQL.Statements), " ")
+	}
+	if utf8.RuneCountInString(line) <= targetRunes {
+		return line
+	}
+	return string([]rune(line)[:targetRunes-1]) + "…"
+}

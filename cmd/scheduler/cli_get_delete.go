@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+)
+
+// scheduler get NAME and scheduler delete NAME: one runtime job's definition, or its end.
+
+func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(ctx context.Context, x *cli, args []string) int {
+		var v jobView
+		if _, err := x.c.do(ctx, "GET", jobPath(args[0]), nil, nil, nil, &v); err != nil {
+			return x.fail(ctx, err)
+		}
+		if !v.runtime() || !v.hasDefinition() {
+			fmt.Fprintf(x.stderr, "scheduler: %s is a built-in job; it has no definition to get (see scheduler job %s)\n", args[0], args[0])
+			return exitFailure
+		}
+		if x.json {
+			var b bytes.Buffer
+			if err := json.Indent(&b, v.Definition, "", "  "); err != nil {
+				fmt.Fprintf(x.stderr, "scheduler: the answer is not JSON: %v\n", err)
+				return exitFailure
+			}
+			fmt.Fprintln(x.stdout, b.String())
+			return exitOK
+		}
+		out, err := definitionsYAML(v.Definition)
+		if err != nil {
+			fmt.Fprintf(x.stderr, "scheduler: the definition is not JSON: %v\n", err)
+			return exitFailure
+		}
+		_, _ = x.stdout.Write(out)
+		return exitOK
+	}
+}
+
+func deleteFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(ctx context.Context, x *cli, args []string) int {
+		if _, err := x.c.do(ctx, "DELETE", jobPath(args[0]), nil, nil, nil, nil); err != nil {
+			if refused(err) {
+				return x.fail(ctx, err)
+			}
+			// A job that is not there, or a built-in one, is a failure, not a usage
+			// error: a script deleting a job twice should see it.
+			fmt.Fprintf(x.stderr, "scheduler: %v\n", err)
+			return exitFailure
+		}
+		if x.json {
+			b, _ := json.Marshal(map[string]any{"name": args[0], "deleted": true})
+			return x.printJSON(b)
+		}
+		fmt.Fprintf(x.stdout, "deleted %s\n", args[0])
+		return exitOK
+	}
+}

@@ -1,0 +1,133 @@
+package definition
+
+import (
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// An HTTP job's checks: the call (method, URL through the outbound guard, headers the
+// scheduler reserves, body), its auth and signing secrets, and its retry policy.
+
+func (c *checker) http(j *Job) {
+	h := *j.Def.HTTP
+	j.Def.HTTP = &h
+	if h.Method == "" {
+		h.Method = MethodDefault
+	}
+	if !slices.Contains(methods, h.Method) {
+		c.fail("http.method", "%q is not supported: want one of %s", h.Method, strings.Join(methods, ", "))
+	}
+	switch {
+	case h.URL == "":
+		c.fail("http.url", "required: the URL to call, e.g. https://billing.internal/reports/daily")
+	case len(h.URL) > maxURL:
+		c.fail("http.url", "%d bytes; at most %d", len(h.URL), maxURL)
+	case strings.IndexFunc(h.URL, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		c.fail("http.url", "holds a control character; write the URL on one line, percent-encoding what needs it")
+	case c.env.CheckURL != nil:
+		if err := c.env.CheckURL(h.URL); err != nil {
+			c.fail("http.url", "%v", err)
+		}
+	}
+	if len(h.Headers) > maxHeaders {
+		c.fail("http.headers", "%d headers; at most %d", len(h.Headers), maxHeaders)
+	}
+	for _, name := range sortedKeys(h.Headers) {
+		c.header("http.headers."+name, name, h.Headers[name], h.Auth != nil)
+	}
+	if len(h.Body) > MaxBody {
+		c.fail("http.body", "%d bytes; at most %d (64 KiB)", len(h.Body), MaxBody)
+	} else if !utf8.ValidString(h.Body) || strings.ContainsRune(h.Body, 0) {
+		c.fail("http.body", "must be UTF-8 text without NUL characters (PostgreSQL cannot store them)")
+	}
+	j.AttemptTimeout = c.duration("http.timeout", h.Timeout, min(AttemptTimeoutDefault, j.Timeout), time.Second, maxTimeout)
+	if j.AttemptTimeout > j.Timeout && j.Timeout > 0 {
+		c.fail("http.timeout", "%s is above the job's timeout (%s), which bounds every attempt together", short(j.AttemptTimeout), short(j.Timeout))
+	}
+	h.Timeout = short(j.AttemptTimeout)
+	if len(h.Success) > maxSuccessStatuses {
+		c.fail("http.success", "%d statuses; at most %d", len(h.Success), maxSuccessStatuses)
+	}
+	for _, code := range h.Success {
+		if code < 100 || code > 599 {
+			c.fail("http.success", "%d is not an HTTP status (100 to 599)", code)
+		}
+	}
+	if a := h.Auth; a != nil {
+		switch {
+		case a.BearerSecret != "" && (a.Header != "" || a.HeaderSecret != ""):
+			c.fail("http.auth", "either bearer_secret, or header with header_secret, not both")
+		case a.BearerSecret != "":
+			c.secret("http.auth.bearer_secret", a.BearerSecret)
+		case a.Header != "" && a.HeaderSecret != "":
+			c.header("http.auth.header", a.Header, "", false)
+			c.secret("http.auth.header_secret", a.HeaderSecret)
+		default:
+			c.fail("http.auth", `name a secret: {"bearer_secret": "NAME"} or {"header": "X-Api-Key", "header_secret": "NAME"}`)
+		}
+	}
+	if h.SigningSecret != "" {
+		c.secret("http.signing_secret", h.SigningSecret)
+	}
+	j.Retry = c.retry(j.Def.Retry)
+	j.Def.Retry = &Retry{MaxAttempts: j.Retry.MaxAttempts,
+		InitialBackoff: short(j.Retry.InitialBackoff), MaxBackoff: short(j.Retry.MaxBackoff)}
+}
+
+// header checks one header a definition sets; withAuth says an auth block sets
+// Authorization, so the definition may not set it too.
+func (c *checker) header(field, name, value string, withAuth bool) {
+	lower := strings.ToLower(name)
+	switch {
+	case name == "" || len(name) > maxHeaderName || !isToken(name):
+		c.fail(field, "not a header name: want letters, digits and -, at most %d", maxHeaderName)
+	case slices.Contains(reservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
+		c.fail(field, "%s %s", name, headerReservedMessage)
+	case withAuth && lower == "authorization":
+		c.fail(field, "Authorization comes from http.auth's secret; remove one of the two")
+	}
+	if len(value) > maxHeaderValue {
+		c.fail(field, "the value has %d bytes; at most %d", len(value), maxHeaderValue)
+	} else if strings.ContainsAny(value, "\x00\r\n") {
+		c.fail(field, "a header value is one line, without CR, LF or NUL")
+	}
+}
+
+func (c *checker) secret(field, name string) {
+	switch {
+	case !secretRE.MatchString(name):
+		c.fail(field, "%q is not a secret name: want %s", name, secretNameWant)
+	case c.env.HasSecret != nil && !c.env.HasSecret(name):
+		c.fail(field, "secret %s is not set: an operator sets %s on every replica", name, SecretEnv(name))
+	}
+}
+
+func (c *checker) retry(r *Retry) RetryPolicy {
+	p := RetryPolicy{MaxAttempts: MaxAttemptsDefault, InitialBackoff: InitialBackoffDefault, MaxBackoff: MaxBackoffDefault}
+	if r == nil {
+		return p
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > maxAttempts {
+		c.fail("retry.max_attempts", "%d is out of range: want 1 (no retry) to %d", r.MaxAttempts, maxAttempts)
+	} else {
+		p.MaxAttempts = r.MaxAttempts
+	}
+	p.InitialBackoff = c.duration("retry.initial_backoff", r.InitialBackoff, InitialBackoffDefault, minBackoff, maxBackoff)
+	p.MaxBackoff = c.duration("retry.max_backoff", r.MaxBackoff, max(MaxBackoffDefault, p.InitialBackoff), minBackoff, maxBackoff)
+	if p.MaxBackoff < p.InitialBackoff {
+		c.fail("retry.max_backoff", "%s is below initial_backoff (%s)", short(p.MaxBackoff), short(p.InitialBackoff))
+	}
+	return p
+}
+
+// isToken reports an RFC 9110 token, the grammar of a header name.
+func isToken(s string) bool {
+	for _, r := range s {
+		if r > 127 || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}

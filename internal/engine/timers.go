@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/google/uuid"
+
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// timers is one term's gocron scheduler and the timers it holds. Every job on the same
+// schedule shares one timer (a timerGroup): at 10 000 jobs on "* * * * *" one firing hands
+// all their slots to the claimer at once, where a timer each made gocron dispatch 10 000
+// firings one by one, and the last came a fifth of a second after the first. Touched by
+// startTimers, then by watchDefinitions only; a group's members also by its firings.
+type timers struct {
+	e      *Engine
+	s      gocron.Scheduler
+	ctx    context.Context
+	term   leader.Term
+	claims *claimer
+	log    *slog.Logger
+	groups map[string]*timerGroup // by schedule expression
+	once   map[string]uuid.UUID   // one-time jobs' own timers, by job name
+}
+
+// timerGroup is the timer of every job on one schedule.
+type timerGroup struct {
+	id      uuid.UUID
+	mu      sync.Mutex
+	members map[string]*entry
+}
+
+// add starts en's timer: it joins its schedule's group. A one-time schedule's timer is a
+// gocron one-time job of its own, or none once its slot has passed (catch-up decides about
+// that slot).
+func (t *timers) add(en *entry) error {
+	sched := en.conf.Schedule
+	if sched.Once() {
+		at := sched.Next(time.Time{})
+		if !at.After(time.Now()) {
+			return nil
+		}
+		task := gocron.NewTask(func() { t.fire([]*entry{en}, at) })
+		j, err := t.s.NewJob(gocron.OneTimeJob(gocron.OneTimeJobStartDateTime(at)), task, gocron.WithName(en.conf.Name))
+		if err != nil {
+			return fmt.Errorf("timer for job %s: %w", en.conf.Name, err)
+		}
+		t.once[en.conf.Name] = j.ID()
+		return nil
+	}
+	g := t.groups[sched.String()]
+	if g == nil {
+		g = &timerGroup{members: map[string]*entry{}}
+		task := gocron.NewTask(func() {
+			g.mu.Lock()
+			members := make([]*entry, 0, len(g.members))
+			for _, m := range g.members {
+				members = append(members, m)
+			}
+			g.mu.Unlock()
+			t.fire(members, sched.Nearest(time.Now()))
+		})
+		j, err := t.s.NewJob(gocron.CronJob(sched.String(), true), task,
+			gocron.WithCronImplementation(sched), gocron.WithName(sched.String()))
+		if err != nil {
+			return fmt.Errorf("timer for job %s: %w", en.conf.Name, err)
+		}
+		g.id = j.ID()
+		t.groups[sched.String()] = g
+	}
+	g.mu.Lock()
+	g.members[en.conf.Name] = en
+	g.mu.Unlock()
+	return nil
+}
+
+// fire ticks slot for each job, each in its own goroutine, as a tick retries while the
+// database does not answer.
+func (t *timers) fire(jobs []*entry, slot time.Time) {
+	for _, en := range jobs {
+		t.e.runs.Add(1)
+		go func() {
+			defer t.e.runs.Done()
+			t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule)
+		}()
+	}
+}
+
+// remove stops the named job's timer, if it has one: it leaves its group, whose timer stops
+// with its last member.
+func (t *timers) remove(name string) {
+	if id, ok := t.once[name]; ok {
+		delete(t.once, name)
+		t.removeJob(name, id)
+		return
+	}
+	for spec, g := range t.groups {
+		g.mu.Lock()
+		_, member := g.members[name]
+		delete(g.members, name)
+		empty := len(g.members) == 0
+		g.mu.Unlock()
+		if member && empty {
+			delete(t.groups, spec)
+			t.removeJob(name, g.id)
+		}
+		if member {
+			return
+		}
+	}
+}
+
+func (t *timers) removeJob(name string, id uuid.UUID) {
+	if err := t.s.RemoveJob(id); err != nil && !strings.Contains(err.Error(), "not found") {
+		t.log.Warn("stopping a job's timer failed", "job", name, "error", err)
+	}
+}
+
+// tickDue ticks en's slots after from that are already due, each in its own goroutine.
+func (t *timers) tickDue(en *entry, from time.Time) {
+	now := time.Now()
+	for slot := en.conf.Schedule.Next(from); !slot.IsZero() && !slot.After(now); slot = en.conf.Schedule.Next(slot) {
+		t.e.runs.Add(1)
+		go func() {
+			defer t.e.runs.Done()
+			t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule)
+		}()
+	}
+}
+
+func (t *timers) stop(log *slog.Logger) {
+	if err := t.s.Shutdown(); err != nil {
+		log.Warn("stopping the timers", "error", err)
+	}
+}

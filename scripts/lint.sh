@@ -58,3 +58,12 @@ if [ -n "$long" ]; then
   echo "lint.sh: non-test Go files over 450 lines above: split each by concern" >&2
   exit 1
 fi
+
+# The console's script is served as written: a syntax error there blanks every page, and only
+# the browser tests would notice, slowly. node parses it where node is installed.
+if command -v node >/dev/null 2>&1; then
+  echo "console script" >&2
+  for f in api/ui/static/*.js; do
+    node --check "$f" || { echo "lint.sh: $f does not parse" >&2; exit 1; }
+  done
+fi

@@ -140,6 +140,7 @@ func TestSQLTargetEndsABackendThatTrapsCancels(t *testing.T) {
 	_, err := f.target.Run(ctx, sqlRun("loop", `SET application_name = 'innocent';
 		DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(0.05); EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$`))
 	elapsed := time.Since(start)
+	t.Logf("the run returned %s after it began, with a deadline of 1 s", elapsed.Round(time.Millisecond))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, elapsed, 6*time.Second, "returned within the deadline + 5 s")
 	assert.Greater(t, elapsed, 2*time.Second, "the cancel was trapped, so the backend was terminated after 2 s")

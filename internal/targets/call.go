@@ -106,8 +106,11 @@ type Request struct {
 	ScheduledAt    time.Time // zero for manual runs: then X-Scheduler-Scheduled-At is omitted
 	SigningKey     []byte    // nil: no webhook-signature header (webhook-id/-timestamp are still sent)
 	Retry          RetryPolicy
-	// Deadline: no attempt starts after it, and no backoff sleeps past it (the next slot, or
-	// the run's timeout); zero = none. An attempt under way is not cut short by it.
+	// Deadline: no retry starts after it, and no backoff sleeps past it (the next slot, or
+	// the run's timeout); zero = none. The first attempt is made however late the run
+	// started (a slot's call is made at least once: a catch-up or recovery run that starts
+	// late in its period must not record the slot failed without calling), bounded by ctx;
+	// an attempt under way is not cut short by it.
 	Deadline  time.Time
 	OnAttempt func(Attempt) // called after each attempt, before any backoff (the engine records it)
 }
@@ -145,7 +148,11 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 
 	var res Result
 	for n := 1; ; n++ {
-		release, err := c.slots.acquire(ctx, r.Job, host, r.Deadline)
+		deadline := r.Deadline
+		if n == 1 {
+			deadline = time.Time{}
+		}
+		release, err := c.slots.acquire(ctx, r.Job, host, deadline)
 		if err != nil {
 			if ctx.Err() != nil {
 				res.Err = stopped(ctx, n-1)

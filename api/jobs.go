@@ -157,12 +157,17 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		c := encodeJobCursor(list[limit-1].ref.conf.Name)
 		next = &c
 	}
-	views, err := s.stateViews(ctx, s.cfg.DB, list)
+	names := make([]string, len(list))
+	for i, jv := range list {
+		names[i] = jv.ref.conf.Name
+	}
+	now, paused, last, err := s.cfg.DB.JobStates(ctx, names)
+	if err == nil {
+		err = writeJobList(w, list, now, paused, last, next)
+	}
 	if err != nil {
 		s.databaseProblem(w, r, err)
-		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": views, "next_cursor": next})
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {

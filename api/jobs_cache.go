@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type jobView struct {
 	// static is the view without the job's state (paused, next runs, last run).
 	static Job
 	next   nextRunsMemo
+	// encoded is static's JSON members but the state's (staticJSON), once.
+	encodeOnce sync.Once
+	encoded    []byte
 }
 
 // nextRunsMemo keeps the next slots computed at some instant: they stay the answer until
@@ -42,16 +46,24 @@ type nextRunsMemo struct{ p atomic.Pointer[nextRuns] }
 type nextRuns struct {
 	from time.Time
 	runs []time.Time
+	// first and all are runs[0] and runs in JSON, for the job list (jobs_json.go).
+	first, all []byte
 }
 
 // get returns the next nextRunsShown slots of j after now.
-func (m *nextRunsMemo) get(j *config.Job, now time.Time) []time.Time {
+func (m *nextRunsMemo) get(j *config.Job, now time.Time) []time.Time { return m.load(j, now).runs }
+
+func (m *nextRunsMemo) load(j *config.Job, now time.Time) *nextRuns {
 	if n := m.p.Load(); n != nil && !now.Before(n.from) && (len(n.runs) == 0 || now.Before(n.runs[0])) {
-		return n.runs
+		return n
 	}
-	runs := computeNextRuns(j, now)
-	m.p.Store(&nextRuns{from: now, runs: runs})
-	return runs
+	n := &nextRuns{from: now, runs: computeNextRuns(j, now)}
+	n.all, _ = json.Marshal(n.runs) // times in UTC always encode
+	if len(n.runs) > 0 {
+		n.first, _ = json.Marshal(n.runs[0])
+	}
+	m.p.Store(n)
+	return n
 }
 
 // runtimeRefs returns the runtime jobs after after (all when limit is 0, else up to limit),

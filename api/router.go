@@ -84,6 +84,8 @@ type Server struct {
 	waitRecheck time.Duration
 	// refusals bounds the refused requests recorded in the audit log.
 	refusals *rate.Limiter
+	// views keeps the runtime jobs' views between requests.
+	runtimeViews jobViews
 }
 
 // The audit log records at most refusalsPerSecond refused requests a second per replica,

@@ -135,25 +135,45 @@ const KindBuiltin = "builtin"
 // nextRunsShown is how many coming slots a job view lists.
 const nextRunsShown = 5
 
-func newJobView(j *config.Job, now time.Time, paused bool, last *store.Run) Job {
+// staticJobView is j's view without its state (paused, next runs, last run): what a
+// replica may keep for as long as the job's definition keeps its version.
+func staticJobView(j *jobRef) Job {
+	c := &j.conf
 	v := Job{
-		Name: j.Name, Enabled: j.Enabled, Paused: paused, Timeout: j.Timeout.String(),
-		Catchup: j.Catchup.String(), MinGap: j.MinGap.String(), LastRun: newRunView(last), Kind: KindBuiltin,
+		Name: c.Name, Enabled: c.Enabled, Timeout: c.Timeout.String(),
+		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin,
 	}
-	v.NextRuns = []time.Time{}
-	if j.Schedule != nil {
-		v.Schedule, v.ScheduleText, v.TimeZone = j.Schedule.String(), j.Schedule.Text(), j.Schedule.Location().String()
-		if j.Enabled && !paused {
-			for t := now; len(v.NextRuns) < nextRunsShown; {
-				if t = j.Schedule.Next(t); t.IsZero() {
-					break
-				}
-				v.NextRuns = append(v.NextRuns, t.UTC())
-			}
-			if len(v.NextRuns) > 0 {
-				v.NextRunAt = &v.NextRuns[0]
-			}
+	if c.Schedule != nil {
+		v.Schedule, v.ScheduleText, v.TimeZone = c.Schedule.String(), c.Schedule.Text(), c.Schedule.Location().String()
+	}
+	if j.stored != nil {
+		addRuntimeView(&v, j)
+	}
+	return v
+}
+
+// withState is the job's view with its state, the next runs computed from now on the
+// database's clock.
+func (jv *jobView) withState(now time.Time, paused bool, last *store.Run) Job {
+	v := jv.static
+	v.Paused, v.LastRun, v.NextRuns = paused, newRunView(last), []time.Time{}
+	if c := &jv.ref.conf; c.Schedule != nil && c.Enabled && !paused {
+		v.NextRuns = jv.next.get(c, now)
+		if len(v.NextRuns) > 0 {
+			v.NextRunAt = &v.NextRuns[0]
 		}
 	}
 	return v
+}
+
+// computeNextRuns returns the next nextRunsShown slots of j's schedule after now.
+func computeNextRuns(j *config.Job, now time.Time) []time.Time {
+	runs := make([]time.Time, 0, nextRunsShown)
+	for t := now; len(runs) < nextRunsShown; {
+		if t = j.Schedule.Next(t); t.IsZero() {
+			break
+		}
+		runs = append(runs, t.UTC())
+	}
+	return runs
 }

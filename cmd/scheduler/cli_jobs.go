@@ -13,27 +13,51 @@ import (
 
 // The job commands: jobs, job.
 
+// jobsPageSize is how many jobs `scheduler jobs` asks for a request: at 10 000 jobs the
+// unpaged list is a 12 MB answer, and a page lets the table start at once.
+const jobsPageSize = 200
+
 func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/jobs", nil, nil, nil, &raw); err != nil {
-			return x.fail(ctx, err)
+		var all []json.RawMessage // -o json: one {"jobs": [...]} of every page
+		tw := x.table()
+		if !x.json {
+			fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
+		}
+		q := url.Values{"limit": {strconv.Itoa(jobsPageSize)}}
+		for {
+			var page struct {
+				Jobs       []json.RawMessage `json:"jobs"`
+				NextCursor *string           `json:"next_cursor"`
+			}
+			if _, err := x.c.do(ctx, "GET", "/v1/jobs", q, nil, nil, &page); err != nil {
+				return x.fail(ctx, err)
+			}
+			all = append(all, page.Jobs...)
+			if !x.json {
+				for _, raw := range page.Jobs {
+					var j api.Job
+					_ = json.Unmarshal(raw, &j)
+					last := "-"
+					if j.LastRun != nil {
+						last = j.LastRun.Status
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.Name, j.ScheduleText, yesNo(j.Paused), last, x.nextRun(&j))
+				}
+				tw.Flush() // print as it goes; each page aligns its own columns
+			}
+			if page.NextCursor == nil || *page.NextCursor == "" {
+				break
+			}
+			q.Set("cursor", *page.NextCursor)
 		}
 		if x.json {
-			return x.printJSON(raw)
-		}
-		var list struct{ Jobs []api.Job }
-		_ = json.Unmarshal(raw, &list)
-		tw := x.table()
-		fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
-		for _, j := range list.Jobs {
-			last := "-"
-			if j.LastRun != nil {
-				last = j.LastRun.Status
+			if all == nil {
+				all = []json.RawMessage{}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.Name, j.ScheduleText, yesNo(j.Paused), last, x.nextRun(&j))
+			b, _ := json.Marshal(map[string]any{"jobs": all})
+			return x.printJSON(b)
 		}
-		tw.Flush()
 		return exitOK
 	}
 }

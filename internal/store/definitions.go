@@ -153,17 +153,39 @@ func (q queries) Definitions(ctx context.Context) ([]StoredDefinition, error) {
 	return list, nil
 }
 
-// DefinitionsAfter returns up to limit runtime jobs whose names sort after after, by name:
-// a page of GET /v1/jobs.
-func (q queries) DefinitionsAfter(ctx context.Context, after string, limit int) ([]StoredDefinition, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE name > $1 ORDER BY name LIMIT $2`,
+// DefinitionHead names a runtime job's current version: enough for a reader that keeps
+// what it derived from each version to know whether it must read the definition again.
+type DefinitionHead struct {
+	Name    string
+	Version int64
+}
+
+// DefinitionHeadsAfter is DefinitionsAfter without the definitions: a page of GET /v1/jobs
+// on a replica that already decoded and checked most of them (reading 10 000 definitions
+// costs more than the rest of the list's queries).
+func (q queries) DefinitionHeadsAfter(ctx context.Context, after string, limit int) ([]DefinitionHead, error) {
+	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions WHERE name > $1 ORDER BY name LIMIT $2`,
 		after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list runtime jobs after %q: %w", after, err)
+		return nil, fmt.Errorf("list runtime job versions after %q: %w", after, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DefinitionHead])
+	if err != nil {
+		return nil, fmt.Errorf("list runtime job versions after %q: %w", after, err)
+	}
+	return list, nil
+}
+
+// DefinitionsNamed returns the named runtime jobs that exist, by name.
+func (q queries) DefinitionsNamed(ctx context.Context, names []string) ([]StoredDefinition, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE name = ANY ($1::text[]) ORDER BY name`,
+		names)
+	if err != nil {
+		return nil, fmt.Errorf("read %d runtime jobs: %w", len(names), err)
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (StoredDefinition, error) { return scanDefinition(row) })
 	if err != nil {
-		return nil, fmt.Errorf("list runtime jobs after %q: %w", after, err)
+		return nil, fmt.Errorf("read %d runtime jobs: %w", len(names), err)
 	}
 	return list, nil
 }

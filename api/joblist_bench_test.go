@@ -1,0 +1,55 @@
+package api
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+)
+
+// benchJobs is how many runtime jobs BenchmarkJobList defines: the scale bench's 10 k.
+const benchJobs = 10_000
+
+// BenchmarkJobList measures the unpaged GET /v1/jobs over 10 000 runtime HTTP jobs, each
+// with a last run, as the scale bench's replicas answer it (issue 30: about 390 ms there):
+//
+//	go test ./api/ -run '^$' -bench JobList -benchtime 20x
+func BenchmarkJobList(b *testing.B) {
+	a := newTestAPI(b)
+	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(b), APIToken: testToken,
+		Recorder: metrics.New(), MaxJobs: benchJobs, Runtime: definition.Env{}})
+	a.http.Config.Handler = a.server.Handler()
+	a.exec(`INSERT INTO job_definitions (name, kind, definition)
+		SELECT format('job-%s', lpad(i::text, 5, '0')), 'http', jsonb_build_object(
+			'name', format('job-%s', lpad(i::text, 5, '0')), 'schedule', '* * * * *',
+			'description', 'a scale job', 'labels', jsonb_build_object('team', 'bench'),
+			'http', jsonb_build_object('url', format('https://receiver.internal/jobs/%s', i)))
+		FROM generate_series(1, $1) AS i`, benchJobs)
+	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, definition_version)
+		SELECT job_run_id(s), name, 'schedule', 'succeeded', s, now(), now(), 1
+		FROM job_definitions, date_trunc('minute', now()) AS s`)
+	a.exec(`ANALYZE`)
+
+	get := func() int {
+		req, err := http.NewRequest(http.MethodGet, a.http.URL+"/v1/jobs", nil)
+		require.NoError(b, err)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		res, err := a.http.Client().Do(req)
+		require.NoError(b, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(b, err)
+		require.Equal(b, http.StatusOK, res.StatusCode, "%.300s", body)
+		return len(body)
+	}
+	size := get() // the first answer fills what a replica keeps between requests
+	b.ReportMetric(float64(size), "bytes/answer")
+	b.ResetTimer()
+	for b.Loop() {
+		get()
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"

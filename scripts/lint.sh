@@ -22,6 +22,14 @@ install deadcode "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
 
 echo "go vet" >&2
 go vet ./...
+echo "gofmt" >&2
+unformatted=$(find . \( -path ./bin -o -path ./tmp -o -path './.*' \) -prune -o -name '*.go' -print0 | xargs -0 gofmt -l)
+if [ -n "$unformatted" ]; then
+  echo "$unformatted"
+  echo "lint.sh: files above are not gofmt-formatted: run gofmt -w on them" >&2
+  exit 1
+fi
+
 echo "staticcheck" >&2
 "$tools/staticcheck" ./...
 

@@ -120,7 +120,7 @@ func (j *httpJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	res := j.rt.Caller.Do(ctx, req)
 	stats.Processed = int64(len(res.Attempts))
 	for _, a := range res.Attempts {
-		stats.Count(statusClass(a.StatusCode), 1)
+		stats.Count(targets.StatusClass(a.StatusCode), 1)
 	}
 	if res.Err != nil {
 		stats.Errors = 1
@@ -144,14 +144,6 @@ func attemptRecord(a targets.Attempt) store.Attempt {
 		r.Error = &msg
 	}
 	return r
-}
-
-// statusClass names an attempt's outcome in a run's stats: "2xx" ... "5xx", or "no_answer".
-func statusClass(code int) string {
-	if code == 0 {
-		return "no_answer"
-	}
-	return fmt.Sprintf("%dxx", code/100)
 }
 
 // sqlJob runs its statements in the target it names, on a connection of its own, with the

@@ -39,7 +39,7 @@ func readDefinition(w http.ResponseWriter, r *http.Request) (definition.Definiti
 
 // checkDefinition checks d against this scheduler (its built-in names, secrets, outbound
 // guard and SQL role) and answers 422 listing every wrong field, fields first.
-func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...FieldError) (*definition.Job, bool) {
+func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...FieldError) (*definition.Checked, bool) {
 	env := s.cfg.Runtime
 	if env.Now.IsZero() {
 		env.Now = time.Now()

@@ -16,7 +16,7 @@ import (
 
 // previewPut answers what PUT would: its conditions checked, the view with the version the
 // job would have. Nothing is written.
-func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, cond ifMatch) {
+func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *definition.Checked, def []byte, cond ifMatch) {
 	name := j.Def.Name
 	sd, err := s.cfg.DB.Definition(ctx, name)
 	switch {
@@ -50,7 +50,7 @@ func sameDefinition(stored json.RawMessage, def []byte) bool {
 
 // writePreview answers a dry run: the view the job would have at version, with its next
 // slots; no ETag, since nothing was stored.
-func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definition.Job, def []byte, version int64) {
+func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definition.Checked, def []byte, version int64) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	ref := jobRef{conf: j.Config(), def: &j.Def,

@@ -31,25 +31,20 @@ type jobRef struct {
 // enabled reports whether the job's slots fire and a trigger may run it.
 func (j *jobRef) enabled() bool { return j.conf.Enabled && j.invalid == "" }
 
-// runtimeJob is a stored definition as the API shows it. It is checked with an Env that
-// checks nothing outside the definition (secrets, addresses and the SQL role are the
-// engine's to check when the job runs, as the engine itself loads it), so the view says
-// what the engine runs.
+// runtimeJob is a stored definition as the API shows it, loaded as the engine loads it
+// (definition.Load), so the view says what the engine runs.
 func runtimeJob(sd store.StoredDefinition) jobRef {
 	ref := jobRef{conf: config.Job{Name: sd.Name}, stored: &sd}
-	def, err := definition.Decode(sd.Definition)
+	checked, decoded, err := definition.Load(sd.Definition)
+	ref.def = decoded
+	if decoded != nil {
+		ref.conf.Enabled = decoded.IsEnabled()
+	}
 	if err != nil {
 		ref.invalid = err.Error()
 		return ref
 	}
-	ref.def = &def
-	ref.conf.Enabled = def.IsEnabled()
-	j, errs := definition.Check(def, definition.Env{})
-	if errs != nil {
-		ref.invalid = errs.Error()
-		return ref
-	}
-	ref.conf = j.Config()
+	ref.conf = checked.Config()
 	return ref
 }
 

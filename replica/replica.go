@@ -105,7 +105,7 @@ func New(c Config) (*Replica, error) {
 	registry := job.NewRegistry(append(business, c.Extra...)...)
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
-		Runtime: &engine.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
+		Runtime: &definition.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}

@@ -124,9 +124,9 @@ func (c *checker) duration(field, v string, def, lo, hi time.Duration) time.Dura
 
 // Check validates d, reporting every wrong field at once, and returns the job it defines
 // with its defaults filled in.
-func Check(d Definition, env Env) (*Job, Errors) {
+func Check(d Definition, env Env) (*Checked, Errors) {
 	c := &checker{env: env}
-	j := &Job{Def: d}
+	j := &Checked{Def: d}
 	def := &j.Def
 
 	switch {
@@ -184,7 +184,7 @@ func Check(d Definition, env Env) (*Job, Errors) {
 
 // schedule parses the schedule with its time zone, which may come from time_zone or a
 // CRON_TZ= prefix, not both.
-func (c *checker) schedule(j *Job) {
+func (c *checker) schedule(j *Checked) {
 	d := j.Def
 	spec := strings.TrimSpace(d.Schedule)
 	switch {
@@ -221,7 +221,7 @@ func (c *checker) schedule(j *Job) {
 	j.Schedule = s
 }
 
-func (c *checker) period(j *Job) time.Duration {
+func (c *checker) period(j *Checked) time.Duration {
 	if j.Schedule == nil {
 		return 0
 	}
@@ -229,7 +229,7 @@ func (c *checker) period(j *Job) time.Duration {
 }
 
 // catchup is the catch-up window: one period by default, as for built-in jobs.
-func (c *checker) catchup(j *Job) time.Duration {
+func (c *checker) catchup(j *Checked) time.Duration {
 	if j.Def.Catchup != "" {
 		d := c.duration("catchup", j.Def.Catchup, 0, 0, maxWindow)
 		j.Def.Catchup = short(d)
@@ -257,7 +257,7 @@ func (c *checker) labels(labels map[string]string) {
 	}
 }
 
-func (c *checker) sql(j *Job) {
+func (c *checker) sql(j *Checked) {
 	s := j.Def.SQL
 	if c.env.SQLTarget != nil {
 		switch err := c.env.SQLTarget(s.Target); {

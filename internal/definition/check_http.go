@@ -10,7 +10,7 @@ import (
 // An HTTP job's checks: the call (method, URL through the outbound guard, headers the
 // scheduler reserves, body), its auth and signing secrets, and its retry policy.
 
-func (c *checker) http(j *Job) {
+func (c *checker) http(j *Checked) {
 	h := *j.Def.HTTP
 	j.Def.HTTP = &h
 	if h.Method == "" {

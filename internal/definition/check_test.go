@@ -133,3 +133,27 @@ func TestCheckRefusesNULAndControlCharacters(t *testing.T) {
 		assert.Contains(t, got, f)
 	}
 }
+
+// Load is the one reading of a stored definition: decoded, then checked without the
+// replica's environment; a definition that decodes but fails the check still comes back
+// decoded, for the API to show beside the reason.
+func TestLoad(t *testing.T) {
+	checked, decoded, err := definition.Load([]byte(`{"name": "hook", "schedule": "@every 1m", "http": {"url": "https://example.com/"}}`))
+	require.NoError(t, err)
+	require.NotNil(t, decoded)
+	assert.Equal(t, "hook", checked.Def.Name)
+	assert.Equal(t, definition.OverlapSkip, checked.Def.Overlap, "the checked definition has its defaults filled in")
+	assert.Empty(t, decoded.Overlap, "the decoded one is as stored")
+
+	checked, decoded, err = definition.Load([]byte(`{"name": "hook", "schedule": "every minute", "http": {"url": "https://example.com/"}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "schedule")
+	assert.Nil(t, checked)
+	require.NotNil(t, decoded)
+	assert.Equal(t, "hook", decoded.Name)
+
+	checked, decoded, err = definition.Load([]byte(`{"name": "hook", "shedule": "@every 1m"}`))
+	require.Error(t, err)
+	assert.Nil(t, checked)
+	assert.Nil(t, decoded)
+}

@@ -1,8 +1,12 @@
-// Package definition is the shape of a runtime job, the job a user defines through the API,
-// `scheduler apply -f` or the console instead of compiling it in: its JSON (and YAML) form,
-// its defaults, and its validation. A definition is untrusted input: Check reports every
-// wrong field at once, caps every size, and refuses a target an operator did not allow,
-// before anything is stored.
+// Package definition is the one home of a runtime job, the job a user defines through the
+// API, `scheduler apply -f` or the console instead of compiling it in: its JSON (and YAML)
+// form, its defaults and its validation (definition.go, check*.go), the loading of a stored
+// definition (checked.go: Load, decoded and checked once for the engine and the API alike),
+// and the bodies the leader runs for it (runtime.go: the HTTP call with its secrets and
+// attempts, the SQL statements). A definition is untrusted input: Check reports every wrong
+// field at once, caps every size, and refuses a target an operator did not allow, before
+// anything is stored. internal/targets keeps the HTTP caller with its guard and the SQL
+// targets' pools.
 package definition
 
 import (

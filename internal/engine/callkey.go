@@ -49,3 +49,16 @@ func (e *Engine) deploymentID(ctx context.Context) (uuid.UUID, error) {
 	}
 	return e.deployment, nil
 }
+
+// deadlineFor is when a slot's retries must end: when the job's next slot is due after the
+// run started (a queue-one slot starts after its own period).
+func deadlineFor(en *entry, run *store.Run) time.Time {
+	if run.ScheduledAt == nil || en.conf.Schedule == nil {
+		return time.Time{}
+	}
+	from := *run.ScheduledAt
+	if run.StartedAt != nil && run.StartedAt.After(from) {
+		from = *run.StartedAt
+	}
+	return en.conf.Schedule.Next(from)
+}

@@ -62,21 +62,15 @@ func (e *Engine) CatchUpWindows() map[string]time.Duration {
 	return windows
 }
 
-// runtimeEntry builds the entry of one stored definition. A definition that no longer
-// passes the check (a row written by hand, or by a newer version's rules) is refused with
-// the reason, and its job does not run.
+// runtimeEntry builds the entry of one stored definition: definition.Load decodes and checks
+// it, and the Runtime builds its body. A definition that no longer passes the check is
+// refused with the reason, and its job does not run.
 func (e *Engine) runtimeEntry(sd store.StoredDefinition) (*entry, error) {
-	def, err := definition.Decode(sd.Definition)
+	c, _, err := definition.Load(sd.Definition)
 	if err != nil {
 		return nil, err
 	}
-	// Secrets, addresses and the SQL role are checked when the job runs: a leader missing
-	// one fails the run with its reason rather than dropping the job.
-	j, errs := definition.Check(def, definition.Env{})
-	if errs != nil {
-		return nil, errs
-	}
-	return &entry{job: e.conf.Runtime.build(j), conf: j.Config(), def: j, version: sd.Version, since: sd.UpdatedAt}, nil
+	return &entry{job: e.conf.Runtime.Build(c), conf: c.Config(), def: c, version: sd.Version, since: sd.UpdatedAt}, nil
 }
 
 // loadDefinitions replaces the runtime entries with the stored definitions.

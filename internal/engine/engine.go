@@ -64,7 +64,7 @@ type Config struct {
 	// Metrics, when set, counts runs and their outcomes.
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
-	Runtime *Runtime
+	Runtime *definition.Runtime
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's
@@ -73,7 +73,7 @@ type entry struct {
 	job  job.Job
 	conf config.Job
 	// def is the runtime job's checked definition; nil for a built-in job.
-	def *definition.Job
+	def *definition.Checked
 	// version is the runtime definition's version, and since when it holds (database
 	// clock): the slots before since belonged to an earlier definition.
 	version int64

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
@@ -177,10 +178,10 @@ type nodeOptions struct {
 	pollInterval   time.Duration
 	maxMissed      int
 	rescueInterval time.Duration
-	tracer         pgx.QueryTracer  // store.Options.Tracer: faults injected into the node's statements
-	log            *slog.Logger     // default: stderr, errors only unless TEST_LOG is set
-	metrics        *metrics.Metrics // default: none
-	runtime        *Runtime         // runtime jobs; nil: none run
+	tracer         pgx.QueryTracer     // store.Options.Tracer: faults injected into the node's statements
+	log            *slog.Logger        // default: stderr, errors only unless TEST_LOG is set
+	metrics        *metrics.Metrics    // default: none
+	runtime        *definition.Runtime // runtime jobs; nil: none run
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.

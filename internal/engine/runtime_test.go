@@ -42,7 +42,7 @@ func replaceDefinition(t *testing.T, db *testdb.DB, js string) int64 {
 	return after.Version
 }
 
-func checkDefinition(t *testing.T, js string) *definition.Job {
+func checkDefinition(t *testing.T, js string) *definition.Checked {
 	t.Helper()
 	d, err := definition.Decode([]byte(js))
 	require.NoError(t, err)
@@ -52,11 +52,11 @@ func checkDefinition(t *testing.T, js string) *definition.Job {
 }
 
 // runtimeFor is a Runtime whose calls may reach the loopback test servers.
-func runtimeFor(t *testing.T, allow ...string) *Runtime {
+func runtimeFor(t *testing.T, allow ...string) *definition.Runtime {
 	t.Helper()
 	g, err := targets.NewGuard(allow)
 	require.NoError(t, err)
-	return &Runtime{Caller: targets.NewCaller(targets.Config{Guard: g})}
+	return &definition.Runtime{Caller: targets.NewCaller(targets.Config{Guard: g})}
 }
 
 // A definition change takes effect on the leader within a second of its commit, without a

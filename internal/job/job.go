@@ -66,7 +66,7 @@ type Env struct {
 	Call Call
 }
 
-// Call is what the engine gives a runtime job's run (internal/engine/runtime.go), and only
+// Call is what the engine gives a runtime job's run (internal/definition/runtime.go), and only
 // it: it moves with the runtime jobs.
 type Call struct {
 	// IdempotencyKey names the slot (or the manual run) the run does: the same for every

@@ -81,6 +81,20 @@ func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, ret
 	return a, retryAfter
 }
 
+// NoAnswer is the StatusClass of an attempt that got no answer: refused address, DNS,
+// connection, timeout, TLS.
+const NoAnswer = "error"
+
+// StatusClass names an attempt's outcome, the same wherever attempts are counted (a run's
+// stats detail, scheduler_target_calls_total's class label): "1xx" ... "5xx" for an answer,
+// NoAnswer for none (status 0) or a status outside 100-599, which keeps the label's values few.
+func StatusClass(code int) string {
+	if code < 100 || code > 599 {
+		return NoAnswer
+	}
+	return fmt.Sprintf("%dxx", code/100)
+}
+
 // attemptHeader is r.Header with the reserved headers of attempt n, made at `at`, in place.
 func attemptHeader(r *Request, n int, at time.Time) http.Header {
 	h := make(http.Header, len(r.Header)+len(reservedHeaders))

@@ -30,8 +30,8 @@ type Config struct {
 	Concurrency     int    // all targets together (SCHEDULER_HTTP_CONCURRENCY, default 512)
 	HostConcurrency int    // per target host (SCHEDULER_HTTP_HOST_CONCURRENCY, default 64)
 	JobConcurrency  int    // per job (SCHEDULER_HTTP_JOB_CONCURRENCY, default 16)
-	// OnCall, when set, is told of every attempt that got an answer or failed: host, status
-	// class ("2xx","3xx","4xx","5xx", or "error"), duration. For metrics.
+	// OnCall, when set, is told of every attempt that got an answer or failed: host,
+	// StatusClass, duration. For metrics.
 	OnCall func(host, class string, d time.Duration)
 }
 
@@ -165,7 +165,7 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 		release()
 		res.Attempts = append(res.Attempts, a)
 		if c.onCall != nil {
-			c.onCall(host, statusClass(a.StatusCode), a.Duration)
+			c.onCall(host, StatusClass(a.StatusCode), a.Duration)
 		}
 		if r.OnAttempt != nil {
 			r.OnAttempt(a)
@@ -211,13 +211,6 @@ func attempts(n int) string {
 		return "1 attempt"
 	}
 	return fmt.Sprintf("%d attempts", n)
-}
-
-func statusClass(code int) string {
-	if code < 100 || code > 599 {
-		return "error"
-	}
-	return fmt.Sprintf("%dxx", code/100)
 }
 
 func cmpOr(d, def time.Duration) time.Duration {

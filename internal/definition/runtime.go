@@ -1,4 +1,4 @@
-package engine
+package definition
 
 import (
 	"context"
@@ -8,14 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
 // Runtime is what the leader needs to run the jobs users define at runtime (docs/design.md
-// guarantee 11).
+// guarantee 11): the engine asks it to Build the body of each checked definition.
 type Runtime struct {
 	// Caller makes the HTTP jobs' calls, through the outbound guard.
 	Caller *targets.Caller
@@ -25,32 +24,32 @@ type Runtime struct {
 	SQLTargets *targets.SQLTargets
 }
 
-// build makes the body of a runtime job.
-func (rt *Runtime) build(j *definition.Job) job.Job {
-	if j.Def.SQL != nil {
-		return &sqlJob{rt: rt, def: j}
+// Build makes the body the engine runs for a checked definition.
+func (rt *Runtime) Build(c *Checked) job.Job {
+	if c.Def.SQL != nil {
+		return &sqlRunner{rt: rt, def: c}
 	}
-	return &httpJob{rt: rt, def: j}
+	return &httpRunner{rt: rt, def: c}
 }
 
-// httpJob calls its target at least once per slot: every attempt, and the recovery run
+// httpRunner calls its target at least once per slot: every attempt, and the recovery run
 // after a failover, carry the same Idempotency-Key, so a receiver that deduplicates by it
 // applies the slot once.
-type httpJob struct {
+type httpRunner struct {
 	rt  *Runtime
-	def *definition.Job
+	def *Checked
 }
 
-func (j *httpJob) Name() string           { return j.def.Def.Name }
-func (j *httpJob) Defaults() job.Defaults { return job.Defaults{} }
-func (j *httpJob) secret(name string) (string, error) {
+func (j *httpRunner) Name() string           { return j.def.Def.Name }
+func (j *httpRunner) Defaults() job.Defaults { return job.Defaults{} }
+func (j *httpRunner) secret(name string) (string, error) {
 	if v, ok := j.rt.Secrets[name]; ok && v != "" {
 		return v, nil
 	}
-	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, definition.SecretEnv(name))
+	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, SecretEnv(name))
 }
 
-func (j *httpJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	var stats job.Stats
 	h := j.def.Def.HTTP
 	if env.Params.DryRun {
@@ -120,7 +119,7 @@ func (j *httpJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	res := j.rt.Caller.Do(ctx, req)
 	stats.Processed = int64(len(res.Attempts))
 	for _, a := range res.Attempts {
-		stats.Count(statusClass(a.StatusCode), 1)
+		stats.Count(targets.StatusClass(a.StatusCode), 1)
 	}
 	if res.Err != nil {
 		stats.Errors = 1
@@ -146,27 +145,19 @@ func attemptRecord(a targets.Attempt) store.Attempt {
 	return r
 }
 
-// statusClass names an attempt's outcome in a run's stats: "2xx" ... "5xx", or "no_answer".
-func statusClass(code int) string {
-	if code == 0 {
-		return "no_answer"
-	}
-	return fmt.Sprintf("%dxx", code/100)
-}
-
-// sqlJob runs its statements in the target it names, on a connection of its own, with the
+// sqlRunner runs its statements in the target it names, on a connection of its own, with the
 // slot's marker in their transaction (targets.SQLTarget.Run): a slot's statements commit
 // once, and a retry or a recovery of a slot that committed records it succeeded without
 // running it again. The run is recorded after the target's commit.
-type sqlJob struct {
+type sqlRunner struct {
 	rt  *Runtime
-	def *definition.Job
+	def *Checked
 }
 
-func (j *sqlJob) Name() string           { return j.def.Def.Name }
-func (j *sqlJob) Defaults() job.Defaults { return job.Defaults{} }
+func (j *sqlRunner) Name() string           { return j.def.Def.Name }
+func (j *sqlRunner) Defaults() job.Defaults { return job.Defaults{} }
 
-func (j *sqlJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	s := j.def.Def.SQL
 	if s.Target == "" {
 		return job.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
@@ -194,17 +185,4 @@ func (j *sqlJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		return stats, nil
 	}
 	return job.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
-}
-
-// deadlineFor is when a slot's retries must end: when the job's next slot is due after the
-// run started (a queue-one slot starts after its own period).
-func deadlineFor(en *entry, run *store.Run) time.Time {
-	if run.ScheduledAt == nil || en.conf.Schedule == nil {
-		return time.Time{}
-	}
-	from := *run.ScheduledAt
-	if run.StartedAt != nil && run.StartedAt.After(from) {
-		from = *run.StartedAt
-	}
-	return en.conf.Schedule.Next(from)
 }

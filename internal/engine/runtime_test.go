@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -232,19 +233,38 @@ func TestSlotsDueTogetherAreClaimedInBatches(t *testing.T) {
 		batches++
 	}
 	assert.LessOrEqual(t, batches, 3*5, "%d claims took %d batches", claims, batches)
+	var stoppedAt time.Time
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT now()`).Scan(&stoppedAt))
 	n.stop()
 
-	var slots, badSlots int
+	var slots int
+	var bad []string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `
 		SELECT count(DISTINCT scheduled_at),
-		       count(*) FILTER (WHERE per_slot <> $1)
+		       coalesce(array_agg(scheduled_at || ': ' || per_slot) FILTER (WHERE per_slot <> $1 AND scheduled_at < $2), '{}')
 		FROM (SELECT scheduled_at, count(*) AS per_slot FROM job_runs
-		      WHERE job LIKE 'together-%' GROUP BY scheduled_at) s`, jobs).Scan(&slots, &badSlots))
+		      WHERE job LIKE 'together-%' AND scheduled_at >= (
+		          SELECT min(scheduled_at) FROM job_runs WHERE job LIKE 'together-%' AND trigger = 'schedule')
+		      GROUP BY scheduled_at) s`, jobs, stoppedAt.Add(-time.Second)).Scan(&slots, &bad))
 	assert.GreaterOrEqual(t, slots, 3)
-	// The last slot may have been cut by the stop; every earlier one has a row for every job.
-	assert.LessOrEqual(t, badSlots, 1, "slots without exactly one row per job")
+	// Every slot the timers claimed has a row for every job, but those due in the last
+	// second before the stop, which it may have cut. (The election's slot is the catch-up's:
+	// a job with no run yet has it caught up only if the catch-up reached the job before
+	// the next slot came due, so on a loaded machine only some jobs have it.)
+	assert.Empty(t, bad, "slots without exactly one row per job (slot: rows); all: %v", slotCounts(t, db))
 	assert.Zero(t, count(t, db, `
 		SELECT count(*) FROM (SELECT job, scheduled_at FROM job_runs WHERE job LIKE 'together-%'
 		                      GROUP BY job, scheduled_at HAVING count(*) > 1) d`), "a slot recorded twice")
 	assert.Positive(t, calls.Load())
+}
+
+// slotCounts lists the together jobs' rows per slot and status, for a failure's message.
+func slotCounts(t *testing.T, db *testdb.DB) []string {
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT scheduled_at || ' ' || status || ' ' || trigger || ': ' || count(*) FROM job_runs
+		WHERE job LIKE 'together-%' GROUP BY scheduled_at, status, trigger ORDER BY scheduled_at`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }

@@ -203,7 +203,11 @@ func TestDataRetentionStopsWhenCancelled(t *testing.T) {
 	}()
 	st, err := j.Run(ctx, env)
 	require.ErrorIs(t, err, context.Canceled)
-	assert.EqualValues(t, 4, st.Detail["idempotency_keys"], "one batch done before the cancellation")
+	var left int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys WHERE scope = 'old'`).Scan(&left))
+	assert.Equal(t, 9, left, "one batch done before the cancellation, none after")
+	// The cancellation may cut the answer to the batch's commit, which then goes uncounted.
+	assert.LessOrEqual(t, st.Detail["idempotency_keys"], int64(4), "the run counts no more than it deleted")
 	assert.EqualValues(t, 11, st.Detail["job_runs"], "job_runs' old day went first, whole")
 }
 

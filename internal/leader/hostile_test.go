@@ -155,7 +155,9 @@ func TestStepDownNotificationFloodIsIgnored(t *testing.T) {
 		reads++
 	}
 	assert.Equal(t, 1001, wakeups, "the wake-ups that named the leader's epoch")
-	assert.LessOrEqual(t, reads, int(elapsed/controlCooldown)+1, "one read per cooldown at most")
+	// One read per cooldown, the first at once, and one for the notifier's resync, which
+	// may fall inside the flood.
+	assert.LessOrEqual(t, reads, int(elapsed/controlCooldown)+2, "one read per cooldown at most")
 	t.Logf("2000 notifications in %s cost %d reads of the control rows", elapsed, reads)
 }
 

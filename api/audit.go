@@ -52,7 +52,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	list, err := s.cfg.DB.Actions(ctx, before, limit+1)
+	list, err := s.cfg.DB.Actions(ctx, before, limit+1, nil)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -70,7 +71,7 @@ func (m *nextRunsMemo) load(j *config.Job, now time.Time) *nextRuns {
 // by name, with their cached views: one query of names and versions, and one of the
 // definitions the replica has not seen at their current version.
 func (s *Server) runtimeRefs(ctx context.Context, after string, limit int) ([]*jobView, error) {
-	heads, err := s.cfg.DB.DefinitionHeadsAfter(ctx, after, limitOrAll(limit))
+	heads, err := s.cfg.DB.DefinitionHeadsAfter(ctx, namespace.Default, after, limitOrAll(limit))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
@@ -73,6 +74,8 @@ type Env struct {
 	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.
 	// Nil checks no target: a stored definition, whose target is checked when it runs.
 	SQLTarget func(target string) error
+	// MinInterval is the namespace's least interval between slots (0: any).
+	MinInterval time.Duration
 	// Now is the time a one-time schedule must lie after.
 	Now time.Time
 }
@@ -132,10 +135,20 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	switch {
 	case !nameRE.MatchString(d.Name):
 		c.fail("name", "%q is not a job name: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. daily-report)", d.Name)
-	case env.IsBuiltin != nil && env.IsBuiltin(d.Name):
+	case (d.Namespace == "" || d.Namespace == namespace.Default) && env.IsBuiltin != nil && env.IsBuiltin(d.Name):
 		c.fail("name", builtinNameMessageTmpl, d.Name)
 	}
+	switch {
+	case d.Namespace == namespace.Default:
+		def.Namespace = ""
+	case d.Namespace != "" && !namespace.Valid(d.Namespace):
+		c.fail("namespace", "%q is not a namespace: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)", d.Namespace)
+	}
 	c.schedule(j)
+	if p := c.period(j); env.MinInterval > 0 && p > 0 && p < env.MinInterval {
+		c.fail("schedule", "its slots are %s apart, and namespace %s allows no less than %s between slots (its min_interval); choose a slower schedule, or ask an admin to lower the quota",
+			short(p), namespace.Of(def.Key()), short(env.MinInterval))
+	}
 	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
 		c.fail("description", "at most %d characters of UTF-8 text, without NUL characters", maxDescription)
 	}

@@ -28,7 +28,7 @@ type RetryPolicy struct {
 
 // Config is the job's part that the engine shares with built-in jobs.
 func (j *Checked) Config() config.Job {
-	return config.Job{Name: j.Def.Name, Schedule: j.Schedule, Enabled: j.Def.IsEnabled(),
+	return config.Job{Name: j.Def.Key(), Schedule: j.Schedule, Enabled: j.Def.IsEnabled(),
 		Timeout: j.Timeout, Catchup: j.Catchup, MinGap: j.MinGap}
 }
 
@@ -40,7 +40,7 @@ func (j *Checked) Offset() time.Duration {
 		return 0
 	}
 	h := fnv.New64a()
-	h.Write([]byte(j.Def.Name))
+	h.Write([]byte(j.Def.Key()))
 	return time.Duration(h.Sum64() % uint64(j.Jitter))
 }
 

@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // Kinds of runtime job (the API's `kind`; built-in jobs are "builtin").
@@ -33,7 +35,10 @@ const (
 // defaults of the fields left out and writes durations the short way, so a definition read
 // back is the normal form of what was written.
 type Definition struct {
-	Name        string            `json:"name"`
+	Name string `json:"name"`
+	// Namespace owns the job; Check writes namespace default as "" (left out), so the
+	// definitions written before namespaces read back unchanged.
+	Namespace   string            `json:"namespace,omitempty"`
 	Schedule    string            `json:"schedule"`
 	TimeZone    string            `json:"time_zone,omitempty"`
 	Description string            `json:"description,omitempty"`
@@ -97,6 +102,10 @@ func (d *Definition) Kind() string {
 	}
 	return ""
 }
+
+// Key is the job's key: what the engine, its runs and its metrics name it by
+// (internal/namespace).
+func (d *Definition) Key() string { return namespace.Key(d.Namespace, d.Name) }
 
 // IsEnabled reports whether the job's slots fire (enabled defaults to true).
 func (d *Definition) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }

@@ -40,7 +40,7 @@ type httpRunner struct {
 	def *Checked
 }
 
-func (j *httpRunner) Name() string           { return j.def.Def.Name }
+func (j *httpRunner) Name() string           { return j.def.Def.Key() }
 func (j *httpRunner) Defaults() job.Defaults { return job.Defaults{} }
 func (j *httpRunner) secret(name string) (string, error) {
 	if v, ok := j.rt.Secrets[name]; ok && v != "" {
@@ -96,7 +96,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		return s
 	}
 	req := targets.Request{
-		Job:    j.def.Def.Name,
+		Job:    j.def.Def.Key(),
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
@@ -154,7 +154,7 @@ type sqlRunner struct {
 	def *Checked
 }
 
-func (j *sqlRunner) Name() string           { return j.def.Def.Name }
+func (j *sqlRunner) Name() string           { return j.def.Def.Key() }
 func (j *sqlRunner) Defaults() job.Defaults { return job.Defaults{} }
 
 func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
@@ -169,7 +169,7 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if env.Params.DryRun {
 		return job.Stats{}, nil // nothing is changed, and nothing can be counted without running
 	}
-	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Name,
+	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Key(),
 		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout,
 		Connected: func(ctx context.Context, pid uint32, started time.Time) error {
 			return env.Call.RecordBackend(ctx, store.SQLBackend{Target: target.Name(), PID: pid, BackendStart: started})

@@ -65,6 +65,9 @@ func (q queries) CreateDefinition(ctx context.Context, name, kind string, def js
 	if n >= int64(maxJobs) {
 		return StoredDefinition{}, fmt.Errorf("%w (%d; SCHEDULER_MAX_JOBS)", ErrTooManyJobs, maxJobs)
 	}
+	if err := q.checkNamespaceQuota(ctx, name); err != nil {
+		return StoredDefinition{}, err
+	}
 	d, err := scanDefinition(q.q.QueryRow(ctx, insert, name, kind, def))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -74,6 +77,28 @@ func (q queries) CreateDefinition(ctx context.Context, name, kind string, def js
 		return StoredDefinition{}, fmt.Errorf("create runtime job %s: %w", name, err)
 	}
 	return d, nil
+}
+
+// checkNamespaceQuota refuses a create in a namespace that does not exist
+// (ErrNamespaceNotFound) or holds its max_jobs (ErrNamespaceQuota). The caller holds
+// definitionsLock, so two creates cannot pass the quota together.
+func (q queries) checkNamespaceQuota(ctx context.Context, key string) error {
+	const quota = `
+		SELECT n.max_jobs, (SELECT count(*) FROM job_definitions d WHERE d.namespace = n.name)
+		FROM scheduler_namespaces n
+		WHERE n.name = CASE WHEN strpos($1, '/') > 0 THEN split_part($1, '/', 1) ELSE 'default' END`
+	var max *int
+	var n int
+	err := q.q.QueryRow(ctx, quota, key).Scan(&max, &n)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNamespaceNotFound
+	case err != nil:
+		return fmt.Errorf("read the namespace's quota: %w", err)
+	case max != nil && n >= *max:
+		return fmt.Errorf("%w (%d)", ErrNamespaceQuota, *max)
+	}
+	return nil
 }
 
 // ReplaceDefinition replaces a runtime job's definition and bumps its version, when
@@ -163,9 +188,10 @@ type DefinitionHead struct {
 // DefinitionHeadsAfter is DefinitionsAfter without the definitions: a page of GET /v1/jobs
 // on a replica that already decoded and checked most of them (reading 10 000 definitions
 // costs more than the rest of the list's queries).
-func (q queries) DefinitionHeadsAfter(ctx context.Context, after string, limit int) ([]DefinitionHead, error) {
-	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions WHERE name > $1 ORDER BY name LIMIT $2`,
-		after, limit)
+// Only namespace ns's jobs are listed, by key (names in default, "ns/name" elsewhere).
+func (q queries) DefinitionHeadsAfter(ctx context.Context, ns, after string, limit int) ([]DefinitionHead, error) {
+	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions WHERE namespace = $1 AND name > $2 ORDER BY name LIMIT $3`,
+		ns, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list runtime job versions after %q: %w", after, err)
 	}

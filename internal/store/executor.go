@@ -48,6 +48,15 @@ type Executor interface {
 	Deployment(ctx context.Context) (uuid.UUID, error)
 	ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error)
 
+	// scheduler_namespaces (namespaces.go) and scheduler_tokens (tokens.go)
+	PutNamespace(ctx context.Context, n Namespace) (Namespace, bool, error)
+	Namespace(ctx context.Context, name string) (Namespace, error)
+	Namespaces(ctx context.Context, names []string) ([]Namespace, map[string]NamespaceCounts, error)
+	CreateToken(ctx context.Context, t Token, hash []byte) (Token, error)
+	Tokens(ctx context.Context) ([]Token, error)
+	RevokeToken(ctx context.Context, id string) (Token, error)
+	ActiveToken(ctx context.Context, hash []byte) (t Token, ok bool, err error)
+
 	// scheduler_leader (leader.go)
 	Leader(ctx context.Context) (LeaderRow, error)
 
@@ -62,7 +71,7 @@ type Executor interface {
 
 	// operator_actions and step-down requests (operator.go)
 	RecordAction(ctx context.Context, a Action) error
-	Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error)
+	Actions(ctx context.Context, beforeID int64, limit int, namespaces []string) ([]Action, error)
 	RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error)
 
 	// pg_locks and scheduler_locks (locks.go)

@@ -15,12 +15,17 @@ import (
 
 // Action is one row of operator_actions.
 type Action struct {
-	ID         int64
-	At         time.Time
-	Action     string // trigger, cancel, pause, resume, step-down, refused
-	Job        *string
-	RunID      *int64
-	TokenKind  string
+	ID        int64
+	At        time.Time
+	Action    string // trigger, cancel, pause, resume, step-down, refused
+	Job       *string
+	RunID     *int64
+	TokenKind string
+	// TokenID and TokenName name the credential that acted; Namespace is the namespace it
+	// acted in (nil for the cluster's own: leadership, tokens).
+	TokenID    *string
+	TokenName  *string
+	Namespace  *string
 	Reason     *string
 	RequestID  string
 	RemoteAddr string
@@ -50,12 +55,14 @@ const (
 )
 
 const insertActionSQL = `
-INSERT INTO operator_actions (action, job, run_id, token_kind, reason, request_id, remote_addr, detail)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+INSERT INTO operator_actions (action, job, run_id, token_kind, reason, request_id, remote_addr, detail,
+                              token_id, token_name, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 // RecordAction appends a to the audit log.
 func (q queries) RecordAction(ctx context.Context, a Action) error {
-	_, err := q.q.Exec(ctx, insertActionSQL, a.Action, a.Job, a.RunID, a.TokenKind, a.Reason, a.RequestID, a.RemoteAddr, a.Detail)
+	_, err := q.q.Exec(ctx, insertActionSQL, a.Action, a.Job, a.RunID, a.TokenKind, a.Reason, a.RequestID, a.RemoteAddr, a.Detail,
+		a.TokenID, a.TokenName, a.Namespace)
 	if err != nil {
 		return fmt.Errorf("record the %s action in operator_actions: %w", a.Action, err)
 	}
@@ -63,26 +70,29 @@ func (q queries) RecordAction(ctx context.Context, a Action) error {
 }
 
 // listActionsSQL is one keyset page, newest first: a backward range scan of the primary key
-// from the cursor, however long the log is.
+// from the cursor, however long the log is; with namespaces, of those namespaces' rows only
+// (operator_actions_namespace_idx).
 const listActionsSQL = `
-SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr, detail
+SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr, detail, token_id, token_name, namespace
 FROM operator_actions
-WHERE id < $1
+WHERE id < $1 AND ($3::text[] IS NULL OR namespace = ANY($3))
 ORDER BY id DESC
 LIMIT $2`
 
-// Actions returns up to limit actions with ids below beforeID (0: from the newest).
-func (q queries) Actions(ctx context.Context, beforeID int64, limit int) ([]Action, error) {
+// Actions returns up to limit actions with ids below beforeID (0: from the newest), of the
+// namespaces named (all when namespaces is nil).
+func (q queries) Actions(ctx context.Context, beforeID int64, limit int, namespaces []string) ([]Action, error) {
 	if beforeID <= 0 {
 		beforeID = 1<<63 - 1
 	}
-	rows, err := q.q.Query(ctx, listActionsSQL, beforeID, limit)
+	rows, err := q.q.Query(ctx, listActionsSQL, beforeID, limit, namespaces)
 	if err != nil {
 		return nil, fmt.Errorf("list operator actions: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Action, error) {
 		var a Action
-		err := row.Scan(&a.ID, &a.At, &a.Action, &a.Job, &a.RunID, &a.TokenKind, &a.Reason, &a.RequestID, &a.RemoteAddr, &a.Detail)
+		err := row.Scan(&a.ID, &a.At, &a.Action, &a.Job, &a.RunID, &a.TokenKind, &a.Reason, &a.RequestID, &a.RemoteAddr, &a.Detail,
+			&a.TokenID, &a.TokenName, &a.Namespace)
 		return a, err
 	})
 	if err != nil {

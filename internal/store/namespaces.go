@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// scheduler_namespaces: the namespaces that own runtime jobs and secrets, with their quotas.
+
+// Namespace is one row of scheduler_namespaces. A nil quota is unbounded.
+type Namespace struct {
+	Name               string
+	MaxJobs            *int
+	MaxConcurrentCalls *int
+	MinInterval        *time.Duration
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// ErrNamespaceNotFound is a namespace that does not exist.
+var ErrNamespaceNotFound = errors.New("no namespace has this name")
+
+// ErrNamespaceQuota is a create beyond the namespace's max_jobs.
+var ErrNamespaceQuota = errors.New("the namespace holds its maximum number of jobs")
+
+const namespaceColumns = `name, max_jobs, max_concurrent_calls, min_interval_ms, created_at, updated_at`
+
+func scanNamespace(row pgx.Row) (Namespace, error) {
+	var n Namespace
+	var minMS *int64
+	err := row.Scan(&n.Name, &n.MaxJobs, &n.MaxConcurrentCalls, &minMS, &n.CreatedAt, &n.UpdatedAt)
+	if minMS != nil {
+		d := time.Duration(*minMS) * time.Millisecond
+		n.MinInterval = &d
+	}
+	return n, err
+}
+
+func millis(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}
+
+// PutNamespace creates the namespace or sets its quotas, and reports whether it created it.
+func (q queries) PutNamespace(ctx context.Context, n Namespace) (Namespace, bool, error) {
+	const upsert = `
+		INSERT INTO scheduler_namespaces (name, max_jobs, max_concurrent_calls, min_interval_ms)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (name) DO UPDATE SET max_jobs = EXCLUDED.max_jobs,
+			max_concurrent_calls = EXCLUDED.max_concurrent_calls,
+			min_interval_ms = EXCLUDED.min_interval_ms, updated_at = now()
+		RETURNING ` + namespaceColumns + `, xmax = 0`
+	var created bool
+	var minMS *int64
+	var out Namespace
+	err := q.q.QueryRow(ctx, upsert, n.Name, n.MaxJobs, n.MaxConcurrentCalls, millis(n.MinInterval)).Scan(
+		&out.Name, &out.MaxJobs, &out.MaxConcurrentCalls, &minMS, &out.CreatedAt, &out.UpdatedAt, &created)
+	if err != nil {
+		return Namespace{}, false, fmt.Errorf("put namespace %s: %w", n.Name, err)
+	}
+	if minMS != nil {
+		d := time.Duration(*minMS) * time.Millisecond
+		out.MinInterval = &d
+	}
+	return out, created, nil
+}
+
+// Namespace returns the named namespace, or ErrNamespaceNotFound.
+func (q queries) Namespace(ctx context.Context, name string) (Namespace, error) {
+	n, err := scanNamespace(q.q.QueryRow(ctx, `SELECT `+namespaceColumns+` FROM scheduler_namespaces WHERE name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Namespace{}, ErrNamespaceNotFound
+	}
+	if err != nil {
+		return Namespace{}, fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// NamespaceCounts are a namespace's jobs and secrets.
+type NamespaceCounts struct{ Jobs, Secrets int }
+
+// Namespaces returns the namespaces named (all when names is nil) by name, with how many
+// jobs and secrets each holds.
+func (q queries) Namespaces(ctx context.Context, names []string) ([]Namespace, map[string]NamespaceCounts, error) {
+	const list = `
+		SELECT ` + namespaceColumns + `,
+		       (SELECT count(*) FROM job_definitions d WHERE d.namespace = n.name),
+		       (SELECT count(*) FROM scheduler_secrets s WHERE s.namespace = n.name)
+		FROM scheduler_namespaces n
+		WHERE $1::text[] IS NULL OR name = ANY($1)
+		ORDER BY name`
+	rows, err := q.q.Query(ctx, list, names)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	defer rows.Close()
+	var out []Namespace
+	counts := map[string]NamespaceCounts{}
+	for rows.Next() {
+		var n Namespace
+		var minMS *int64
+		var c NamespaceCounts
+		if err := rows.Scan(&n.Name, &n.MaxJobs, &n.MaxConcurrentCalls, &minMS, &n.CreatedAt, &n.UpdatedAt, &c.Jobs, &c.Secrets); err != nil {
+			return nil, nil, fmt.Errorf("list namespaces: %w", err)
+		}
+		if minMS != nil {
+			d := time.Duration(*minMS) * time.Millisecond
+			n.MinInterval = &d
+		}
+		out = append(out, n)
+		counts[n.Name] = c
+	}
+	return out, counts, rows.Err()
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -43,6 +44,17 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	env := s.cfg.Runtime
 	if env.Now.IsZero() {
 		env.Now = time.Now()
+	}
+	if ns := namespace.Of(d.Key()); s.cfg.Secrets != nil && namespace.Valid(ns) {
+		// The namespace's secrets, read once for every field that names one.
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		lookup, err := s.cfg.Secrets.Lookup(ctx, ns)
+		cancel()
+		if err != nil {
+			s.databaseProblem(w, r, err)
+			return nil, false
+		}
+		env.Secret = lookup
 	}
 	j, errs := definition.Check(d, env)
 	for _, e := range errs {

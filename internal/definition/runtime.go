@@ -3,12 +3,12 @@ package definition
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -18,8 +18,9 @@ import (
 type Runtime struct {
 	// Caller makes the HTTP jobs' calls, through the outbound guard.
 	Caller *targets.Caller
-	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME.
-	Secrets map[string]string
+	// Secrets resolves the secrets a job names, by the job's namespace, when it runs
+	// (internal/secrets); nil resolves none, and a job that names one fails.
+	Secrets SecretSource
 	// SQLTargets are the databases SQL jobs run in.
 	SQLTargets *targets.SQLTargets
 }
@@ -42,12 +43,6 @@ type httpRunner struct {
 
 func (j *httpRunner) Name() string           { return j.def.Def.Key() }
 func (j *httpRunner) Defaults() job.Defaults { return job.Defaults{} }
-func (j *httpRunner) secret(name string) (string, error) {
-	if v, ok := j.rt.Secrets[name]; ok && v != "" {
-		return v, nil
-	}
-	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, SecretEnv(name))
-}
 
 func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	var stats job.Stats
@@ -56,6 +51,10 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		env.Log.Info("dry run: the call is not made", "method", h.Method, "url", h.URL)
 		return stats, nil
 	}
+	values, allowedHosts, err := j.callSecrets(ctx)
+	if err != nil {
+		return stats, err
+	}
 	header := http.Header{}
 	var secrets []string // the values used, kept out of what is recorded
 	for k, v := range h.Headers {
@@ -63,27 +62,18 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	if a := h.Auth; a != nil {
 		if a.BearerSecret != "" {
-			v, err := j.secret(a.BearerSecret)
-			if err != nil {
-				return stats, err
-			}
+			v := values[a.BearerSecret]
 			header.Set("Authorization", "Bearer "+v)
 			secrets = append(secrets, v)
 		} else {
-			v, err := j.secret(a.HeaderSecret)
-			if err != nil {
-				return stats, err
-			}
+			v := values[a.HeaderSecret]
 			header.Set(a.Header, v)
 			secrets = append(secrets, v)
 		}
 	}
 	var signingKey []byte
 	if h.SigningSecret != "" {
-		v, err := j.secret(h.SigningSecret)
-		if err != nil {
-			return stats, err
-		}
+		v := values[h.SigningSecret]
 		signingKey = targets.SignatureKey(v)
 		secrets = append(secrets, v)
 	}
@@ -96,7 +86,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		return s
 	}
 	req := targets.Request{
-		Job:    j.def.Def.Key(),
+		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts,
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,

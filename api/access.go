@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/oidc"
 )
 
 // Token kinds, as the audit log records them (token_kind): access's kinds of principal,
@@ -124,7 +125,7 @@ func (s *Server) identify(ctx context.Context, given string) (p access.Principal
 	if p, ok := s.env.match(h); ok {
 		return p, true, nil
 	}
-	if s.cfg.OIDC != nil && looksLikeJWT(given) {
+	if s.cfg.OIDC != nil && oidc.LooksLikeJWT(given) {
 		return s.cfg.OIDC.Identify(ctx, given)
 	}
 	return s.stored.lookup(ctx, s.cfg.DB, h)

@@ -26,12 +26,6 @@ type Identifier interface {
 	Identify(ctx context.Context, jwt string) (p access.Principal, found bool, err error)
 }
 
-// looksLikeJWT tells a JWT (three base64url parts, the header a JSON object) from the
-// scheduler's own tokens, so only a JWT is sent to the OIDC issuer's keys.
-func looksLikeJWT(s string) bool {
-	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
-}
-
 // storedTokenTTL is how long a replica trusts its last lookup of a stored token: a token
 // revoked on one replica is refused by every replica within this time (and the issue's
 // bound of 2 s).

@@ -9,93 +9,133 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/oidc"
 )
 
-// Token kinds, as the audit log records them. A read token never acts, so it is recorded
-// only when refused; "none" is a replica with no token configured (loopback only), or a
-// refused request that sent none; "invalid" a refused request whose token matched none.
+// Token kinds, as the audit log records them (token_kind): access's kinds of principal,
+// and "invalid" for a refused request whose token matched none.
 const (
-	tokenFull     = "full"
-	tokenFullNext = "full-next"
-	tokenRead     = "read"
-	tokenNone     = "none"
-	tokenInvalid  = "invalid"
+	tokenNone    = access.KindNone
+	tokenInvalid = "invalid"
 )
 
-type tokenKindKey struct{}
+type principalKey struct{}
 
-// tokenKind returns the kind of token the request was authenticated with.
-func tokenKind(ctx context.Context) string {
-	k, _ := ctx.Value(tokenKindKey{}).(string)
-	return k
+// principal returns the caller the request was authenticated as.
+func principal(ctx context.Context) access.Principal {
+	p, _ := ctx.Value(principalKey{}).(access.Principal)
+	return p
 }
 
-// accessTokens are the configured tokens, hashed so the constant-time comparison does not
+// tokenKind returns the kind of credential the request was authenticated with.
+func tokenKind(ctx context.Context) string { return principal(ctx).Kind }
+
+// envTokens are the environment's tokens, hashed so the constant-time comparison does not
 // leak a token's length either.
-type accessTokens struct {
-	kinds  []string
-	hashes [][sha256.Size]byte
+type envTokens struct {
+	principals []access.Principal
+	hashes     [][sha256.Size]byte
 }
 
-func newAccessTokens(full, next, read string) accessTokens {
-	var a accessTokens
-	for _, t := range []struct{ kind, token string }{{tokenFull, full}, {tokenFullNext, next}, {tokenRead, read}} {
+func newEnvTokens(full, next, read string) envTokens {
+	var a envTokens
+	for _, t := range []struct {
+		token string
+		p     access.Principal
+	}{
+		{full, access.Admin(access.KindEnvAdmin, "env:SCHEDULER_API_TOKEN", "SCHEDULER_API_TOKEN")},
+		{next, access.Admin(access.KindEnvNext, "env:SCHEDULER_API_TOKEN_NEXT", "SCHEDULER_API_TOKEN_NEXT")},
+		{read, access.Principal{Kind: access.KindEnvRead, TokenID: "env:SCHEDULER_API_READ_TOKEN", TokenName: "SCHEDULER_API_READ_TOKEN",
+			Grants: []access.Grant{{Namespace: access.AllNamespaces, Role: access.RoleViewer}}}},
+	} {
 		if t.token != "" {
-			a.kinds = append(a.kinds, t.kind)
+			a.principals = append(a.principals, t.p)
 			a.hashes = append(a.hashes, sha256.Sum256([]byte(t.token)))
 		}
 	}
 	return a
 }
 
-// match returns the kind of the token given, or "". Every configured token is compared, so
-// the time taken does not say which one matched.
-func (a accessTokens) match(given string) string {
-	h := sha256.Sum256([]byte(given))
-	kind := ""
+// configured reports whether the replica requires a token.
+func (a envTokens) configured() bool { return len(a.hashes) > 0 }
+
+// match returns the principal of the environment's token given. Every configured token is
+// compared, so the time taken does not say which one matched.
+func (a envTokens) match(h [sha256.Size]byte) (access.Principal, bool) {
+	found := -1
 	for i := range a.hashes {
 		if subtle.ConstantTimeCompare(h[:], a.hashes[i][:]) == 1 {
-			kind = a.kinds[i]
+			found = i
 		}
 	}
-	return kind
+	if found < 0 {
+		return access.Principal{}, false
+	}
+	return a.principals[found], true
 }
 
-// authenticate requires one of the bearer tokens on /v1 when a token is configured:
-// SCHEDULER_API_TOKEN, SCHEDULER_API_TOKEN_NEXT (so a rotation has no 401 window) or the
-// read-only SCHEDULER_API_READ_TOKEN. Tokens travel only in the Authorization header, never
-// in a cookie, so a page on another site cannot make a browser send one.
+// authenticate finds who calls every /v1 route: one of the environment's tokens
+// (SCHEDULER_API_TOKEN, SCHEDULER_API_TOKEN_NEXT, the read-only SCHEDULER_API_READ_TOKEN),
+// a token made through POST /v1/tokens, or a service account's JWT when OIDC is configured.
+// Tokens travel only in the Authorization header, never in a cookie, so a page on another
+// site cannot make a browser send one. A replica without an environment token answers only
+// loopback (checkHost) and treats a caller without a token as an admin; a token it is sent
+// still narrows the caller to that token's grants.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.tokens.kinds) == 0 {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKindKey{}, tokenNone)))
-			return
-		}
 		const prefix = "Bearer "
 		h := r.Header.Get("Authorization")
 		given := ""
 		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
 			given = h[len(prefix):]
 		}
-		kind := s.tokens.match(given)
-		if given == "" || kind == "" {
+		p, found, err := s.identify(r.Context(), given)
+		switch {
+		case err != nil:
+			s.cfg.Log.WarnContext(r.Context(), "authentication could not finish", "error", err, "request_id", requestID(r.Context()))
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, r, http.StatusServiceUnavailable, probAuthUnavailable,
+				"the token could not be checked (the database or the OIDC issuer did not answer); retry")
+			return
+		case !found && !s.env.configured():
+			p = access.Admin(tokenNone, "", "")
+		case !found:
 			s.refused(r, probUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler"`)
-			detail := "send the API token (SCHEDULER_API_TOKEN) as \"Authorization: Bearer <token>\""
+			detail := "send an API token as \"Authorization: Bearer <token>\": SCHEDULER_API_TOKEN, a token made with `scheduler token create`, or a service account's token"
 			if h != "" {
-				detail = "the bearer token is wrong; " + detail
+				detail = "the bearer token is wrong, expired or revoked; " + detail
 			}
 			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKindKey{}, kind)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
 
-// mayAct guards every route that changes something: the read-only token gets 403, and so
-// does a cross-site browser request (checked by Sec-Fetch-Site and Origin), which matters
-// when no token is configured and nothing else would stop a page on another site from
-// posting to a replica on loopback.
+// identify returns the principal of a bearer token; found is false when it names none. The
+// error is a lookup that could not finish.
+func (s *Server) identify(ctx context.Context, given string) (p access.Principal, found bool, err error) {
+	if given == "" {
+		return p, false, nil
+	}
+	h := sha256.Sum256([]byte(given))
+	if p, ok := s.env.match(h); ok {
+		return p, true, nil
+	}
+	if s.cfg.OIDC != nil && oidc.LooksLikeJWT(given) {
+		return s.cfg.OIDC.Identify(ctx, given)
+	}
+	return s.stored.lookup(ctx, s.cfg.DB, h)
+}
+
+// mayAct guards every route that changes something: a principal that may change nothing
+// anywhere (the read-only token, a viewer) gets 403 at once, and so does a cross-site
+// browser request (checked by Sec-Fetch-Site and Origin), which matters when no token is
+// configured and nothing else would stop a page on another site from posting to a replica
+// on loopback. Each route then checks the namespace it acts in (allow, adminOnly).
 func (s *Server) mayAct(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,10 +144,11 @@ func (s *Server) mayAct(next http.Handler) http.Handler {
 			"a cross-site browser request may not act on the scheduler; use the dashboard at /ui/ on this host, the scheduler command, or a client that is not a browser")
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tokenKind(r.Context()) == tokenRead {
+		if p := principal(r.Context()); !p.MayChangeSomething() {
 			s.refused(r, probReadOnly)
-			writeProblem(w, r, http.StatusForbidden, probReadOnly,
-				"the read-only token (SCHEDULER_API_READ_TOKEN) cannot trigger, cancel, pause, resume, step down, or create, replace or delete jobs; use SCHEDULER_API_TOKEN")
+			writeProblem(w, r, http.StatusForbidden, probReadOnly, fmt.Sprintf(
+				"%s may only read: it cannot trigger, cancel, pause, resume, step down, or create, replace or delete jobs; use SCHEDULER_API_TOKEN or a token with the editor or admin role",
+				describe(p)))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -121,7 +162,7 @@ func (s *Server) mayAct(next http.Handler) http.Handler {
 // name in Host. With a token, the token is the guard and any Host is answered.
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.tokens.kinds) > 0 || s.hostAllowed(r.Host) {
+		if s.env.configured() || s.hostAllowed(r.Host) {
 			next.ServeHTTP(w, r)
 			return
 		}

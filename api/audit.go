@@ -10,6 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -20,7 +23,10 @@ type actionView struct {
 	Action     string    `json:"action"`
 	Job        *string   `json:"job"`
 	RunID      *int64    `json:"run_id"`
+	Namespace  *string   `json:"namespace"`
 	TokenKind  string    `json:"token_kind"`
+	TokenID    *string   `json:"token_id"`
+	TokenName  *string   `json:"token_name"`
 	Reason     *string   `json:"reason"`
 	RequestID  string    `json:"request_id"`
 	RemoteAddr string    `json:"remote_addr"`
@@ -41,6 +47,16 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A caller who may not read every namespace reads its namespaces' rows only.
+	p := principal(r.Context())
+	namespaces := p.Readable()
+	if ns := q.Get("namespace"); ns != "" {
+		if !p.CanRead(ns) {
+			s.forbid(w, r, "read namespace "+ns+"'s audit log")
+			return
+		}
+		namespaces = []string{ns}
+	}
 	var before int64
 	if v := q.Get("cursor"); v != "" {
 		id, ok := decodeCursor(v, auditCursorScope)
@@ -52,7 +68,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	list, err := s.cfg.DB.Actions(ctx, before, limit+1, nil)
+	list, err := s.cfg.DB.Actions(ctx, before, limit+1, namespaces)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -65,8 +81,13 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]actionView, len(list))
 	for i, a := range list {
-		views[i] = actionView{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID,
-			TokenKind: a.TokenKind, Reason: a.Reason, RequestID: a.RequestID, RemoteAddr: a.RemoteAddr, Detail: a.Detail}
+		views[i] = actionView{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID, Namespace: a.Namespace,
+			TokenKind: a.TokenKind, TokenID: a.TokenID, TokenName: a.TokenName, Reason: a.Reason, RequestID: a.RequestID,
+			RemoteAddr: a.RemoteAddr, Detail: a.Detail}
+		if a.Job != nil {
+			_, name := namespace.Split(*a.Job)
+			views[i].Job = &name
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
 }
@@ -75,10 +96,27 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 // store.Executor.RecordAction in the action's own transaction, so that no action commits
 // unaudited.
 func (s *Server) action(r *http.Request, action, job string, reason *string) store.Action {
-	a := store.Action{Action: action, TokenKind: tokenKind(r.Context()), Reason: reason,
-		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
+	ns := ""
+	if job != "" {
+		ns = namespace.Of(job)
+	}
+	a := s.actionIn(r, action, ns, reason)
 	if job != "" {
 		a.Job = &job
+	}
+	return a
+}
+
+// actionIn is the audit row of an action in namespace ns ("": the cluster's own).
+func (s *Server) actionIn(r *http.Request, action, ns string, reason *string) store.Action {
+	p := principal(r.Context())
+	a := store.Action{Action: action, TokenKind: p.Kind, Reason: reason,
+		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
+	if p.TokenID != "" {
+		a.TokenID, a.TokenName = &p.TokenID, &p.TokenName
+	}
+	if ns != "" {
+		a.Namespace = &ns
 	}
 	return a
 }
@@ -154,7 +192,12 @@ func (s *Server) refused(r *http.Request, why problemType) {
 		return
 	}
 	reason := oneLine(why.slug+": "+r.Method+" "+r.URL.Path, maxReasonRunes)
-	s.record(r, store.Action{Action: store.ActionRefused, TokenKind: kind, Reason: &reason})
+	a := s.actionIn(r, store.ActionRefused, "", &reason)
+	a.TokenKind = kind
+	if ns := chi.URLParam(r, "ns"); ns != "" && namespace.Valid(ns) {
+		a.Namespace = &ns
+	}
+	s.record(r, a)
 }
 
 // oneLine keeps the first n runes of s, valid UTF-8 and without NUL (which PostgreSQL

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/schedulerhq/scheduler/internal/namespace"
+
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -61,5 +63,5 @@ func decodeJobCursor(c string) (string, bool) {
 	name, ok := strings.CutPrefix(string(b), "job.")
 	// Only a job's name can be one: anything else (a NUL, invalid UTF-8) would reach the
 	// database as text it refuses, and answer 503 for the client's mistake.
-	return name, ok && runtimeNameRE.MatchString(name)
+	return name, ok && namespace.ValidKey(name)
 }

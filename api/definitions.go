@@ -45,7 +45,23 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	if env.Now.IsZero() {
 		env.Now = time.Now()
 	}
-	if ns := namespace.Of(d.Key()); s.cfg.Secrets != nil && namespace.Valid(ns) {
+	// The route names the namespace; a body that names another is a mistake to report,
+	// not a way into a namespace the caller was not checked for.
+	ns := routeNamespace(r)
+	if d.Namespace != "" && d.Namespace != ns {
+		fields = append(fields, FieldError{Field: "namespace", Detail: fmt.Sprintf(
+			"the body names namespace %q and the URL %q; send it to /v1/namespaces/%s/jobs, or leave namespace out", d.Namespace, ns, d.Namespace)})
+	}
+	d.Namespace = ns
+	row, err := s.routeNamespaceRow(r.Context())
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return nil, false
+	}
+	if row.MinInterval != nil {
+		env.MinInterval = *row.MinInterval
+	}
+	if s.cfg.Secrets != nil && namespace.Valid(ns) {
 		// The namespace's secrets, read once for every field that names one.
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 		lookup, err := s.cfg.Secrets.Lookup(ctx, ns)
@@ -74,7 +90,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 
 // refuseBuiltin answers 409 when name is a built-in job's, which PUT and DELETE leave alone.
 func (s *Server) refuseBuiltin(w http.ResponseWriter, r *http.Request, name string) bool {
-	if _, ok := s.jobs[name]; !ok {
+	if _, ok := s.jobs[name]; !ok || routeNamespace(r) != namespace.Default {
 		return false
 	}
 	writeProblem(w, r, http.StatusConflict, probBuiltinJob, fmt.Sprintf(
@@ -101,7 +117,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	name := j.Def.Name
+	name := j.Def.Key()
 	def, _ := json.Marshal(j.Def)
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
@@ -171,6 +187,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	name = j.Def.Key()
 	def, _ := json.Marshal(j.Def)
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
@@ -249,10 +266,11 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !runtimeNameRE.MatchString(name) {
+	if !namespace.Valid(name) {
 		jobNotFound(w, r, name)
 		return
 	}
+	name = namespace.Key(routeNamespace(r), name)
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	var before store.StoredDefinition
@@ -322,8 +340,11 @@ func (s *Server) definitionProblem(w http.ResponseWriter, r *http.Request, name 
 	switch {
 	case errors.Is(err, store.ErrDefinitionExists):
 		writeProblem(w, r, http.StatusConflict, probJobExists, fmt.Sprintf(
-			"a job named %s exists; replace it with PUT /v1/jobs/%s, or choose another name", name, name),
+			"a job named %s exists; replace it with PUT %s, or choose another name", name, jobPath(name)),
 			FieldError{Field: "name", Detail: "taken"})
+	case errors.Is(err, store.ErrNamespaceQuota):
+		writeProblem(w, r, http.StatusUnprocessableEntity, probNamespaceQuota, fmt.Sprintf(
+			"namespace %s is at its quota: %v; delete one of its jobs, or ask an admin to raise its max_jobs", namespace.Of(name), err))
 	case errors.Is(err, store.ErrTooManyJobs):
 		writeProblem(w, r, http.StatusConflict, probTooManyJobs, fmt.Sprintf(
 			"the scheduler holds its maximum of %d runtime jobs (SCHEDULER_MAX_JOBS); delete one, or raise SCHEDULER_MAX_JOBS", s.cfg.MaxJobs))

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/schedulerhq/scheduler/internal/namespace"
+
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,7 +21,7 @@ const targetRunes = 80
 func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
 	w.Header().Set("ETag", `"`+strconv.FormatInt(*v.Version, 10)+`"`)
 	if status == http.StatusCreated {
-		w.Header().Set("Location", "/v1/jobs/"+v.Name)
+		w.Header().Set("Location", jobPath(namespace.Key(v.Namespace, v.Name)))
 	}
 	writeJobView(w, status, v)
 }
@@ -63,4 +65,13 @@ func targetLine(d *definition.Definition) string {
 		return line
 	}
 	return string([]rune(line)[:targetRunes-1]) + "…"
+}
+
+// jobPath is the route of the job with key key.
+func jobPath(key string) string {
+	ns, name := namespace.Split(key)
+	if ns == namespace.Default {
+		return "/v1/jobs/" + name
+	}
+	return "/v1/namespaces/" + ns + "/jobs/" + name
 }

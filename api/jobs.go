@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -48,15 +48,11 @@ func runtimeJob(sd store.StoredDefinition) jobRef {
 	return ref
 }
 
-// runtimeNameRE is internal/definition's rule for a runtime job's name. A {name} that
-// breaks it cannot be stored, so it is answered 404 without a query (and a NUL in it never
-// reaches PostgreSQL, which would refuse the text with an error).
-var runtimeNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// job returns the {name} job, built-in or runtime, or answers (404, 503) and returns nil.
+// job returns the {name} job of the route's namespace, built-in or runtime, or answers
+// (404, 503) and returns nil.
 func (s *Server) job(w http.ResponseWriter, r *http.Request) *jobRef {
 	name := chi.URLParam(r, "name")
-	j, err := s.findJob(r.Context(), name)
+	j, err := s.findJob(r.Context(), routeNamespace(r), name)
 	switch {
 	case err != nil:
 		s.databaseProblem(w, r, err)
@@ -66,17 +62,28 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) *jobRef {
 	return j
 }
 
-// findJob returns the named job, or nil when no job has the name.
-func (s *Server) findJob(ctx context.Context, name string) (*jobRef, error) {
-	if j, ok := s.jobs[name]; ok {
+// jobToActOn is job for a route that acts on the job: a built-in job is an admin's alone.
+func (s *Server) jobToActOn(w http.ResponseWriter, r *http.Request) *jobRef {
+	j := s.job(w, r)
+	if j != nil && j.stored == nil && !principal(r.Context()).CanActOnBuiltin() {
+		s.forbid(w, r, "act on built-in job "+j.conf.Name+": only an admin may")
+		return nil
+	}
+	return j
+}
+
+// findJob returns the job name of namespace ns, or nil when it has none. The built-in jobs
+// are namespace default's.
+func (s *Server) findJob(ctx context.Context, ns, name string) (*jobRef, error) {
+	if j, ok := s.jobs[name]; ok && ns == namespace.Default {
 		return &jobRef{conf: *j}, nil
 	}
-	if !runtimeNameRE.MatchString(name) {
+	if !namespace.Valid(name) {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
-	sd, err := s.cfg.DB.Definition(ctx, name)
+	sd, err := s.cfg.DB.Definition(ctx, namespace.Key(ns, name))
 	switch {
 	case errors.Is(err, store.ErrDefinitionNotFound):
 		return nil, nil
@@ -117,9 +124,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 
 	// The built-in jobs the page holds: those after the cursor when it names one, none when
 	// it names a runtime job (they come first).
-	list := make([]*jobView, 0, len(s.cfg.Jobs))
+	ns := routeNamespace(r)
+	builtins := s.cfg.Jobs
+	if ns != namespace.Default {
+		builtins = nil
+	}
+	list := make([]*jobView, 0, len(builtins))
 	builtinCursor := after == ""
-	for _, j := range s.cfg.Jobs {
+	for _, j := range builtins {
 		if builtinCursor {
 			ref := jobRef{conf: j}
 			list = append(list, &jobView{ref: ref, static: staticJobView(&ref)})
@@ -139,7 +151,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		if limit > 0 {
 			n = limit - len(list) + 1
 		}
-		runtime, err := s.runtimeRefs(ctx, after, n)
+		runtime, err := s.runtimeRefs(ctx, ns, after, n)
 		if err != nil {
 			s.databaseProblem(w, r, err)
 			return
@@ -180,7 +192,7 @@ func (s *Server) resumeJob(w http.ResponseWriter, r *http.Request) { s.setPaused
 // it; the leader stops (or resumes) the job's scheduled runs. Manual triggers still work on
 // a paused job.
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	j := s.job(w, r)
+	j := s.jobToActOn(w, r)
 	if j == nil {
 		return
 	}

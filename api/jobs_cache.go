@@ -67,11 +67,11 @@ func (m *nextRunsMemo) load(j *config.Job, now time.Time) *nextRuns {
 	return n
 }
 
-// runtimeRefs returns the runtime jobs after after (all when limit is 0, else up to limit),
+// runtimeRefs returns namespace ns's runtime jobs after after (all when limit is 0, else up to limit),
 // by name, with their cached views: one query of names and versions, and one of the
 // definitions the replica has not seen at their current version.
-func (s *Server) runtimeRefs(ctx context.Context, after string, limit int) ([]*jobView, error) {
-	heads, err := s.cfg.DB.DefinitionHeadsAfter(ctx, namespace.Default, after, limitOrAll(limit))
+func (s *Server) runtimeRefs(ctx context.Context, ns, after string, limit int) ([]*jobView, error) {
+	heads, err := s.cfg.DB.DefinitionHeadsAfter(ctx, ns, after, limitOrAll(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (s *Server) runtimeRefs(ctx context.Context, after string, limit int) ([]*j
 			missing = append(missing, h.Name)
 		}
 	}
-	c.forget(after, heads, limit)
+	c.forget(ns, after, heads, limit)
 	c.mu.Unlock()
 	if len(missing) == 0 {
 		return out, nil
@@ -123,9 +123,10 @@ func (s *Server) runtimeRefs(ctx context.Context, after string, limit int) ([]*j
 	return kept, nil
 }
 
-// forget drops the cached jobs that a read of the names after after (up to limit, 0: all)
-// shows deleted: those in the range it covers that it did not return. Called with mu held.
-func (c *jobViews) forget(after string, heads []store.DefinitionHead, limit int) {
+// forget drops the cached jobs of namespace ns that a read of the names after after (up to
+// limit, 0: all) shows deleted: those in the range it covers that it did not return.
+// Called with mu held.
+func (c *jobViews) forget(ns, after string, heads []store.DefinitionHead, limit int) {
 	seen := make(map[string]bool, len(heads))
 	for _, h := range heads {
 		seen[h.Name] = true
@@ -135,7 +136,7 @@ func (c *jobViews) forget(after string, heads []store.DefinitionHead, limit int)
 		last = heads[len(heads)-1].Name // the range ends there; beyond it, nothing is known
 	}
 	for name := range c.byName {
-		if name > after && (last == "" || name <= last) && !seen[name] {
+		if namespace.Of(name) == ns && name > after && (last == "" || name <= last) && !seen[name] {
 			delete(c.byName, name)
 		}
 	}

@@ -21,6 +21,11 @@ var (
 	probInvalidCursor       = problemType{"invalid-cursor", "The cursor is invalid"}
 	probUnauthorized        = problemType{"unauthorized", "A valid bearer token is required"}
 	probReadOnly            = problemType{"read-only-token", "This token may only read"}
+	probForbidden           = problemType{"forbidden", "This token may not do this"}
+	probAuthUnavailable     = problemType{"auth-unavailable", "The token could not be checked"}
+	probNamespaceNotFound   = problemType{"namespace-not-found", "No such namespace"}
+	probNamespaceQuota      = problemType{"namespace-quota", "The namespace's quota is reached"}
+	probTokenNotFound       = problemType{"token-not-found", "No such token"}
 	probCrossOrigin         = problemType{"cross-origin", "Cross-site requests may not act"}
 	probHostNotAllowed      = problemType{"host-not-allowed", "This replica does not answer for this host name"}
 	probJobNotFound         = problemType{"job-not-found", "No such job"}

@@ -54,6 +54,8 @@ type Config struct {
 	APITokenNext string
 	// ReadToken may read every /v1 route and change nothing (403 on every action).
 	ReadToken string
+	// OIDC signs in service accounts whose JWTs a configured issuer signed; nil: none.
+	OIDC Identifier
 	// APIHosts are the Host names a replica without a token answers besides loopback
 	// addresses and localhost (config's SCHEDULER_API_HOSTS), lower-case, without port.
 	APIHosts []string
@@ -78,10 +80,12 @@ type Config struct {
 
 // Server holds the API's dependencies.
 type Server struct {
-	cfg    Config
-	jobs   map[string]*config.Job
-	names  []string
-	tokens accessTokens
+	cfg   Config
+	jobs  map[string]*config.Job
+	names []string
+	// env are the environment's tokens; stored caches the tokens made through the API.
+	env    envTokens
+	stored storedTokens
 	// finishes wakes ?wait requests when their run finishes.
 	finishes finishWatch
 	// waitRecheck is how often a ?wait re-reads its run without a notification.
@@ -124,7 +128,7 @@ func NewServer(cfg Config) *Server {
 		s.names = append(s.names, j.Name)
 	}
 	s.cfg.Runtime.IsBuiltin = func(name string) bool { _, ok := s.jobs[name]; return ok }
-	s.tokens = newAccessTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
+	s.env = newEnvTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
 	return s
 }
 
@@ -144,7 +148,7 @@ func (s *Server) Handler() http.Handler {
 			fmt.Sprintf("%s is not allowed on %s (allowed: %s); see /openapi.yaml", req.Method, req.URL.Path, allow))
 	})
 
-	dashboard := ui.Handler(len(s.tokens.kinds) > 0)
+	dashboard := ui.Handler(s.env.configured())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
@@ -160,27 +164,57 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
 		r.Use(s.authenticate, conditionalGET)
+		r.Get("/whoami", s.whoami)
 		r.Get("/leader", s.getLeader)
 		r.Get("/instances", s.listInstances)
-		r.Get("/locks", s.listLocks)
-		r.Get("/jobs", s.listJobs)
-		r.Get("/jobs/{name}", s.getJob)
-		r.Get("/jobs/{name}/runs", s.listRuns)
+		r.With(s.mayRead).Get("/locks", s.listLocks)
 		r.Get("/runs/{id}", s.getRun)
 		r.Get("/audit", s.listAudit)
+		r.Get("/namespaces", s.listNamespaces)
+		r.With(s.mayRead, s.namespaceExists).Get("/namespaces/{ns}", s.getNamespace)
+		s.jobRoutes(r, "/jobs")
+		r.Group(func(r chi.Router) {
+			// The caller's grants are checked before the namespace's existence is.
+			r.Use(s.namespaceScope)
+			s.jobRoutes(r, "/namespaces/{ns}/jobs")
+		})
+		r.With(s.adminOnly).Get("/tokens", s.listTokens)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
-			r.Post("/jobs", s.createJob)
-			r.Put("/jobs/{name}", s.putJob)
-			r.Delete("/jobs/{name}", s.deleteJob)
-			r.Post("/jobs/{name}/pause", s.pauseJob)
-			r.Post("/jobs/{name}/resume", s.resumeJob)
-			r.Post("/jobs/{name}/runs", s.triggerRun)
 			r.Post("/runs/{id}/cancel", s.cancelRun)
-			r.Post("/leader/step-down", s.stepDown)
+			r.With(s.adminOnly).Put("/namespaces/{ns}", s.putNamespace)
+			r.With(s.adminOnly).Post("/tokens", s.createToken)
+			r.With(s.adminOnly).Delete("/tokens/{id}", s.revokeToken)
+			r.With(s.adminOnly).Post("/leader/step-down", s.stepDown)
 		})
 	})
 	return r
+}
+
+// jobRoutes are the routes of one namespace's jobs, under prefix: /v1/jobs… (namespace
+// default, and the built-in jobs) and /v1/namespaces/{ns}/jobs….
+func (s *Server) jobRoutes(r chi.Router, prefix string) {
+	r.Group(func(r chi.Router) {
+		r.Use(s.mayRead)
+		r.Get(prefix, s.listJobs)
+		r.Get(prefix+"/{name}", s.getJob)
+		r.Get(prefix+"/{name}/runs", s.listRuns)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.mayAct, s.mayEdit)
+		r.Post(prefix, s.createJob)
+		r.Put(prefix+"/{name}", s.putJob)
+		r.Delete(prefix+"/{name}", s.deleteJob)
+		r.Post(prefix+"/{name}/pause", s.pauseJob)
+		r.Post(prefix+"/{name}/resume", s.resumeJob)
+		r.Post(prefix+"/{name}/runs", s.triggerRun)
+	})
+}
+
+// namespaceScope checks, on /v1/namespaces/{ns}/jobs…, that the caller may read ns before
+// saying whether it exists.
+func (s *Server) namespaceScope(next http.Handler) http.Handler {
+	return s.mayRead(s.namespaceExists(next))
 }
 
 // limitBody caps every request body; reading past the cap fails with *http.MaxBytesError,
@@ -199,10 +233,16 @@ func limitBody(next http.Handler) http.Handler {
 }
 
 // bodyLimit is maxDefinitionBytes for the routes that take a job definition, else
-// maxBodyBytes. It runs before routing, so it matches the paths itself: POST /v1/jobs and
-// PUT /v1/jobs/{name} (a {name} holds no slash).
+// maxBodyBytes. It runs before routing, so it matches the paths itself: POST …/jobs and
+// PUT …/jobs/{name} (a {name} holds no slash), of /v1 or of /v1/namespaces/{ns}.
 func bodyLimit(r *http.Request) int64 {
-	rest, isJob := strings.CutPrefix(r.URL.Path, "/v1/jobs")
+	path := r.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/v1/namespaces/"); ok {
+		if _, jobs, ok := strings.Cut(rest, "/"); ok {
+			path = "/v1/" + jobs
+		}
+	}
+	rest, isJob := strings.CutPrefix(path, "/v1/jobs")
 	switch {
 	case r.Method == http.MethodPost && isJob && rest == "",
 		r.Method == http.MethodPut && isJob && len(rest) > 1 && rest[0] == '/' && !strings.Contains(rest[1:], "/"):

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/schedulerhq/scheduler/internal/namespace"
+
 	"context"
 	"errors"
 	"fmt"
@@ -102,24 +104,25 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 // job's runs stay listed under its name. It answers 404 for a name no job and no run has.
 func (s *Server) jobWithHistory(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := chi.URLParam(r, "name")
-	j, err := s.findJob(r.Context(), name)
+	j, err := s.findJob(r.Context(), routeNamespace(r), name)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return "", false
 	}
 	if j != nil {
-		return name, true
+		return j.conf.Name, true
 	}
-	if runtimeNameRE.MatchString(name) {
+	if namespace.Valid(name) {
+		key := namespace.Key(routeNamespace(r), name)
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 		defer cancel()
-		runs, err := s.cfg.DB.ListRuns(ctx, store.RunFilter{Job: name, Limit: 1})
+		runs, err := s.cfg.DB.ListRuns(ctx, store.RunFilter{Job: key, Limit: 1})
 		if err != nil {
 			s.databaseProblem(w, r, err)
 			return "", false
 		}
 		if len(runs) > 0 {
-			return name, true
+			return key, true
 		}
 	}
 	jobNotFound(w, r, name)
@@ -150,6 +153,8 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
 	case err != nil:
 		s.databaseProblem(w, r, err)
+	case !principal(r.Context()).CanRead(namespace.Of(run.Job)):
+		s.forbid(w, r, fmt.Sprintf("read run %d: it is a run of namespace %s", id, namespace.Of(run.Job)))
 	default:
 		attempts, err := s.cfg.DB.Attempts(ctx, run.ID)
 		if err != nil {
@@ -175,9 +180,24 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	var run *store.Run
+	// Who may cancel depends on the run's job, so the run is read first; its job never
+	// changes.
+	run, err := s.cfg.DB.Run(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrRunNotFound):
+		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	p := principal(r.Context())
+	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
+		s.forbid(w, r, fmt.Sprintf("cancel run %d of job %s", id, run.Job))
+		return
+	}
 	var outcome store.CancelOutcome
-	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		if run, outcome, err = ex.CancelRun(ctx, id); err != nil || outcome == store.CancelTooLate {
 			return err

@@ -36,7 +36,7 @@ type triggerRequest struct {
 // Retry-After, as the IETF Idempotency-Key draft prescribes; once the answer is sent, it is
 // stored and replayed.
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
-	j := s.job(w, r)
+	j := s.jobToActOn(w, r)
 	if j == nil {
 		return
 	}

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/schedulerhq/scheduler/internal/namespace"
+
 	"encoding/json"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 type Run struct {
 	ID              int64           `json:"id"`
 	Job             string          `json:"job"`
+	Namespace       string          `json:"namespace"`
 	Trigger         string          `json:"trigger"`
 	Status          string          `json:"status"`
 	ScheduledAt     *time.Time      `json:"scheduled_at"`
@@ -71,8 +74,9 @@ func newRunView(r *store.Run) *Run {
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
+	ns, job := namespace.Split(r.Job)
 	return &Run{
-		ID: r.ID, Job: r.Job, Trigger: r.Trigger, Status: r.Status, ScheduledAt: utcPtr(r.ScheduledAt),
+		ID: r.ID, Job: job, Namespace: ns, Trigger: r.Trigger, Status: r.Status, ScheduledAt: utcPtr(r.ScheduledAt),
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), DurationMS: r.DurationMS(),
 		InstanceID: r.InstanceID, Epoch: r.Epoch, Stats: stats, Error: r.Error, Reason: r.Reason,
 		Params: params, CreatedAt: r.CreatedAt.UTC(), CancelRequested: r.CancelRequested,
@@ -91,10 +95,11 @@ func utcPtr(t *time.Time) *time.Time {
 
 // Job is a job's configuration and state.
 type Job struct {
-	Name     string `json:"name"`
-	Schedule string `json:"schedule"`
-	Enabled  bool   `json:"enabled"`
-	Paused   bool   `json:"paused"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Schedule  string `json:"schedule"`
+	Enabled   bool   `json:"enabled"`
+	Paused    bool   `json:"paused"`
 	// Durations are Go duration strings, as in the SCHEDULER_JOB_<NAME>_* variables.
 	Timeout string `json:"timeout"`
 	Catchup string `json:"catchup"`
@@ -139,8 +144,9 @@ const nextRunsShown = 5
 // replica may keep for as long as the job's definition keeps its version.
 func staticJobView(j *jobRef) Job {
 	c := &j.conf
+	ns, name := namespace.Split(c.Name)
 	v := Job{
-		Name: c.Name, Enabled: c.Enabled, Timeout: c.Timeout.String(),
+		Name: name, Namespace: ns, Enabled: c.Enabled, Timeout: c.Timeout.String(),
 		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin,
 	}
 	if c.Schedule != nil {

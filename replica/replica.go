@@ -22,6 +22,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/oidc"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -45,8 +46,10 @@ type Config struct {
 
 	// The API's tokens and host names (config's SCHEDULER_API_*).
 	APIToken, APITokenNext, ReadToken string
-	APIHosts                          []string
-	IdempotencyTTL                    time.Duration
+	// OIDC signs in service accounts (off when OIDC.Issuer is "").
+	OIDC           config.OIDC
+	APIHosts       []string
+	IdempotencyTTL time.Duration
 
 	LeaseTimeout      time.Duration
 	InstanceHeartbeat time.Duration
@@ -114,7 +117,11 @@ func New(c Config) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}
-	handler := api.NewServer(api.Config{DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
+	var identifier api.Identifier
+	if c.OIDC.Issuer != "" {
+		identifier = oidc.New(c.OIDC, nil, c.Log)
+	}
+	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
 		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},

@@ -111,3 +111,13 @@ func (p Principal) Readable() []string {
 	}
 	return out
 }
+
+// MayChangeSomething reports whether p is an editor or an admin anywhere.
+func (p Principal) MayChangeSomething() bool {
+	for _, g := range p.Grants {
+		if rank(g.Role) >= rank(RoleEditor) {
+			return true
+		}
+	}
+	return false
+}

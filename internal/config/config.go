@@ -103,6 +103,7 @@ type Config struct {
 	NoShowGrace     time.Duration // no-show-detection: how long after its start an appointment not checked in is a no-show
 	Jobs            []Job         // in the order of the defaults given to LoadJobs
 	Runtime         Runtime
+	OIDC            OIDC // sign-in with an OIDC issuer's tokens; off when OIDC.Issuer is ""
 }
 
 // DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
@@ -198,6 +199,7 @@ func Load(env *Env) *Config {
 	atLeast(env, "SCHEDULER_NO_SHOW_GRACE", c.NoShowGrace, 1, `a duration above 0 such as "15m"`)
 	c.SendConcurrency, c.SendRate = loadSend(env)
 	c.Runtime = loadRuntime(env)
+	c.OIDC = loadOIDC(env)
 	return c
 }
 

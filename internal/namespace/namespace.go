@@ -39,3 +39,9 @@ func Of(key string) string {
 	ns, _ := Split(key)
 	return ns
 }
+
+// ValidKey reports whether key can be a runtime job's key.
+func ValidKey(key string) bool {
+	ns, name := Split(key)
+	return Valid(name) && Valid(ns) && (ns != Default || !strings.Contains(key, "/"))
+}

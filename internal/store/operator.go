@@ -52,6 +52,13 @@ const (
 	// ActionFailover is a term that found the database failed over and repaired the slots
 	// of a window before its election (detail: the window).
 	ActionFailover = "failover"
+	// Teams (migration 0017): a namespace created or its quotas set, a token made or
+	// revoked, a secret stored or deleted.
+	ActionNamespace    = "namespace"
+	ActionTokenCreate  = "token-create"
+	ActionTokenRevoke  = "token-revoke"
+	ActionSecretPut    = "secret-put"
+	ActionSecretDelete = "secret-delete"
 )
 
 const insertActionSQL = `

@@ -34,12 +34,6 @@ type SealedSecret struct {
 	Sealed []byte
 }
 
-// Audit actions of the secrets routes (migration 0017 allows them).
-const (
-	ActionSecretPut    = "secret-put"
-	ActionSecretDelete = "secret-delete"
-)
-
 // ErrSecretNotFound is a name no secret of the namespace has.
 var ErrSecretNotFound = errors.New("no secret has this name in this namespace")
 

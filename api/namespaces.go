@@ -1,0 +1,157 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Namespaces: GET /v1/namespaces (those the caller may read), GET and PUT
+// /v1/namespaces/{ns} (PUT: admin only; creates it or sets its quotas).
+
+// namespaceView is a namespace as the API shows it. A quota left out is unbounded.
+type namespaceView struct {
+	Name               string    `json:"name"`
+	MaxJobs            *int      `json:"max_jobs"`
+	MaxConcurrentCalls *int      `json:"max_concurrent_calls"`
+	MinInterval        *string   `json:"min_interval"`
+	Jobs               int       `json:"jobs"`
+	Secrets            int       `json:"secrets"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+}
+
+func newNamespaceView(n store.Namespace, c store.NamespaceCounts) namespaceView {
+	v := namespaceView{Name: n.Name, MaxJobs: n.MaxJobs, MaxConcurrentCalls: n.MaxConcurrentCalls,
+		Jobs: c.Jobs, Secrets: c.Secrets, CreatedAt: n.CreatedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC()}
+	if n.MinInterval != nil {
+		d := n.MinInterval.String()
+		v.MinInterval = &d
+	}
+	return v
+}
+
+func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	readable := principal(r.Context()).Readable() // nil: every namespace
+	if readable != nil && len(readable) == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"namespaces": []namespaceView{}})
+		return
+	}
+	list, counts, err := s.cfg.DB.Namespaces(ctx, readable)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	views := make([]namespaceView, len(list))
+	for i, n := range list {
+		views[i] = newNamespaceView(n, counts[n.Name])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"namespaces": views})
+}
+
+func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	list, counts, err := s.cfg.DB.Namespaces(ctx, []string{routeNamespace(r)})
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	if len(list) == 0 {
+		namespaceNotFound(w, r, routeNamespace(r))
+		return
+	}
+	writeJSON(w, http.StatusOK, newNamespaceView(list[0], counts[list[0].Name]))
+}
+
+// namespaceRequest is PUT /v1/namespaces/{ns}'s body: its quotas, each optional.
+type namespaceRequest struct {
+	MaxJobs            *int    `json:"max_jobs"`
+	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
+	MinInterval        *string `json:"min_interval"`
+	Reason             *string `json:"reason"`
+}
+
+// Bounds of a namespace's quotas.
+const (
+	maxNamespaceJobs  = 100_000
+	maxNamespaceCalls = 10_000
+	maxMinInterval    = 30 * 24 * time.Hour
+)
+
+func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
+	ns := routeNamespace(r)
+	var fields []FieldError
+	if !namespace.Valid(ns) {
+		fields = append(fields, FieldError{Field: "namespace", Detail: fmt.Sprintf(
+			"%q is not a namespace: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)", ns)})
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req namespaceRequest
+	if body != nil && !decodeStrict(w, r, body, &req) {
+		return
+	}
+	n := store.Namespace{Name: ns, MaxJobs: req.MaxJobs, MaxConcurrentCalls: req.MaxConcurrentCalls}
+	if v := req.MaxJobs; v != nil && (*v < 1 || *v > maxNamespaceJobs) {
+		fields = append(fields, FieldError{Field: "max_jobs", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceJobs)})
+	}
+	if v := req.MaxConcurrentCalls; v != nil && (*v < 1 || *v > maxNamespaceCalls) {
+		fields = append(fields, FieldError{Field: "max_concurrent_calls", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceCalls)})
+	}
+	if v := req.MinInterval; v != nil {
+		d, err := time.ParseDuration(*v)
+		if err != nil || d < time.Second || d > maxMinInterval {
+			fields = append(fields, FieldError{Field: "min_interval", Detail: fmt.Sprintf(
+				"%q is not a duration between 1s and %s (e.g. \"5m\"); leave it out for no bound", *v, maxMinInterval)})
+		}
+		n.MinInterval = &d
+	}
+	reason, ok := checkReason(w, r, req.Reason)
+	if !ok {
+		return
+	}
+	if len(fields) > 0 {
+		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the namespace has problems; see errors", fields...)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	var view namespaceView
+	var created bool
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		out, c, err := ex.PutNamespace(ctx, n)
+		if err != nil {
+			return err
+		}
+		created = c
+		list, counts, err := ex.Namespaces(ctx, []string{ns})
+		if err != nil {
+			return err
+		}
+		view = newNamespaceView(out, counts[list[0].Name])
+		a := s.actionIn(r, store.ActionNamespace, ns, reason)
+		a.Detail, _ = json.Marshal(view)
+		return ex.RecordAction(ctx, a)
+	})
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/namespaces/"+ns)
+	}
+	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", requestID(ctx))
+	writeJSON(w, status, view)
+}

@@ -40,7 +40,7 @@ func newRuntimeAPI(t *testing.T, maxJobs int) *testAPI {
 	a := newTestAPI(t)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(), MaxJobs: maxJobs,
-		Secrets: secrets.New(testSecrets, nil, a.db.DB),
+		Secrets: secrets.New(testSecrets, testSecretBox(t), a.db.DB),
 		Runtime: definition.Env{SQLTarget: testSQLTarget}})
 	a.http.Config.Handler = a.server.Handler()
 	return a

@@ -178,6 +178,7 @@ func (s *Server) Handler() http.Handler {
 			r.Use(s.namespaceScope)
 			s.jobRoutes(r, "/namespaces/{ns}/jobs")
 		})
+		s.secretRoutes(r) // /namespaces/{ns}/secrets…
 		r.With(s.adminOnly).Get("/tokens", s.listTokens)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)

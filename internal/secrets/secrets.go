@@ -62,6 +62,13 @@ func (s *Source) operatorValue(ns, name string) (string, bool) {
 	return v, ok && v != ""
 }
 
+// IsOperator reports whether namespace ns has the operator's secret name, which jobs use
+// before a stored secret of that name.
+func (s *Source) IsOperator(ns, name string) bool {
+	_, ok := s.operatorValue(ns, name)
+	return ok
+}
+
 // Resolve returns the values of the named secrets for a call of a job of namespace ns, with
 // the hosts each may go to; a secret the namespace lacks, or a stored one this replica cannot
 // open, is an error that says what to do.

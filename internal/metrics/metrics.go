@@ -68,6 +68,7 @@ type Metrics struct {
 	lastSuccessTimestamp *prometheus.GaugeVec
 	expectedPeriod       *prometheus.GaugeVec
 	jobPaused            *prometheus.GaugeVec
+	slotsUnrecorded      *prometheus.CounterVec
 
 	entitiesTotal   *prometheus.CounterVec
 	lockWaitSeconds *prometheus.HistogramVec
@@ -162,6 +163,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "job_paused",
 			Help: "1 while the job is paused (POST /v1/jobs/{name}/pause), as seen by the leader.",
 		}, []string{"job_name"}),
+		slotsUnrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "slots_unrecorded_total",
+			Help: "Due slots the leader found without a row a minute after their time (guarantee 10 says none); by job.",
+		}, []string{"job_name"}),
 
 		entitiesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "entities_total",
@@ -208,7 +213,7 @@ func New() *Metrics {
 		m.instanceInfo,
 		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.failoversTotal, m.handoverSeconds, m.stepDownsTotal,
 		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
-		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
+		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused, m.slotsUnrecorded,
 		m.entitiesTotal, m.lockWaitSeconds,
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
@@ -375,6 +380,14 @@ func (m *Metrics) SetJobPaused(job string, paused bool) {
 		return
 	}
 	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+}
+
+// SlotsUnrecorded counts due slots of the job that have no row (the slot audit's finding).
+func (m *Metrics) SlotsUnrecorded(job string, n int) {
+	if m == nil {
+		return
+	}
+	m.slotsUnrecorded.WithLabelValues(job).Add(float64(n))
 }
 
 // Entities adds a run's entity counts (job.Stats) to scheduler_entities_total.

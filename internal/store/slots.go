@@ -35,3 +35,27 @@ func (q queries) FirstSlot(ctx context.Context, job string) (time.Time, error) {
 	}
 	return *first, nil
 }
+
+// RecordedSlots returns, of the jobs named, the slots after from and up to to that have a
+// row, by job: what the leader's slot audit compares with the schedules.
+func (q queries) RecordedSlots(ctx context.Context, jobs []string, from, to time.Time) (map[string]map[time.Time]bool, error) {
+	rows, err := q.q.Query(ctx, `SELECT job, scheduled_at FROM job_runs
+		WHERE job = ANY($1) AND scheduled_at > $2 AND scheduled_at <= $3`, jobs, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read the recorded slots: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]map[time.Time]bool)
+	for rows.Next() {
+		var job string
+		var at time.Time
+		if err := rows.Scan(&job, &at); err != nil {
+			return nil, fmt.Errorf("read the recorded slots: %w", err)
+		}
+		if out[job] == nil {
+			out[job] = make(map[time.Time]bool)
+		}
+		out[job][at.UTC()] = true
+	}
+	return out, rows.Err()
+}

@@ -46,9 +46,9 @@ type Config struct {
 	// The API's tokens and host names (config's SCHEDULER_API_*).
 	APIToken, APITokenNext, ReadToken string
 	// OIDC signs in service accounts (off when OIDC.Issuer is "").
-	OIDC config.OIDC
-	APIHosts                          []string
-	IdempotencyTTL                    time.Duration
+	OIDC           config.OIDC
+	APIHosts       []string
+	IdempotencyTTL time.Duration
 
 	LeaseTimeout      time.Duration
 	InstanceHeartbeat time.Duration

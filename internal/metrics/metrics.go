@@ -7,6 +7,8 @@
 //
 // Label names: the job's name is the label "job_name", not "job", because Prometheus puts
 // every scraped series' target job into "job" (it would rename ours to "exported_job").
+// A runtime job outside namespace default is named "<namespace>/<name>", and the run
+// counter also carries its namespace, so a team's alerts can select theirs.
 // Every label value comes from a closed set (job names, statuses, triggers, route patterns,
 // reasons), never from ids or raw paths, so the number of series stays bounded.
 package metrics
@@ -19,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	jobns "github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 const namespace = "scheduler"
@@ -130,8 +134,8 @@ func New() *Metrics {
 
 		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_total",
-			Help: "Runs that reached a final status on this replica, by job, status and trigger.",
-		}, []string{"job_name", "status", "trigger"}),
+			Help: "Runs that reached a final status on this replica, by job, its namespace, status and trigger.",
+		}, []string{"job_name", "namespace", "status", "trigger"}),
 		runDurationSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "run_duration_seconds",
 			Help:    "Wall time of runs that executed, from start to final status, by job.",
@@ -306,7 +310,7 @@ func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duratio
 		return
 	}
 	m.jobsRunning.WithLabelValues(job).Dec()
-	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
+	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 	m.runDurationSeconds.WithLabelValues(job).Observe(duration.Seconds())
 	if status == "succeeded" {
 		m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(time.Now().UnixNano()) / 1e9)
@@ -320,7 +324,7 @@ func (m *Metrics) RunRecorded(job, status, trigger string) {
 	if m == nil {
 		return
 	}
-	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
+	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 }
 
 // SetLastSuccess sets the job's last success time from the database (the newest succeeded
@@ -354,7 +358,7 @@ func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
 	}
 	for _, status := range executedStatuses {
 		for _, trigger := range triggers {
-			m.runsTotal.WithLabelValues(job, status, trigger)
+			m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger)
 		}
 	}
 	if period <= 0 {

@@ -66,7 +66,7 @@ var clientCommands = []clientCommand{
 	{"resume", "NAME", "start a paused job's scheduled runs again", 1, true, pauseFlags(false)},
 	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},
 	{"step-down", "", "make the leader resign now; a follower takes over", 0, false, stepDownFlags},
-	{"apply", "-f FILE", "create or update the runtime jobs a YAML file defines, each in its namespace (--prune deletes the others of those namespaces)", 0, true, applyFlags},
+	{"apply", "-f FILE", "create or update a YAML file's runtime jobs in their namespaces (--prune deletes the others there)", 0, true, applyFlags},
 	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, true, getFlags},
 	{"delete", "NAME", "delete a runtime job (its runs stay in the history)", 1, true, deleteFlags},
 	{"whoami", "", "the token in use: its name and what it may do where", 0, false, whoamiFlags},
@@ -110,7 +110,8 @@ func outputFormats(cmd string) []string {
 
 const clientUsage = `
 Client commands (talk to a replica's HTTP API at --url or SCHEDULER_URL, default
-http://127.0.0.1:8080, with the token in SCHEDULER_API_TOKEN):
+http://127.0.0.1:8080, with the token in SCHEDULER_API_TOKEN; the job and secret commands act
+in namespace default, or in the one -n NS or SCHEDULER_NAMESPACE names):
 `
 
 func clientHelp() string {

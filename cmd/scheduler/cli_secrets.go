@@ -81,13 +81,13 @@ func (x *cli) readSecretValue(name, file string) (string, bool) {
 		fmt.Fprintf(x.stderr, "scheduler: read %s: %v\n", from, err)
 		return "", false
 	case len(b) > maxSecretValue:
-		fmt.Fprintf(x.stderr, "scheduler: the value in %s is larger than %d KiB\n", from, maxSecretValue>>10)
+		fmt.Fprintf(x.stderr, "scheduler: the value read from %s is larger than %d KiB\n", from, maxSecretValue>>10)
 		return "", false
 	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if len(b) == 0 {
-		fmt.Fprintf(x.stderr, "scheduler: the value in %s is empty (pipe it in: printf %%s \"$VALUE\" | scheduler secret set %s ...)\n", from, name)
+		fmt.Fprintf(x.stderr, "scheduler: the value read from %s is empty (pipe it in: printf %%s \"$VALUE\" | scheduler secret set %s ...)\n", from, name)
 		return "", false
 	}
 	return string(b), true

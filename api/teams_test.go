@@ -12,9 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// httpJob is a runtime job definition named name, with no secret, for namespace tests.
-func httpJob(name string) string {
-	return fmt.Sprintf(`{"name": %q, "schedule": "0 2 * * *", "http": {"url": "https://billing.internal/x"}}`, name)
+// jobJSON is a runtime job definition in JSON.
+type jobJSON string
+
+// httpJob is a runtime job definition named name, with no secret, daily at 02:00.
+func httpJob(name string) jobJSON {
+	return jobJSON(fmt.Sprintf(`{"name": %q, "schedule": "0 2 * * *", "http": {"url": "https://billing.internal/x"}}`, name))
+}
+
+func (j jobJSON) replaceSchedule(spec string) string {
+	return strings.Replace(string(j), "0 2 * * *", spec, 1)
 }
 
 // team is a test's namespaces billing and ops, a job in each, and a token of each role.
@@ -33,7 +40,7 @@ func newTeam(t *testing.T) *team {
 	for _, ns := range []string{"billing", "ops"} {
 		res := a.do("PUT", "/v1/namespaces/"+ns, "", nil)
 		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-		res = a.do("POST", "/v1/namespaces/"+ns+"/jobs", httpJob("report"), nil)
+		res = a.do("POST", "/v1/namespaces/"+ns+"/jobs", string(httpJob("report")), nil)
 		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 		res = a.do("POST", "/v1/namespaces/"+ns+"/jobs/report/runs", "", nil)
 		require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
@@ -89,8 +96,8 @@ func TestEveryRouteByRoleAndNamespace(t *testing.T) {
 			route{"GET", base + "/jobs/report/runs", "", ns, false},
 			route{"GET", "/v1/runs/" + tm.runs[ns], "", ns, false},
 			route{"GET", "/v1/audit?namespace=" + ns, "", ns, false},
-			route{"POST", base + "/jobs", httpJob("new-one"), ns, true},
-			route{"PUT", base + "/jobs/report", httpJob("report"), ns, true},
+			route{"POST", base + "/jobs", string(httpJob("new-one")), ns, true},
+			route{"PUT", base + "/jobs/report", string(httpJob("report")), ns, true},
 			route{"DELETE", base + "/jobs/ghost", "", ns, true},
 			route{"POST", base + "/jobs/report/pause", "", ns, true},
 			route{"POST", base + "/jobs/report/resume", "", ns, true},
@@ -108,7 +115,7 @@ func TestEveryRouteByRoleAndNamespace(t *testing.T) {
 		route{"GET", "/v1/jobs", "", "default", false},
 		route{"GET", "/v1/jobs/plan-change", "", "default", false},
 		route{"GET", "/v1/locks", "", "default", false},
-		route{"POST", "/v1/jobs", httpJob("default-one"), "default", true},
+		route{"POST", "/v1/jobs", string(httpJob("default-one")), "default", true},
 		route{"POST", "/v1/jobs/plan-change/runs", "", "", true},
 		route{"POST", "/v1/jobs/plan-change/pause", "", "", true},
 		route{"POST", "/v1/jobs/plan-change/resume", "", "", true},
@@ -167,7 +174,7 @@ func TestViewerSeesOnlyItsNamespace(t *testing.T) {
 	assert.Equal(t, "ops", row["namespace"])
 
 	// A job of the same name in two namespaces is two jobs.
-	res = tm.as("ops-editor", "PUT", "/v1/namespaces/ops/jobs/report", strings.Replace(httpJob("report"), "0 2", "0 4", 1))
+	res = tm.as("ops-editor", "PUT", "/v1/namespaces/ops/jobs/report", httpJob("report").replaceSchedule("0 4 * * *"))
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	res = tm.as("billing-viewer", "GET", "/v1/namespaces/billing/jobs/report", "")
 	assert.Equal(t, "0 2 * * *", res.JSON(t)["schedule"])
@@ -206,7 +213,7 @@ func TestNamespaceQuotasRefuseWhatPassesThem(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range tries {
 		wg.Go(func() {
-			statuses[i] = tm.do("POST", "/v1/namespaces/small/jobs", httpJob(fmt.Sprintf("job-%d", i)), nil).Status
+			statuses[i] = tm.do("POST", "/v1/namespaces/small/jobs", string(httpJob(fmt.Sprintf("job-%d", i))), nil).Status
 		})
 	}
 	wg.Wait()
@@ -221,12 +228,12 @@ func TestNamespaceQuotasRefuseWhatPassesThem(t *testing.T) {
 	}
 	assert.Equal(t, 3, created, "statuses %v", statuses)
 	assert.Equal(t, tries-3, refused, "statuses %v", statuses)
-	res = tm.do("POST", "/v1/namespaces/small/jobs", httpJob("one-more"), nil)
+	res = tm.do("POST", "/v1/namespaces/small/jobs", string(httpJob("one-more")), nil)
 	assert.Equal(t, "namespace-quota", res.problemType(t))
 
 	res = tm.do("PUT", "/v1/namespaces/small", `{"min_interval": "1h"}`, nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	res = tm.do("POST", "/v1/namespaces/small/jobs", strings.Replace(httpJob("fast"), "0 2 * * *", "*/5 * * * *", 1), nil)
+	res = tm.do("POST", "/v1/namespaces/small/jobs", httpJob("fast").replaceSchedule("*/5 * * * *"), nil)
 	assert.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 	assert.Equal(t, "schedule", res.problemField(t))
 	assert.Contains(t, string(res.Body), "min_interval")

@@ -80,6 +80,7 @@ func exercisedExposition(t *testing.T) []byte {
 	m.TargetCall("billing.internal", "2xx", 20*time.Millisecond)
 	m.TargetCall("billing.internal", "error", time.Second)
 	m.ExportCallsWaiting(func() int64 { return 3 })
+	m.SlotsUnrecorded("plan-change", 1)
 
 	m.HTTPRequest("/v1/jobs/{name}", http.MethodGet, http.StatusOK, 3*time.Millisecond)
 

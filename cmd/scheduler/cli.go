@@ -17,6 +17,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // The client commands talk to a replica's /v1 API; they need no database.
@@ -38,31 +39,65 @@ type cli struct {
 	stderr io.Writer
 	json   bool
 	now    func() time.Time
+	// ns is the namespace the job and secret commands act in (-n, SCHEDULER_NAMESPACE,
+	// else default); nsGiven says -n was on the command line.
+	ns      string
+	nsGiven bool
 }
 
 // clientCommand describes one subcommand: its usage line, what it does, how many
-// positional arguments it takes, and its own flags.
+// positional arguments it takes, whether it acts in a namespace (-n), and its own flags. A
+// name of two words ("token create") is a command of a group (clientGroups).
 type clientCommand struct {
 	name, args, summary string
 	nargs               int
+	namespaced          bool
 	flags               func(fs *flag.FlagSet) func(ctx context.Context, x *cli, args []string) int
 }
 
 var clientCommands = []clientCommand{
-	{"jobs", "", "list the jobs: schedule, paused, last status, next run", 0, jobsFlags},
-	{"job", "NAME", "one job: its settings, next 5 runs and recent history", 1, jobFlags},
-	{"trigger", "NAME", "run a job now; with --wait, until it ends (exit 1 unless it succeeded)", 1, triggerFlags},
-	{"runs", "NAME", "a job's runs, newest first", 1, runsFlags},
-	{"run", "ID", "one run: status, times, replica, counts, error", 1, runFlags},
-	{"cancel", "ID", "cancel a queued or running run", 1, cancelFlags},
-	{"pause", "NAME", "stop a job's scheduled runs (Run now still works)", 1, pauseFlags(true)},
-	{"resume", "NAME", "start a paused job's scheduled runs again", 1, pauseFlags(false)},
-	{"status", "", "the leader, its epoch, and every replica", 0, statusFlags},
-	{"step-down", "", "make the leader resign now; a follower takes over", 0, stepDownFlags},
-	{"apply", "-f FILE", "create or update the runtime jobs a YAML file defines (--prune deletes the others)", 0, applyFlags},
-	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, getFlags},
-	{"delete", "NAME", "delete a runtime job (its runs stay in the history)", 1, deleteFlags},
+	{"jobs", "", "list the jobs: schedule, paused, last status, next run", 0, true, jobsFlags},
+	{"job", "NAME", "one job: its settings, next 5 runs and recent history", 1, true, jobFlags},
+	{"trigger", "NAME", "run a job now; with --wait, until it ends (exit 1 unless it succeeded)", 1, true, triggerFlags},
+	{"runs", "NAME", "a job's runs, newest first", 1, true, runsFlags},
+	{"run", "ID", "one run: status, times, replica, counts, error", 1, false, runFlags},
+	{"cancel", "ID", "cancel a queued or running run", 1, false, cancelFlags},
+	{"pause", "NAME", "stop a job's scheduled runs (Run now still works)", 1, true, pauseFlags(true)},
+	{"resume", "NAME", "start a paused job's scheduled runs again", 1, true, pauseFlags(false)},
+	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},
+	{"step-down", "", "make the leader resign now; a follower takes over", 0, false, stepDownFlags},
+	{"apply", "-f FILE", "create or update a YAML file's runtime jobs in their namespaces (--prune deletes the others there)", 0, true, applyFlags},
+	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, true, getFlags},
+	{"delete", "NAME", "delete a runtime job (its runs stay in the history)", 1, true, deleteFlags},
+	{"whoami", "", "the token in use: its name and what it may do where", 0, false, whoamiFlags},
+	{"namespace create", "NS", "create a namespace, with its quotas (admin)", 1, false, namespacePutFlags(true)},
+	{"namespace set", "NS", "change a namespace's quotas; those not named stay as they are (admin)", 1, false, namespacePutFlags(false)},
+	{"namespace list", "", "the namespaces this token may read: jobs, secrets, quotas", 0, false, namespaceListFlags},
+	{"token create", "", "make an API token for one namespace (or an admin token); its value is shown once (admin)", 0, true, tokenCreateFlags},
+	{"token list", "", "the tokens made with token create: role, namespace, expiry, revocation (admin)", 0, false, tokenListFlags},
+	{"token revoke", "ID", "revoke a token: every replica refuses it within a second (admin)", 1, false, tokenRevokeFlags},
+	{"secret set", "NAME", "create or replace a namespace's secret; the value comes from stdin or --from-file", 1, true, secretSetFlags},
+	{"secret list", "", "a namespace's secrets: names and allowed hosts, never values", 0, true, secretListFlags},
+	{"secret delete", "NAME", "delete a namespace's secret", 1, true, secretDeleteFlags},
 }
+
+// commandNotes end a command's --help with what its flags alone do not say.
+var commandNotes = map[string]string{
+	"apply": `Each job goes to its namespace: the file's namespace: key, else -n, else default.
+--prune deletes runtime jobs only in the namespaces the file's jobs are in, and only those
+the file does not define; jobs of other namespaces and built-in jobs are never deleted.`,
+	"token create": `A viewer or editor token acts in the one namespace -n names (on the command line:
+SCHEDULER_NAMESPACE is not taken for it); an admin token acts in every namespace. The value
+is printed once, alone on stdout; the scheduler keeps only its hash.`,
+	"namespace set": `Only the quotas named change; 0 removes a bound.`,
+	"secret set": `The value is read from stdin (or --from-file), never from a flag: a flag would stay in
+the shell's history and show in ps. One final line end is dropped.
+  printf %s "$TOKEN" | scheduler secret set BILLING_TOKEN -n billing --allowed-host api.example.com`,
+}
+
+// clientGroups are the first words of the commands of two words: "scheduler token" alone
+// lists its subcommands.
+var clientGroups = []string{"namespace", "token", "secret"}
 
 // outputFormats are the -o values a command takes, its default first. get prints a
 // definition, whose readable form is the YAML that apply reads.
@@ -75,7 +110,8 @@ func outputFormats(cmd string) []string {
 
 const clientUsage = `
 Client commands (talk to a replica's HTTP API at --url or SCHEDULER_URL, default
-http://127.0.0.1:8080, with the token in SCHEDULER_API_TOKEN):
+http://127.0.0.1:8080, with the token in SCHEDULER_API_TOKEN; the job and secret commands act
+in namespace default, or in the one -n NS or SCHEDULER_NAMESPACE names):
 `
 
 func clientHelp() string {
@@ -98,6 +134,32 @@ func findClientCommand(name string) (clientCommand, bool) {
 	return clientCommands[i], true
 }
 
+// runGroup runs "scheduler GROUP SUBCOMMAND ...", or lists the group's subcommands.
+func runGroup(ctx context.Context, group string, args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if c, ok := findClientCommand(group + " " + args[0]); ok {
+			return runClient(ctx, c, args[1:], environ, stdout, stderr)
+		}
+	}
+	w, code := stderr, exitUsage
+	switch {
+	case len(args) > 0 && slices.Contains([]string{"-h", "--help", "help"}, args[0]):
+		w, code = stdout, exitOK
+	case len(args) > 0:
+		fmt.Fprintf(stderr, "scheduler %s: unknown subcommand %q\n\n", group, args[0])
+	}
+	fmt.Fprintf(w, "Usage: scheduler %s SUBCOMMAND [flags]\n\n", group)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range clientCommands {
+		if strings.HasPrefix(c.name, group+" ") {
+			fmt.Fprintf(tw, "  scheduler %s %s\t%s\n", c.name, c.args, c.summary)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nRun \"scheduler %s SUBCOMMAND --help\" for its flags.\n", group)
+	return code
+}
+
 // runClient parses a client command's flags (before or after its arguments) and runs it.
 func runClient(ctx context.Context, cmd clientCommand, args, environ []string, stdout, stderr io.Writer) int {
 	return runClientWith(ctx, cmd, args, environ, os.Stdin, stdout, stderr)
@@ -111,12 +173,21 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 	base := fs.String("url", env.String("SCHEDULER_URL", urlDefault), "the replica's base URL (SCHEDULER_URL)")
 	formats := outputFormats(cmd.name)
 	output := fs.String("o", formats[0], "output: "+strings.Join(formats, " or "))
+	ns := namespace.Default
+	if cmd.namespaced {
+		ns = env.String("SCHEDULER_NAMESPACE", namespace.Default)
+		fs.StringVar(&ns, "n", ns, "the namespace to act in (SCHEDULER_NAMESPACE)")
+		fs.StringVar(&ns, "namespace", ns, "the same as -n")
+	}
 	runCmd := cmd.flags(fs)
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)
-		fmt.Fprintf(w, "Usage: scheduler %s %s [flags]\n\n%s.\n\nFlags:\n", cmd.name, cmd.args, upperFirst(cmd.summary))
+		fmt.Fprintf(w, "Usage: %s [flags]\n\n%s.\n\nFlags:\n", strings.Join(strings.Fields("scheduler "+cmd.name+" "+cmd.args), " "), upperFirst(cmd.summary))
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\nThe token comes from SCHEDULER_API_TOKEN. Exit codes: 0 ok, 1 failed, 2 usage, 3 unreachable or refused.\n")
+		if note := commandNotes[cmd.name]; note != "" {
+			fmt.Fprintf(w, "\n%s\n", note)
+		}
 	}
 	fs.Usage = func() {} // printed below, on stdout for --help and on stderr for a mistake
 	positional, err := parseInterleaved(fs, args)
@@ -137,6 +208,13 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 		fmt.Fprintf(stderr, "scheduler %s: -o must be %s, not %q\n", cmd.name, strings.Join(formats, " or "), *output)
 		return exitUsage
 	}
+	if !namespace.Valid(ns) {
+		fmt.Fprintf(stderr, "scheduler %s: -n (or SCHEDULER_NAMESPACE) must name a namespace: 1 to 63 lower-case letters, digits and '-' (e.g. billing), not %q\n", cmd.name, ns)
+		return exitUsage
+	}
+	// token create tells a namespace named on its command line from the environment's.
+	nsGiven := false
+	fs.Visit(func(f *flag.Flag) { nsGiven = nsGiven || f.Name == "n" || f.Name == "namespace" })
 	u, err := url.Parse(*base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		fmt.Fprintf(stderr, "scheduler %s: --url must be an http(s) URL such as %s, not %q\n", cmd.name, urlDefault, *base)
@@ -145,6 +223,7 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 	x := &cli{
 		c:     &client{base: strings.TrimRight(*base, "/"), token: env.String("SCHEDULER_API_TOKEN", ""), http: &http.Client{Timeout: serverMaxWait + time.Minute}},
 		stdin: stdin, stdout: stdout, stderr: stderr, json: *output == "json", now: time.Now,
+		ns: ns, nsGiven: nsGiven,
 	}
 	return runCmd(ctx, x, positional)
 }
@@ -165,8 +244,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// fail reports an API error on one line and returns its exit code. An unknown job is a
-// usage error that lists the jobs there are.
+// fail reports an API error on one line, each wrong field of a refused request on one line
+// more, and returns its exit code. An unknown job or namespace is a usage error that lists
+// the ones there are.
 func (x *cli) fail(ctx context.Context, err error) int {
 	var e *apiError
 	if !errors.As(err, &e) {
@@ -174,17 +254,32 @@ func (x *cli) fail(ctx context.Context, err error) int {
 		return exitFailure
 	}
 	fmt.Fprintf(x.stderr, "scheduler: %s\n", e.Error())
+	if e.Status == http.StatusUnprocessableEntity {
+		for _, f := range e.Errors {
+			fmt.Fprintf(x.stderr, "  %s: %s\n", f.Field, f.Detail)
+		}
+	}
 	switch {
 	case e.Status == 0 || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return exitRefused
 	case e.Status == http.StatusNotFound && e.slug() == "job-not-found":
 		var list struct{ Jobs []api.Job }
-		if _, err := x.c.do(ctx, "GET", "/v1/jobs", nil, nil, nil, &list); err == nil {
+		if _, err := x.c.do(ctx, "GET", jobsPath(x.ns), nil, nil, nil, &list); err == nil {
 			names := make([]string, len(list.Jobs))
 			for i, j := range list.Jobs {
 				names[i] = j.Name
 			}
-			fmt.Fprintf(x.stderr, "scheduler: the jobs are: %s\n", strings.Join(names, ", "))
+			fmt.Fprintf(x.stderr, "scheduler: the jobs%s are: %s\n", x.inNamespace(), strings.Join(names, ", "))
+		}
+		return exitUsage
+	case e.Status == http.StatusNotFound && e.slug() == "namespace-not-found":
+		var list struct{ Namespaces []namespaceView }
+		if _, err := x.c.do(ctx, "GET", "/v1/namespaces", nil, nil, nil, &list); err == nil && len(list.Namespaces) > 0 {
+			names := make([]string, len(list.Namespaces))
+			for i, n := range list.Namespaces {
+				names[i] = n.Name
+			}
+			fmt.Fprintf(x.stderr, "scheduler: the namespaces this token may read are: %s (an admin makes one with: scheduler namespace create NS)\n", strings.Join(names, ", "))
 		}
 		return exitUsage
 	case e.Status == http.StatusBadRequest || e.Status == http.StatusNotFound:
@@ -192,6 +287,14 @@ func (x *cli) fail(ctx context.Context, err error) int {
 	default:
 		return exitFailure
 	}
+}
+
+// inNamespace is " in namespace NS" outside namespace default, for messages about jobs.
+func (x *cli) inNamespace() string {
+	if x.ns == namespace.Default {
+		return ""
+	}
+	return " in namespace " + x.ns
 }
 
 // printJSON writes an answer as indented JSON, for scripts.

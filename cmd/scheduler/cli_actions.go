@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/schedulerhq/scheduler/api"
 )
@@ -54,13 +53,13 @@ func pauseFlags(pause bool) func(fs *flag.FlagSet) func(context.Context, *cli, [
 				action, done = "pause", "paused: no scheduled or catch-up run until resumed (trigger still works)"
 			}
 			var raw json.RawMessage
-			if _, err := x.c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(args[0])+"/"+action, nil, reasonBody(*reason), nil, &raw); err != nil {
+			if _, err := x.c.do(ctx, "POST", jobPath(x.ns, args[0])+"/"+action, nil, reasonBody(*reason), nil, &raw); err != nil {
 				return x.fail(ctx, err)
 			}
 			if x.json {
 				return x.printJSON(raw)
 			}
-			fmt.Fprintf(x.stdout, "%s %s\n", args[0], done)
+			fmt.Fprintf(x.stdout, "%s%s %s\n", args[0], x.inNamespace(), done)
 			return exitOK
 		}
 	}

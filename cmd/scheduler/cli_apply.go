@@ -2,27 +2,30 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
-// scheduler apply -f FILE: declarative, as kubectl apply is. apply reads the job list once
-// (GET /v1/jobs, page by page), which carries every job's version and definition, and
-// compares each job of the file with it, normalised as the server normalises it: an equal
-// one costs no request, so a second apply of the same file sends no write. A new job is
-// POSTed (409 if someone created it meanwhile) and a changed one PUT with If-Match of the
-// version listed (412 if someone edited it meanwhile), so a concurrent edit fails instead of
-// being overwritten; --prune DELETEs with If-Match too. The file's format: cli_jobfile.go.
+// scheduler apply -f FILE: declarative, as kubectl apply is. Each job of the file belongs to
+// a namespace (its namespace: key, else -n, else default). apply reads the job list of each
+// namespace the file names once (GET /v1/jobs or /v1/namespaces/{ns}/jobs, page by page),
+// before it writes anything: the list carries every job's version and definition, and each
+// job of the file is compared with it, normalised as the server normalises it: an equal one
+// costs no request, so a second apply of the same file sends no write. A new job is POSTed
+// (409 if someone created it meanwhile) and a changed one PUT with If-Match of the version
+// listed (412 if someone edited it meanwhile), so a concurrent edit fails instead of being
+// overwritten; --prune DELETEs with If-Match too, and only in the namespaces the file names,
+// so one team's file never deletes another's jobs. The file's format: cli_jobfile.go.
 
 // What apply did to a job, or with --dry-run would do.
 const (
@@ -56,8 +59,6 @@ func (v *jobView) hasDefinition() bool {
 	return len(v.Definition) > 0 && string(v.Definition) != "null"
 }
 
-func jobPath(name string) string { return "/v1/jobs/" + url.PathEscape(name) }
-
 // ifMatch is the header that makes a change fail (412) unless the job is still at version;
 // none for version 0 (no job yet).
 func ifMatch(version int64) map[string]string {
@@ -76,14 +77,14 @@ func refused(err error) bool {
 
 func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	file := fs.String("f", "", "the YAML file of jobs (jobs: [...]); - reads stdin")
-	prune := fs.Bool("prune", false, "also delete the runtime jobs that the file does not define (built-in jobs are never deleted)")
+	prune := fs.Bool("prune", false, "also delete the runtime jobs of the file's namespaces that it does not define (other namespaces and built-in jobs are never touched)")
 	dryRun := fs.Bool("dry-run", false, "change nothing: show field by field what apply would change")
 	return func(ctx context.Context, x *cli, _ []string) int {
 		if *file == "" {
 			fmt.Fprintln(x.stderr, "scheduler apply: -f FILE is required (-f - reads stdin)")
 			return exitUsage
 		}
-		defs, err := readJobs(*file, x.stdin)
+		defs, err := readJobs(*file, x.stdin, x.ns)
 		var fe *fileError
 		switch {
 		case errors.As(err, &fe):
@@ -102,8 +103,9 @@ func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 
 // change is what apply did to one job, or with --dry-run would do.
 type change struct {
-	Name   string `json:"name"`
-	Action string `json:"action"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Action    string `json:"action"`
 	// Version is the job's version after apply (with --dry-run, before).
 	Version int64 `json:"version,omitempty"`
 	// Fields are the fields an update changes (--dry-run).
@@ -112,17 +114,42 @@ type change struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool) int {
-	// One read of the job list is all apply needs to know: each job's version and
-	// definition. --prune deletes what the server had then, each at the version listed
-	// (If-Match): a job created or edited meanwhile by someone else is not deleted unseen.
-	server, err := x.c.listJobs(ctx)
-	if err != nil {
-		return x.fail(ctx, err)
+// label names the job in apply's lines: its name in namespace default, "billing/name" in
+// another, so a file of several namespaces says where each line happened.
+func (c change) label() string {
+	if c.Namespace == "" || c.Namespace == namespace.Default {
+		return c.Name
 	}
-	byName := make(map[string]*jobView, len(server))
-	for i := range server {
-		byName[server[i].Name] = &server[i]
+	return c.Namespace + "/" + c.Name
+}
+
+// byNamespace groups a file's jobs by namespace, in the order the file first names each.
+func byNamespace(defs []definition.Definition) (order []string, jobs map[string][]definition.Definition) {
+	jobs = map[string][]definition.Definition{}
+	for _, d := range defs {
+		ns := cmp.Or(d.Namespace, namespace.Default)
+		if _, seen := jobs[ns]; !seen {
+			order = append(order, ns)
+		}
+		jobs[ns] = append(jobs[ns], d)
+	}
+	return order, jobs
+}
+
+func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool) int {
+	// One read of each namespace's job list is all apply needs to know: each job's version
+	// and definition. All are read before the first write, so a namespace that does not
+	// exist, or that the token may not read, stops apply with nothing changed. --prune
+	// deletes what the server had then, each at the version listed (If-Match): a job
+	// created or edited meanwhile by someone else is not deleted unseen.
+	order, inNS := byNamespace(defs)
+	lists := make(map[string][]jobView, len(order))
+	for _, ns := range order {
+		server, err := x.c.listJobs(ctx, ns)
+		if err != nil {
+			return x.fail(ctx, err)
+		}
+		lists[ns] = server
 	}
 	var changes []change
 	failed := 0
@@ -133,37 +160,49 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 		}
 		x.printChange(c, dryRun)
 	}
-	inFile := make(map[string]bool, len(defs))
-	for _, d := range defs {
-		inFile[d.Name] = true
-		c, err := x.applyJob(ctx, d, byName[d.Name], dryRun)
-		if refused(err) {
-			return x.fail(ctx, err)
+	inFile := make(map[string]bool, len(defs)) // by namespace.Key
+	for _, ns := range order {
+		byName := make(map[string]*jobView, len(lists[ns]))
+		for i := range lists[ns] {
+			byName[lists[ns][i].Name] = &lists[ns][i]
 		}
-		if err != nil {
-			c = change{Name: d.Name, Action: actionFailed, Errors: problemLines(err)}
+		for _, d := range inNS[ns] {
+			inFile[namespace.Key(ns, d.Name)] = true
+			c, err := x.applyJob(ctx, ns, d, byName[d.Name], dryRun)
+			if refused(err) {
+				return x.fail(ctx, err)
+			}
+			if err != nil {
+				c = change{Name: d.Name, Action: actionFailed, Errors: problemLines(err)}
+			}
+			c.Namespace = ns
+			record(c)
 		}
-		record(c)
 	}
 	var unpruned []string
-	for _, v := range server {
-		switch {
-		case !prune || !v.runtime() || inFile[v.Name]:
-		case dryRun:
-			record(change{Name: v.Name, Action: actionDelete, Version: v.Version})
-		case failed > 0:
-			// A job of the file that failed may be the one replacing this one (a rename):
-			// deleting it now would leave neither running.
-			unpruned = append(unpruned, v.Name)
-		default:
-			_, err := x.c.do(ctx, "DELETE", jobPath(v.Name), nil, nil, ifMatch(v.Version), nil)
+	for _, ns := range order {
+		for _, v := range lists[ns] {
+			gone := change{Name: v.Name, Namespace: ns, Version: v.Version}
 			switch {
-			case refused(err):
-				return x.fail(ctx, err)
-			case err != nil:
-				record(change{Name: v.Name, Action: actionFailed, Errors: problemLines(err)})
+			case !prune || !v.runtime() || inFile[namespace.Key(ns, v.Name)]:
+			case dryRun:
+				gone.Action = actionDelete
+				record(gone)
+			case failed > 0:
+				// A job of the file that failed may be the one replacing this one (a
+				// rename): deleting it now would leave neither running.
+				unpruned = append(unpruned, gone.label())
 			default:
-				record(change{Name: v.Name, Action: actionDeleted})
+				_, err := x.c.do(ctx, "DELETE", jobPath(ns, v.Name), nil, nil, ifMatch(v.Version), nil)
+				switch {
+				case refused(err):
+					return x.fail(ctx, err)
+				case err != nil:
+					gone.Action, gone.Errors, gone.Version = actionFailed, problemLines(err), 0
+				default:
+					gone.Action, gone.Version = actionDeleted, 0
+				}
+				record(gone)
 			}
 		}
 	}
@@ -184,17 +223,17 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	return exitOK
 }
 
-// applyJob brings one job of the file to the server, given cur, its view in the list apply
+// applyJob brings one job of the file to namespace ns on the server, given cur, its view in the list apply
 // read (nil: no such job then). A job whose definition, normalised as the server normalises
 // it, equals the one listed is unchanged and costs no request. Otherwise a new job is
 // POSTed, which fails if someone created it since the list was read, and a changed one is
 // PUT with If-Match of the version listed, which fails (412) if someone edited it since. A
 // dry run sends the same request with ?dry_run=true, for the server's checks and the
 // normalised definition, which it compares field by field with the current one.
-func (x *cli) applyJob(ctx context.Context, d definition.Definition, cur *jobView, dryRun bool) (change, error) {
+func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, cur *jobView, dryRun bool) (change, error) {
 	switch {
 	case cur == nil:
-		next, err := x.c.writeJob(ctx, http.MethodPost, "/v1/jobs", d, 0, dryRun)
+		next, err := x.c.writeJob(ctx, http.MethodPost, jobsPath(ns), d, 0, dryRun)
 		if err != nil {
 			return change{}, err
 		}
@@ -206,7 +245,7 @@ func (x *cli) applyJob(ctx context.Context, d definition.Definition, cur *jobVie
 		return change{Name: d.Name, Action: actionUnchanged, Version: cur.Version}, nil
 	case dryRun:
 		// A built-in job's name reaches the server too, which refuses it in its own words.
-		next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(d.Name), d, 0, true)
+		next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(ns, d.Name), d, 0, true)
 		if err != nil {
 			return change{}, err
 		}
@@ -219,7 +258,7 @@ func (x *cli) applyJob(ctx context.Context, d definition.Definition, cur *jobVie
 		}
 		return c, nil
 	}
-	next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(d.Name), d, cur.Version, false)
+	next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(ns, d.Name), d, cur.Version, false)
 	if err != nil {
 		return change{}, err
 	}
@@ -251,35 +290,12 @@ func sameDefinition(listed json.RawMessage, d definition.Definition) bool {
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
-// jobListPage is how many jobs apply asks for per page of GET /v1/jobs: the API's largest.
-const jobListPage = 500
-
-// listJobs reads every job's view, page by page (GET /v1/jobs?limit=&cursor=).
-func (c *client) listJobs(ctx context.Context) ([]jobView, error) {
-	var all []jobView
-	q := url.Values{"limit": {strconv.Itoa(jobListPage)}}
-	for {
-		var page struct {
-			Jobs       []jobView `json:"jobs"`
-			NextCursor *string   `json:"next_cursor"`
-		}
-		if _, err := c.do(ctx, "GET", "/v1/jobs", q, nil, nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Jobs...)
-		if page.NextCursor == nil || *page.NextCursor == "" || len(page.Jobs) == 0 {
-			return all, nil
-		}
-		q.Set("cursor", *page.NextCursor)
-	}
-}
-
 // printChange writes one job's line(s): results on stdout, failures on stderr with every
 // wrong field. Unchanged jobs say nothing in a dry run; its summary counts them.
 func (x *cli) printChange(c change, dryRun bool) {
 	if c.Action == actionFailed {
 		for _, e := range c.Errors {
-			fmt.Fprintf(x.stderr, "%s: %s\n", c.Name, e)
+			fmt.Fprintf(x.stderr, "%s: %s\n", c.label(), e)
 		}
 		return
 	}
@@ -288,21 +304,21 @@ func (x *cli) printChange(c change, dryRun bool) {
 	}
 	switch c.Action {
 	case actionCreated, actionUpdated:
-		fmt.Fprintf(x.stdout, "%s %s (version %d)\n", c.Action, c.Name, c.Version)
+		fmt.Fprintf(x.stdout, "%s %s (version %d)\n", c.Action, c.label(), c.Version)
 	case actionUnchanged:
 		if !dryRun {
-			fmt.Fprintf(x.stdout, "unchanged %s\n", c.Name)
+			fmt.Fprintf(x.stdout, "unchanged %s\n", c.label())
 		}
 	case actionDeleted:
-		fmt.Fprintf(x.stdout, "deleted %s\n", c.Name)
+		fmt.Fprintf(x.stdout, "deleted %s\n", c.label())
 	case actionCreate:
-		fmt.Fprintf(x.stdout, "+ %s (would be created)\n", c.Name)
+		fmt.Fprintf(x.stdout, "+ %s (would be created)\n", c.label())
 	case actionUpdate:
 		for _, f := range c.Fields {
-			fmt.Fprintf(x.stdout, "~ %s: %s %s → %s\n", c.Name, f.Field, renderValue(f.From), renderValue(f.To))
+			fmt.Fprintf(x.stdout, "~ %s: %s %s → %s\n", c.label(), f.Field, renderValue(f.From), renderValue(f.To))
 		}
 	case actionDelete:
-		fmt.Fprintf(x.stdout, "- %s (would be deleted, --prune)\n", c.Name)
+		fmt.Fprintf(x.stdout, "- %s (would be deleted, --prune)\n", c.label())
 	}
 }
 
@@ -318,100 +334,4 @@ func planSummary(changes []change) string {
 		s += fmt.Sprintf(", %d failed", n[actionFailed])
 	}
 	return s
-}
-
-// problemLines says why a job failed: one line per wrong field of an invalid definition,
-// else the server's words.
-func problemLines(err error) []string {
-	var de *definitionError
-	switch {
-	case !errors.As(err, &de):
-		return []string{err.Error()}
-	case de.slug() == "invalid-definition" && len(de.Fields) > 0:
-		lines := make([]string, len(de.Fields))
-		for i, f := range de.Fields {
-			lines[i] = f.Field + ": " + f.Detail
-		}
-		return lines
-	case de.Status == http.StatusConflict && de.slug() == "job-exists":
-		// POST found the name taken: someone created the job after apply read the list.
-		return []string{"the job was created on the server since apply read the list; run apply again"}
-	case de.Status == http.StatusPreconditionFailed:
-		// The server's detail tells an API client to GET and send If-Match again, which
-		// for apply is running it again.
-		now := ""
-		if len(de.Fields) > 0 {
-			now = " (" + de.Fields[0].Detail + ")"
-		}
-		return []string{"the job changed on the server since apply read it" + now + "; run apply again"}
-	}
-	return []string{de.Error()}
-}
-
-// fieldProblem is one field a problem is about: every wrong field of a definition (422
-// invalid-definition), or the header of a failed If-Match (412).
-type fieldProblem struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-}
-
-// definitionError is a problem answer to a PUT, with every wrong field it names.
-type definitionError struct {
-	*apiError
-	Fields []fieldProblem
-}
-
-func (e *definitionError) Unwrap() error { return e.apiError }
-
-// writeJob sends a definition with method to path (POST /v1/jobs, PUT /v1/jobs/{name}):
-// with If-Match when version is one (not 0), or with ?dry_run=true. It does what client.do
-// does, and keeps the list of wrong fields of a 422 answer, which do drops.
-func (c *client) writeJob(ctx context.Context, method, path string, d definition.Definition, version int64, dryRun bool) (jobView, error) {
-	var v jobView
-	body, err := json.Marshal(d)
-	if err != nil {
-		return v, err
-	}
-	u := c.base + path
-	if dryRun {
-		u += "?dry_run=true"
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return v, &apiError{Title: "Invalid --url", Detail: err.Error()}
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, v := range ifMatch(version) {
-		req.Header.Set(k, v)
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return v, &apiError{Title: "Server unreachable",
-			Detail: fmt.Sprintf("%s (check --url or SCHEDULER_URL, and that a replica runs there)", unwrapURLError(err))}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
-	if err != nil {
-		return v, &apiError{Title: "Incomplete answer", Detail: err.Error()}
-	}
-	if res.StatusCode >= 400 {
-		var p struct {
-			apiError
-			Errors []fieldProblem `json:"errors"`
-		}
-		if json.Unmarshal(b, &p) != nil || p.Title == "" {
-			p.Title = fmt.Sprintf("HTTP %d", res.StatusCode)
-			p.Detail = strings.TrimSpace(string(b))
-		}
-		p.Status = res.StatusCode
-		return v, &definitionError{apiError: &p.apiError, Fields: p.Errors}
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, &apiError{Title: "Unexpected answer", Detail: fmt.Sprintf("%s %s: %v", method, path, err)}
-	}
-	return v, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -107,7 +108,7 @@ func TestApplyReadsTheListOnceAndWritesOnlyWhatChanged(t *testing.T) {
 	// listed is how many jobs GET /v1/jobs lists now, built-in ones included.
 	listed := func() int {
 		t.Helper()
-		pages, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context())
+		pages, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context(), namespace.Default)
 		require.NoError(t, err)
 		return len(pages)
 	}
@@ -155,7 +156,7 @@ func TestApplyReadsTheListOnceAndWritesOnlyWhatChanged(t *testing.T) {
 	})
 
 	versions := map[string]int64{}
-	list, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context())
+	list, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context(), namespace.Default)
 	require.NoError(t, err)
 	for _, v := range list {
 		versions[v.Name] = v.Version

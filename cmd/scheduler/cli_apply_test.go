@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -82,7 +83,7 @@ func TestApplyRefusesFilesOfTheWrongShape(t *testing.T) {
 		"jobs:\n- name: a\n schedule: x: y\n": "not valid YAML: yaml: line ",
 	}
 	for file, want := range cases {
-		_, problems := parseJobs([]byte(file))
+		_, problems := parseJobs([]byte(file), namespace.Default)
 		require.NotEmpty(t, problems, "%q", file)
 		assert.Contains(t, strings.Join(problems, "\n"), want, "%q", file)
 	}
@@ -114,7 +115,7 @@ func TestApplyReadsAFileFromStdin(t *testing.T) {
     body: '{}'
     success: [200, 204]
 `
-	defs, err := readJobs("-", strings.NewReader(file))
+	defs, err := readJobs("-", strings.NewReader(file), namespace.Default)
 	require.NoError(t, err)
 	want, err := definition.Decode([]byte(`{"name": "daily-report", "schedule": "0 2 * * *", "time_zone": "Europe/Paris",
 		"enabled": false, "labels": {"team": "billing"}, "retry": {"max_attempts": 2},
@@ -182,7 +183,7 @@ func TestGetYAMLIsApplyInput(t *testing.T) {
 	out, err := definitionsYAML(def)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(out), "jobs:\n- name: daily-report\n  schedule: 0 2 * * *\n"), "%s", out)
-	defs, problems := parseJobs(out)
+	defs, problems := parseJobs(out, namespace.Default)
 	require.Empty(t, problems, "%s", out)
 	want, err := definition.Decode(def)
 	require.NoError(t, err)
@@ -263,8 +264,8 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 			Jobs   []change `json:"jobs"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-		assert.Equal(t, []change{{Name: "daily-report", Action: actionUnchanged, Version: int64(before["daily-report"])},
-			{Name: "weekly-sync", Action: actionUnchanged, Version: int64(before["weekly-sync"])}}, res.Jobs)
+		assert.Equal(t, []change{{Name: "daily-report", Namespace: "default", Action: actionUnchanged, Version: int64(before["daily-report"])},
+			{Name: "weekly-sync", Namespace: "default", Action: actionUnchanged, Version: int64(before["weekly-sync"])}}, res.Jobs)
 	})
 
 	v2 := file("v2.yaml", jobs("daily-report", "0 0 3 1 *", "weekly-sync", "0 0 2 1 *", "new-job", "0 0 4 1 *"))
@@ -288,10 +289,10 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 	})
 
 	t.Run("a stale If-Match is refused (412), not overwritten", func(t *testing.T) {
-		defs, err := readJobs(v2, nil)
+		defs, err := readJobs(v2, nil, namespace.Default)
 		require.NoError(t, err)
 		c := &client{base: srv.URL, token: cliToken, http: http.DefaultClient}
-		_, err = c.writeJob(context.Background(), http.MethodPut, jobPath(defs[0].Name), defs[0], int64(before["daily-report"]), false)
+		_, err = c.writeJob(context.Background(), http.MethodPut, jobPath(namespace.Default, defs[0].Name), defs[0], int64(before["daily-report"]), false)
 		var de *definitionError
 		require.ErrorAs(t, err, &de)
 		assert.Equal(t, http.StatusPreconditionFailed, de.Status)

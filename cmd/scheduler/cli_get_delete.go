@@ -13,7 +13,7 @@ import (
 func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, args []string) int {
 		var v jobView
-		if _, err := x.c.do(ctx, "GET", jobPath(args[0]), nil, nil, nil, &v); err != nil {
+		if _, err := x.c.do(ctx, "GET", jobPath(x.ns, args[0]), nil, nil, nil, &v); err != nil {
 			return x.fail(ctx, err)
 		}
 		if !v.runtime() || !v.hasDefinition() {
@@ -41,7 +41,7 @@ func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 
 func deleteFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, args []string) int {
-		if _, err := x.c.do(ctx, "DELETE", jobPath(args[0]), nil, nil, nil, nil); err != nil {
+		if _, err := x.c.do(ctx, "DELETE", jobPath(x.ns, args[0]), nil, nil, nil, nil); err != nil {
 			if refused(err) {
 				return x.fail(ctx, err)
 			}
@@ -51,10 +51,10 @@ func deleteFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 			return exitFailure
 		}
 		if x.json {
-			b, _ := json.Marshal(map[string]any{"name": args[0], "deleted": true})
+			b, _ := json.Marshal(map[string]any{"name": args[0], "namespace": x.ns, "deleted": true})
 			return x.printJSON(b)
 		}
-		fmt.Fprintf(x.stdout, "deleted %s\n", args[0])
+		fmt.Fprintf(x.stdout, "deleted %s%s\n", args[0], x.inNamespace())
 		return exitOK
 	}
 }

@@ -16,11 +16,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // Reading a file of jobs: YAML (JSON is YAML too) holding `jobs:` and a list of definitions
-// with the API's keys. Every problem of the file is found before anything is sent, each
-// naming the job by its index and name, in YAML's words.
+// with the API's keys, namespace: among them. Every problem of the file is found before
+// anything is sent, each naming the job by its index and name, in YAML's words.
 
 const (
 	// maxJobsFile caps what apply reads; ten thousand jobs (SCHEDULER_MAX_JOBS) fit in it.
@@ -38,8 +39,9 @@ type fileError struct {
 func (e *fileError) Error() string { return e.file + ": " + strings.Join(e.problems, "; ") }
 
 // readJobs reads a file of jobs ("-": stdin) and decodes every job, reporting every
-// problem of the file at once: each names the job by its index and name.
-func readJobs(path string, stdin io.Reader) ([]definition.Definition, error) {
+// problem of the file at once: each names the job by its index and name. A job that names
+// no namespace is in ns.
+func readJobs(path string, stdin io.Reader, ns string) ([]definition.Definition, error) {
 	name, r := path, stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -58,16 +60,18 @@ func readJobs(path string, stdin io.Reader) ([]definition.Definition, error) {
 	if len(data) > maxJobsFile {
 		return nil, &fileError{name, []string{fmt.Sprintf("larger than %d MiB", maxJobsFile>>20)}}
 	}
-	defs, problems := parseJobs(data)
+	defs, problems := parseJobs(data, ns)
 	if len(problems) > 0 {
 		return nil, &fileError{name, problems}
 	}
 	return defs, nil
 }
 
-// parseJobs decodes `jobs: [...]`. YAMLToJSONStrict refuses a key written twice in one
-// mapping, which YAML forbids and which would otherwise keep one of the two silently.
-func parseJobs(data []byte) ([]definition.Definition, []string) {
+// parseJobs decodes `jobs: [...]`, each job in its namespace: the one it names, else ns.
+// Namespace default is written as none, as the server stores it. YAMLToJSONStrict refuses a
+// key written twice in one mapping, which YAML forbids and which would otherwise keep one of
+// the two silently.
+func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, []string{"not valid YAML: " + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")}
@@ -97,7 +101,7 @@ func parseJobs(data []byte) ([]definition.Definition, []string) {
 	}
 
 	defs := make([]definition.Definition, 0, len(items))
-	first := map[string]int{} // name → index of the first job with it
+	first := map[string]int{} // namespace.Key → index of the first job with it
 	for i, item := range items {
 		where := fmt.Sprintf("jobs[%d]", i)
 		if !bytes.HasPrefix(item, []byte("{")) {
@@ -121,15 +125,23 @@ func parseJobs(data []byte) ([]definition.Definition, []string) {
 		if err != nil && (len(unknown) == 0 || !strings.Contains(err.Error(), "json: unknown field")) {
 			problems = append(problems, where+": "+decodeProblem(err))
 		}
+		d.Namespace = cmp.Or(d.Namespace, ns)
+		if !namespace.Valid(d.Namespace) {
+			problems = append(problems, fmt.Sprintf("%s: namespace: %q is not a namespace: want 1 to 63 lower-case letters, digits and '-' (e.g. billing)", where, d.Namespace))
+		}
+		if d.Namespace == namespace.Default {
+			d.Namespace = ""
+		}
 		switch {
 		case probeErr != nil: // the name is not a string: Decode said so
 		case probe.Name == "":
 			problems = append(problems, where+": name is required (e.g. name: daily-report)")
 		default:
-			if at, dup := first[probe.Name]; dup {
+			key := namespace.Key(d.Namespace, probe.Name)
+			if at, dup := first[key]; dup {
 				problems = append(problems, fmt.Sprintf("%s: jobs[%d] has this name too; a name defines one job", where, at))
 			} else {
-				first[probe.Name] = i
+				first[key] = i
 			}
 		}
 		defs = append(defs, d)

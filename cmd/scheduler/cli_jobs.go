@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/schedulerhq/scheduler/api"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // The job commands: jobs, job.
@@ -20,8 +21,14 @@ const jobsPageSize = 200
 func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
 		var all []json.RawMessage // -o json: one {"jobs": [...]} of every page
+		// Outside namespace default each row says its namespace, so a table pasted into a
+		// ticket, or read with SCHEDULER_NAMESPACE set and forgotten, says where it is from.
+		nsColumn := x.ns != namespace.Default
 		tw := x.table()
 		if !x.json {
+			if nsColumn {
+				fmt.Fprint(tw, "NAMESPACE\t")
+			}
 			fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
 		}
 		q := url.Values{"limit": {strconv.Itoa(jobsPageSize)}}
@@ -30,8 +37,12 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 				Jobs       []json.RawMessage `json:"jobs"`
 				NextCursor *string           `json:"next_cursor"`
 			}
-			if _, err := x.c.do(ctx, "GET", "/v1/jobs", q, nil, nil, &page); err != nil {
+			if _, err := x.c.do(ctx, "GET", jobsPath(x.ns), q, nil, nil, &page); err != nil {
 				return x.fail(ctx, err)
+			}
+			if len(all) == 0 && len(page.Jobs) == 0 && !x.json {
+				fmt.Fprintf(x.stdout, "no jobs in namespace %s yet; scheduler apply -f FILE -n %s defines some\n", x.ns, x.ns)
+				return exitOK
 			}
 			all = append(all, page.Jobs...)
 			if !x.json {
@@ -41,6 +52,9 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 					last := "-"
 					if j.LastRun != nil {
 						last = j.LastRun.Status
+					}
+					if nsColumn {
+						fmt.Fprintf(tw, "%s\t", j.Namespace)
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.Name, j.ScheduleText, yesNo(j.Paused), last, x.nextRun(&j))
 				}
@@ -77,7 +91,7 @@ func (x *cli) nextRun(j *api.Job) string {
 func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	limit := fs.Int("limit", 10, "how many recent runs to show")
 	return func(ctx context.Context, x *cli, args []string) int {
-		path := "/v1/jobs/" + url.PathEscape(args[0])
+		path := jobPath(x.ns, args[0])
 		var rawJob, rawRuns json.RawMessage
 		if _, err := x.c.do(ctx, "GET", path, nil, nil, nil, &rawJob); err != nil {
 			return x.fail(ctx, err)
@@ -105,6 +119,7 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		}
 		tw := x.table()
 		fmt.Fprintf(tw, "Job:\t%s\n", j.Name)
+		fmt.Fprintf(tw, "Namespace:\t%s\n", j.Namespace)
 		fmt.Fprintf(tw, "State:\t%s\n", state)
 		fmt.Fprintf(tw, "Schedule:\t%s (%s)\n", j.ScheduleText, j.Schedule)
 		fmt.Fprintf(tw, "Time zone:\t%s\n", j.TimeZone)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -27,7 +28,7 @@ func TestJobsReadsTheListPageByPage(t *testing.T) {
 			"name": fmt.Sprintf("job-%02d", i), "schedule": "0 0 1 1 *", "http": map[string]any{"url": "https://example.com/x"}}, nil, &out)
 		require.NoError(t, err)
 	}
-	jobs, err := c.listJobs(t.Context())
+	jobs, err := c.listJobs(t.Context(), namespace.Default)
 	require.NoError(t, err)
 
 	for _, flags := range [][]string{{"jobs"}, {"jobs", "-o", "json"}} {

@@ -28,7 +28,7 @@ func runsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			q.Set("trigger", *trigger)
 		}
 		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/jobs/"+url.PathEscape(args[0])+"/runs", q, nil, nil, &raw); err != nil {
+		if _, err := x.c.do(ctx, "GET", jobPath(x.ns, args[0])+"/runs", q, nil, nil, &raw); err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
@@ -97,6 +97,7 @@ func (x *cli) printRun(r *api.Run) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Run", strconv.FormatInt(r.ID, 10))
 	row("Job", r.Job)
+	row("Namespace", r.Namespace)
 	row("Status", r.Status+map[bool]string{true: " (cancel requested)"}[r.CancelRequested])
 	row("Trigger", r.Trigger)
 	row("Slot", x.when(r.ScheduledAt))
@@ -143,7 +144,7 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			h = map[string]string{"Idempotency-Key": *key}
 		}
 		var raw json.RawMessage
-		status, err := x.c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(args[0])+"/runs", q, body, h, &raw)
+		status, err := x.c.do(ctx, "POST", jobPath(x.ns, args[0])+"/runs", q, body, h, &raw)
 		if err != nil {
 			return x.fail(ctx, err)
 		}

@@ -185,7 +185,7 @@ func TestClientCommands(t *testing.T) {
 		code, out, stderr := runCLI(t, []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=wrong"}, "jobs")
 		assert.Equal(t, exitRefused, code)
 		assert.Empty(t, out)
-		assert.Equal(t, "scheduler: A valid bearer token is required: the bearer token is wrong; send the API token (SCHEDULER_API_TOKEN) as \"Authorization: Bearer <token>\"\n", stderr)
+		assert.Equal(t, "scheduler: A valid bearer token is required: the bearer token is wrong, expired or revoked; send an API token as \"Authorization: Bearer <token>\": SCHEDULER_API_TOKEN, a token made with `scheduler token create`, or a service account's token\n", stderr)
 
 		read := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliReadToken}
 		code, _, _ = runCLI(t, read, "jobs")

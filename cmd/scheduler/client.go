@@ -32,6 +32,15 @@ type apiError struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Detail string `json:"detail"`
+	// Errors are the fields a refused request got wrong, one problem each.
+	Errors []fieldProblem `json:"errors"`
+}
+
+// fieldProblem is one field a problem is about: every wrong field of a request (422), or the
+// header of a failed If-Match (412).
+type fieldProblem struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
 }
 
 func (e *apiError) Error() string {

@@ -3,7 +3,8 @@
 //	scheduler serve             run a replica (HTTP API + leader election + job schedule)
 //	scheduler migrate up|down|version
 //	scheduler seed              load demo data
-//	scheduler jobs|job|trigger|runs|run|cancel|pause|resume|status|step-down
+//	scheduler jobs|job|trigger|runs|run|cancel|pause|resume|status|step-down|apply|get|delete
+//	scheduler whoami|namespace|token|secret
 //	                            the client commands, against a replica's HTTP API
 package main
 
@@ -14,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -84,6 +86,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	default:
 		if c, ok := findClientCommand(cmd); ok {
 			return runClient(ctx, c, rest, environ, stdout, stderr)
+		}
+		if slices.Contains(clientGroups, cmd) {
+			return runGroup(ctx, cmd, rest, environ, stdout, stderr)
 		}
 		fmt.Fprintf(stderr, "scheduler: unknown command %q\n\n%s", cmd, usage+clientHelp())
 		return exitUsage

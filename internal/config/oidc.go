@@ -1,9 +1,10 @@
 package config
 
 import (
+	jobns "github.com/schedulerhq/scheduler/internal/namespace"
+
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 )
 
@@ -48,9 +49,6 @@ const (
 	bindingForm     = "comma-separated subject-glob=namespace:role such as system:serviceaccount:billing:*=billing:editor, " +
 		"with namespace a DNS label or * (every namespace) and role one of viewer, editor, admin (admin only on *)"
 )
-
-// namespaceLabel is a Kubernetes namespace name (an RFC 1123 DNS label).
-var namespaceLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // loadOIDC reads the SCHEDULER_OIDC_ variables. The issuer is what turns the feature on, so
 // each of the others set without it is refused rather than ignored: an operator who set
@@ -151,7 +149,7 @@ func parseBinding(entry string) (OIDCBinding, string) {
 		return b, "the subject holds a space or a character that is not printable ASCII"
 	case !ok:
 		return b, "no ':' between the namespace and the role"
-	case namespace != "*" && !namespaceLabel.MatchString(namespace):
+	case namespace != "*" && !jobns.Valid(namespace):
 		return b, fmt.Sprintf("namespace %q is neither * nor a DNS label of lower-case letters, digits and '-'", namespace)
 	case role != RoleViewer && role != RoleEditor && role != RoleAdmin:
 		return b, fmt.Sprintf("role %q is not one of viewer, editor, admin", role)

@@ -50,7 +50,6 @@ const (
 )
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	labelRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$`)
 	secretRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 	methods  = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
@@ -135,7 +134,7 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	def := &j.Def
 
 	switch {
-	case !nameRE.MatchString(d.Name):
+	case !namespace.Valid(d.Name): // a job's name is a DNS label, as a namespace's
 		c.fail("name", "%q is not a job name: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. daily-report)", d.Name)
 	case (d.Namespace == "" || d.Namespace == namespace.Default) && env.IsBuiltin != nil && env.IsBuiltin(d.Name):
 		c.fail("name", builtinNameMessageTmpl, d.Name)

@@ -58,6 +58,9 @@ type Config struct {
 	MaxMissed int
 	// RescueInterval is how often the leader looks for runs of its term that nobody runs.
 	RescueInterval time.Duration
+	// SlotAuditInterval is how often the leader checks that every due slot has its row,
+	// and SlotAuditGrace how long after its time a slot may be without one (slotaudit.go).
+	SlotAuditInterval, SlotAuditGrace time.Duration
 	// FailoverWindow is how far before its election a term that finds the database failed
 	// over repairs unrecorded slots (config's SCHEDULER_FAILOVER_WINDOW; 0: its default).
 	FailoverWindow time.Duration
@@ -158,6 +161,12 @@ func New(conf Config) (*Engine, error) {
 	}
 	if conf.RescueInterval <= 0 {
 		conf.RescueInterval = rescueIntervalDefault
+	}
+	if conf.SlotAuditInterval <= 0 {
+		conf.SlotAuditInterval = time.Minute
+	}
+	if conf.SlotAuditGrace <= 0 {
+		conf.SlotAuditGrace = time.Minute
 	}
 	e := &Engine{
 		conf:     conf,
@@ -266,43 +275,18 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
 	}()
+	go func() {
+		defer wg.Done()
+		e.slotAuditLoop(termCtx, log)
+	}()
 	e.queueLoop(termCtx, term, log, wake)
 	wg.Wait()
 	log.Info("stopped leading")
-}
-
-// loadJobHistories sets the job gauges from the database, so a new leader reports the
-// cluster's last successes instead of only its own, and a job paused before the election
-// reads as paused rather than stuck.
-func (e *Engine) loadJobHistories(ctx context.Context, log *slog.Logger) {
-	if e.conf.Metrics == nil {
-		return
-	}
-	names := make([]string, 0, len(e.conf.Jobs))
-	for _, jc := range e.conf.Jobs {
-		names = append(names, jc.Name)
-	}
-	e.runtimeMu.RLock()
-	for name := range e.runtime {
-		names = append(names, name)
-	}
-	e.runtimeMu.RUnlock()
-	histories, err := e.conf.DB.JobHistories(ctx, names)
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("reading the jobs' last successes failed; the job gauges show only this term's runs", "error", err)
-		}
-		return
-	}
-	for _, h := range histories {
-		e.conf.Metrics.SetLastSuccess(h.Job, h.LastSuccess)
-		e.conf.Metrics.SetJobPaused(h.Job, h.Paused)
-	}
 }
 
 // startTimers creates this term's gocron scheduler: one timer per schedule, shared by the

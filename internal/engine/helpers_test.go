@@ -178,6 +178,7 @@ type nodeOptions struct {
 	pollInterval   time.Duration
 	maxMissed      int
 	rescueInterval time.Duration
+	slotAudit      time.Duration       // the slot audit's interval, and its grace (default: a minute)
 	tracer         pgx.QueryTracer     // store.Options.Tracer: faults injected into the node's statements
 	log            *slog.Logger        // default: stderr, errors only unless TEST_LOG is set
 	metrics        *metrics.Metrics    // default: none
@@ -215,6 +216,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	var en *Engine
 	en, err = New(Config{DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
+		SlotAuditInterval: opts.slotAudit, SlotAuditGrace: opts.slotAudit,
 		Runtime: opts.runtime})
 	require.NoError(t, err)
 	en.testSignals.init()

@@ -20,6 +20,8 @@ type testSignals struct {
 	// definitionsRead: woken by notifications or the poll, the definition watch made this
 	// many reads (a comparison of every version counts one, not the reloads of what changed)
 	definitionsRead testsignal.Signal[int]
+	// slotAudit: a slot audit read the rows of this many jobs' due slots
+	slotAudit testsignal.Signal[int]
 }
 
 func (s *testSignals) init() {
@@ -32,4 +34,5 @@ func (s *testSignals) init() {
 	s.repaired.Init()
 	s.queuePass.Init()
 	s.definitionsRead.Init()
+	s.slotAudit.Init()
 }

@@ -7,6 +7,8 @@
 //
 // Label names: the job's name is the label "job_name", not "job", because Prometheus puts
 // every scraped series' target job into "job" (it would rename ours to "exported_job").
+// A runtime job outside namespace default is named "<namespace>/<name>", and the run
+// counter also carries its namespace, so a team's alerts can select theirs.
 // Every label value comes from a closed set (job names, statuses, triggers, route patterns,
 // reasons), never from ids or raw paths, so the number of series stays bounded.
 package metrics
@@ -19,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	jobns "github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 const namespace = "scheduler"
@@ -64,6 +68,7 @@ type Metrics struct {
 	lastSuccessTimestamp *prometheus.GaugeVec
 	expectedPeriod       *prometheus.GaugeVec
 	jobPaused            *prometheus.GaugeVec
+	slotsUnrecorded      *prometheus.CounterVec
 
 	entitiesTotal   *prometheus.CounterVec
 	lockWaitSeconds *prometheus.HistogramVec
@@ -130,8 +135,8 @@ func New() *Metrics {
 
 		runsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_total",
-			Help: "Runs that reached a final status on this replica, by job, status and trigger.",
-		}, []string{"job_name", "status", "trigger"}),
+			Help: "Runs that reached a final status on this replica, by job, its namespace, status and trigger.",
+		}, []string{"job_name", "namespace", "status", "trigger"}),
 		runDurationSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "run_duration_seconds",
 			Help:    "Wall time of runs that executed, from start to final status, by job.",
@@ -157,6 +162,10 @@ func New() *Metrics {
 		jobPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "job_paused",
 			Help: "1 while the job is paused (POST /v1/jobs/{name}/pause), as seen by the leader.",
+		}, []string{"job_name"}),
+		slotsUnrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "slots_unrecorded_total",
+			Help: "Due slots the leader found without a row a minute after their time (guarantee 10 says none); by job.",
 		}, []string{"job_name"}),
 
 		entitiesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -204,7 +213,7 @@ func New() *Metrics {
 		m.instanceInfo,
 		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.failoversTotal, m.handoverSeconds, m.stepDownsTotal,
 		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
-		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused,
+		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused, m.slotsUnrecorded,
 		m.entitiesTotal, m.lockWaitSeconds,
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
@@ -306,7 +315,7 @@ func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duratio
 		return
 	}
 	m.jobsRunning.WithLabelValues(job).Dec()
-	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
+	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 	m.runDurationSeconds.WithLabelValues(job).Observe(duration.Seconds())
 	if status == "succeeded" {
 		m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(time.Now().UnixNano()) / 1e9)
@@ -320,57 +329,7 @@ func (m *Metrics) RunRecorded(job, status, trigger string) {
 	if m == nil {
 		return
 	}
-	m.runsTotal.WithLabelValues(job, status, trigger).Inc()
-}
-
-// SetLastSuccess sets the job's last success time from the database (the newest succeeded
-// run's finished_at), so a replica that has just become leader, or just restarted, reports
-// the cluster's history instead of nothing.
-func (m *Metrics) SetLastSuccess(job string, at time.Time) {
-	if m == nil || at.IsZero() {
-		return
-	}
-	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
-}
-
-// Statuses and triggers whose run counters SetJobPeriod creates at zero (store's constants;
-// repeated here because metrics must not import store).
-var (
-	executedStatuses = []string{"succeeded", "failed", "timed_out", "abandoned"}
-	triggers         = []string{"schedule", "manual", "catch-up", "recovery"}
-)
-
-// SetJobPeriod exposes the longest expected gap between the job's slots, which the
-// SchedulerJobStuck alert compares with the time since its last success. A period of 0 (a
-// disabled job) removes the series, so a disabled job never alerts. Call it once per
-// configured job at start.
-//
-// It also creates the job's run counters at 0: increase() cannot see the first increment of
-// a series that appears with value 1, so without this a job's first failure would never
-// reach the failure-ratio alert.
-func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
-	if m == nil {
-		return
-	}
-	for _, status := range executedStatuses {
-		for _, trigger := range triggers {
-			m.runsTotal.WithLabelValues(job, status, trigger)
-		}
-	}
-	if period <= 0 {
-		m.expectedPeriod.DeleteLabelValues(job)
-		return
-	}
-	m.expectedPeriod.WithLabelValues(job).Set(period.Seconds())
-}
-
-// SetJobPaused records the job's pause state as the leader sees it; the SchedulerJobStuck
-// alert is silenced for paused jobs.
-func (m *Metrics) SetJobPaused(job string, paused bool) {
-	if m == nil {
-		return
-	}
-	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 }
 
 // Entities adds a run's entity counts (job.Stats) to scheduler_entities_total.

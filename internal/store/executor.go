@@ -31,6 +31,10 @@ type Executor interface {
 	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
 	RunningRuns(ctx context.Context, epoch int64) ([]int64, error)
 
+	SlotRuns(ctx context.Context, job string, since, until time.Time) ([]*Run, error)
+	FirstSlot(ctx context.Context, job string) (time.Time, error)
+	RecordedSlots(ctx context.Context, jobs []string, from, to time.Time) (map[string]map[time.Time]bool, error)
+
 	// job_settings, with each job's latest runs (settings.go)
 	JobStates(ctx context.Context, jobs []string) (now time.Time, paused map[string]bool, last map[string]*Run, err error)
 	JobHistories(ctx context.Context, jobs []string) ([]JobHistory, error)

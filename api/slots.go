@@ -1,0 +1,147 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// GET …/jobs/{name}/slots: the slots the job's schedule names in a window, each with what
+// became of it. Guarantee 10 says every due slot ends with exactly one row; this view is
+// where a user checks it, and sees the gaps (missed, skipped) at a glance.
+
+// Slot outcomes besides a run's status.
+const (
+	slotPending    = "pending"    // not yet due, or due too recently to be claimed yet
+	slotUnrecorded = "unrecorded" // due long enough ago and without a row: guarantee 10 broken
+)
+
+const (
+	// slotGrace is how long after its time a slot without a row is pending rather than
+	// unrecorded: the claim commits within milliseconds, a catch-up within an election.
+	slotGrace = time.Minute
+	// maxSlots bounds one answer; a wider window is refused with what to narrow.
+	maxSlots = 5000
+	// slotWindowDefault is the window without since.
+	slotWindowDefault = 24 * time.Hour
+)
+
+// slotView is one slot and what became of it.
+type slotView struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	Outcome     string    `json:"outcome"`
+	RunID       *int64    `json:"run_id"`
+	Reason      *string   `json:"reason"`
+	// Runs counts the rows of the slot: more than one after a re-run or a backfill.
+	Runs int `json:"runs"`
+}
+
+func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
+	j := s.job(w, r)
+	if j == nil {
+		return
+	}
+	q, ok := queryParams(w, r)
+	if !ok {
+		return
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	until, since := now, time.Time{}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &since}, {"until", &until}} {
+		if v := q.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				fieldProblem(w, r, probInvalidRequest, p.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", p.name, v))
+				return
+			}
+			*p.dst = t.UTC()
+		}
+	}
+	if since.IsZero() {
+		since = until.Add(-slotWindowDefault)
+	}
+	if !since.Before(until) {
+		fieldProblem(w, r, probInvalidRequest, "since", "since must be before until")
+		return
+	}
+	sched := j.conf.Schedule
+	if sched == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"slots": []slotView{}, "counts": map[string]int{}})
+		return
+	}
+	// The slots the schedule names, newest first, up to maxSlots.
+	var slots []time.Time
+	for t := sched.Next(since.Add(-time.Second)); !t.IsZero() && !t.After(until); t = sched.Next(t) {
+		if len(slots) == maxSlots {
+			writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, fmt.Sprintf(
+				"the schedule names more than %d slots from %s to %s; narrow the window (since, until)", maxSlots,
+				since.Format(time.RFC3339), until.Format(time.RFC3339)), FieldError{Field: "since", Detail: "window too wide"})
+			return
+		}
+		slots = append(slots, t)
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	runs, err := s.cfg.DB.SlotRuns(ctx, j.conf.Name, since, until)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	expectedFrom, err := s.expectedFrom(ctx, j)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return
+	}
+	bySlot := make(map[time.Time][]*store.Run, len(runs))
+	for _, run := range runs {
+		if run.ScheduledAt != nil {
+			t := run.ScheduledAt.UTC()
+			bySlot[t] = append(bySlot[t], run)
+		}
+	}
+	views := make([]slotView, 0, len(slots))
+	counts := map[string]int{}
+	for i := len(slots) - 1; i >= 0; i-- {
+		t := slots[i]
+		v := slotView{ScheduledAt: t}
+		switch rows := bySlot[t]; {
+		case len(rows) > 0: // the newest row says what became of the slot
+			last := rows[0]
+			v.Outcome, v.RunID, v.Runs = last.Status, &last.ID, len(rows)
+			if last.Status == store.StatusSkipped || last.Status == store.StatusMissed {
+				v.Reason = last.Reason
+			}
+		case t.After(now.Add(-slotGrace)):
+			v.Outcome = slotPending
+		case t.Before(expectedFrom) || !j.enabled():
+			continue // before the job existed, or while it does not run: nothing was due
+		default:
+			v.Outcome = slotUnrecorded
+		}
+		counts[v.Outcome]++
+		views = append(views, v)
+	}
+	ns, name := namespace.Split(j.conf.Name)
+	writeJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "since": since, "until": until, "slots": views, "counts": counts})
+}
+
+// expectedFrom is the time from which the job's slots are due: a runtime job's creation,
+// a built-in job's first recorded slot.
+func (s *Server) expectedFrom(ctx context.Context, j *jobRef) (time.Time, error) {
+	if j.stored != nil {
+		return j.stored.CreatedAt, nil
+	}
+	first, err := s.cfg.DB.FirstSlot(ctx, j.conf.Name)
+	if err != nil || first.IsZero() {
+		return time.Now(), err // no row yet: nothing past is known to be due
+	}
+	return first, nil
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
+)
+
+// Namespaces: where the job commands send their requests (-n), and scheduler namespace
+// create|set|list.
+
+// jobsPath is the route of namespace ns's jobs. Namespace default keeps /v1/jobs, which
+// also lists the built-in jobs, so a replica without namespaces answers the same commands.
+func jobsPath(ns string) string {
+	if ns == "" || ns == namespace.Default {
+		return "/v1/jobs"
+	}
+	return "/v1/namespaces/" + url.PathEscape(ns) + "/jobs"
+}
+
+// jobPath is the route of job name in namespace ns.
+func jobPath(ns, name string) string { return jobsPath(ns) + "/" + url.PathEscape(name) }
+
+// namespaceView is the API's view of a namespace; a quota that is null is unbounded.
+type namespaceView struct {
+	Name               string  `json:"name"`
+	MaxJobs            *int    `json:"max_jobs"`
+	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
+	MinInterval        *string `json:"min_interval"`
+	Jobs               int     `json:"jobs"`
+	Secrets            int     `json:"secrets"`
+}
+
+// namespaceRequest is PUT /v1/namespaces/{ns}'s body. PUT sets every quota: one left out is
+// unbounded, so the CLI always sends all three.
+type namespaceRequest struct {
+	MaxJobs            *int    `json:"max_jobs"`
+	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
+	MinInterval        *string `json:"min_interval"`
+	Reason             string  `json:"reason,omitempty"`
+}
+
+// namespacePutFlags is namespace create (a namespace that exists is refused, so a typo in a
+// script cannot reset another team's quotas) and namespace set (one that does not exist is
+// refused; the quotas not named keep their value). Both read the namespace first, since
+// PUT replaces every quota; an admin setting the same namespace at the same moment could
+// see the other's change undone, which the audit log shows.
+func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+		maxJobs := fs.Int("max-jobs", 0, "at most this many runtime jobs in it (0: no bound)")
+		maxCalls := fs.Int("max-concurrent-calls", 0, "at most this many of its HTTP calls at once (0: no bound)")
+		minInterval := fs.Duration("min-interval", 0, "refuse schedules whose slots come closer than this, such as 5m (0: no bound)")
+		reason := fs.String("reason", "", "why (kept in the audit log)")
+		return func(ctx context.Context, x *cli, args []string) int {
+			ns := args[0]
+			if !namespace.Valid(ns) {
+				fmt.Fprintf(x.stderr, "scheduler: %q is not a namespace name: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)\n", ns)
+				return exitUsage
+			}
+			if *maxJobs < 0 || *maxCalls < 0 || *minInterval < 0 {
+				fmt.Fprintln(x.stderr, "scheduler: a quota is 0 (no bound) or more")
+				return exitUsage
+			}
+			var cur namespaceView
+			_, err := x.c.do(ctx, "GET", "/v1/namespaces/"+ns, nil, nil, nil, &cur)
+			var e *apiError
+			notFound := errors.As(err, &e) && e.Status == http.StatusNotFound
+			switch {
+			case create && err == nil:
+				fmt.Fprintf(x.stderr, "scheduler: namespace %s exists already; scheduler namespace set %s changes its quotas\n", ns, ns)
+				return exitFailure
+			case !create && notFound:
+				fmt.Fprintf(x.stderr, "scheduler: there is no namespace %s; scheduler namespace create %s makes it\n", ns, ns)
+				return exitUsage
+			case errors.As(err, &e) && e.Status == http.StatusForbidden:
+				// Not an admin (an admin reads every namespace): PUT refuses it in the
+				// words that say who may.
+			case err != nil && !notFound:
+				return x.fail(ctx, err)
+			}
+			req := namespaceRequest{MaxJobs: cur.MaxJobs, MaxConcurrentCalls: cur.MaxConcurrentCalls, MinInterval: cur.MinInterval, Reason: *reason}
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "max-jobs":
+					req.MaxJobs = bound(*maxJobs)
+				case "max-concurrent-calls":
+					req.MaxConcurrentCalls = bound(*maxCalls)
+				case "min-interval":
+					req.MinInterval = nil
+					if *minInterval > 0 {
+						s := minInterval.String()
+						req.MinInterval = &s
+					}
+				}
+			})
+			var raw json.RawMessage
+			status, err := x.c.do(ctx, "PUT", "/v1/namespaces/"+ns, nil, req, nil, &raw)
+			if err != nil {
+				return x.fail(ctx, err)
+			}
+			if x.json {
+				return x.printJSON(raw)
+			}
+			var v namespaceView
+			_ = json.Unmarshal(raw, &v)
+			done := "set"
+			if status == http.StatusCreated {
+				done = "created"
+			}
+			fmt.Fprintf(x.stdout, "namespace %s %s: %s\n", ns, done, quotas(v))
+			if status == http.StatusCreated {
+				fmt.Fprintf(x.stdout, "give a team access with: scheduler token create --name %s-team --role editor -n %s\n", ns, ns)
+			}
+			return exitOK
+		}
+	}
+}
+
+// bound is a quota flag's value for the API: 0 means no bound (null).
+func bound(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// quotas says a namespace's quotas in a line.
+func quotas(v namespaceView) string {
+	unbounded := func(p *int) string {
+		if p == nil {
+			return "no bound"
+		}
+		return strconv.Itoa(*p)
+	}
+	interval := "no bound"
+	if v.MinInterval != nil {
+		interval = shortText(*v.MinInterval)
+	}
+	return fmt.Sprintf("max jobs %s, max concurrent calls %s, min interval %s",
+		unbounded(v.MaxJobs), unbounded(v.MaxConcurrentCalls), interval)
+}
+
+// shortText writes a duration of the API ("5m0s") the short way ("5m").
+func shortText(d string) string {
+	p, err := time.ParseDuration(d)
+	if err != nil {
+		return d
+	}
+	s := p.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func namespaceListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+	return func(ctx context.Context, x *cli, _ []string) int {
+		var raw json.RawMessage
+		if _, err := x.c.do(ctx, "GET", "/v1/namespaces", nil, nil, nil, &raw); err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			return x.printJSON(raw)
+		}
+		var list struct{ Namespaces []namespaceView }
+		_ = json.Unmarshal(raw, &list)
+		if len(list.Namespaces) == 0 {
+			fmt.Fprintln(x.stdout, "no namespace this token may read")
+			return exitOK
+		}
+		dash := func(p *int) string {
+			if p == nil {
+				return "-"
+			}
+			return strconv.Itoa(*p)
+		}
+		tw := x.table()
+		fmt.Fprintln(tw, "NAME\tJOBS\tSECRETS\tMAX JOBS\tMAX CONCURRENT CALLS\tMIN INTERVAL")
+		for _, n := range list.Namespaces {
+			interval := "-"
+			if n.MinInterval != nil {
+				interval = shortText(*n.MinInterval)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", n.Name, n.Jobs, n.Secrets, dash(n.MaxJobs), dash(n.MaxConcurrentCalls), interval)
+		}
+		tw.Flush()
+		return exitOK
+	}
+}

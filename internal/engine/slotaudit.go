@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// The slot audit checks guarantee 10 while a term lasts: every slot a job's schedule names
+// has a row a minute after its time. Slots before the term are the election's catch-up's
+// (which records at most 100 missed slots a job by design), so the audit starts at the
+// term's start. A slot it finds without a row is logged at ERROR and counted in
+// scheduler_slots_unrecorded_total, which the SchedulerSlotUnrecorded alert watches; the
+// slots view (GET …/jobs/{name}/slots) shows it as unrecorded.
+
+// maxAuditedSlots bounds one job's slots in one audit (a job on "@every 1s" names 60 a
+// minute); past it the audit looks at the newest only.
+const maxAuditedSlots = 600
+
+// slotAuditLoop audits every SlotAuditInterval until the term ends. A slot may be without
+// its row for SlotAuditGrace (a minute by default): claims commit within milliseconds, and a
+// tick waits out a database outage within its period.
+func (e *Engine) slotAuditLoop(ctx context.Context, log *slog.Logger) {
+	checkedTo := time.Now()
+	ticker := time.NewTicker(e.conf.SlotAuditInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		to := time.Now().Add(-e.conf.SlotAuditGrace).Truncate(time.Second)
+		if !to.After(checkedTo) {
+			continue
+		}
+		if e.auditSlots(ctx, log, checkedTo, to) {
+			checkedTo = to
+		}
+	}
+}
+
+// auditSlots checks the slots after from and up to to of every enabled job, and reports
+// whether it could (a failed read is tried again, over the same window, next time).
+func (e *Engine) auditSlots(ctx context.Context, log *slog.Logger, from, to time.Time) bool {
+	expected := map[string][]time.Time{}
+	var jobs []string
+	for _, en := range e.enabledEntries() {
+		start := from
+		if en.since.After(start) {
+			start = en.since // the slots before belong to an earlier definition
+		}
+		var slots []time.Time
+		for t := en.conf.Schedule.Next(start); !t.IsZero() && !t.After(to); t = en.conf.Schedule.Next(t) {
+			slots = append(slots, t)
+			if len(slots) > maxAuditedSlots {
+				slots = slots[1:]
+			}
+		}
+		if len(slots) > 0 {
+			expected[en.conf.Name] = slots
+			jobs = append(jobs, en.conf.Name)
+		}
+	}
+	if len(jobs) == 0 {
+		return true
+	}
+	recorded, err := e.conf.DB.RecordedSlots(ctx, jobs, from, to)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("the slot audit could not read the recorded slots; it tries again", "error", err)
+		}
+		return false
+	}
+	for _, job := range jobs {
+		var missing []time.Time
+		for _, t := range expected[job] {
+			if !recorded[job][t] {
+				missing = append(missing, t)
+			}
+		}
+		if len(missing) > 0 {
+			e.conf.Metrics.SlotsUnrecorded(job, len(missing))
+			log.Error("due slots have no row (guarantee 10); see GET /v1/jobs/{name}/slots and report it",
+				"job", job, "count", len(missing), "first", missing[0], "last", missing[len(missing)-1])
+		}
+	}
+	e.testSignals.slotAudit.Send(len(jobs))
+	return true
+}

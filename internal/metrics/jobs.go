@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"time"
+
+	jobns "github.com/schedulerhq/scheduler/internal/namespace"
+)
+
+// A job's own series: its last success, expected period, pause and unrecorded slots.
+
+// SetLastSuccess sets the job's last success time from the database (the newest succeeded
+// run's finished_at), so a replica that has just become leader, or just restarted, reports
+// the cluster's history instead of nothing.
+func (m *Metrics) SetLastSuccess(job string, at time.Time) {
+	if m == nil || at.IsZero() {
+		return
+	}
+	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// Statuses and triggers whose run counters SetJobPeriod creates at zero (store's constants;
+// repeated here because metrics must not import store).
+var (
+	executedStatuses = []string{"succeeded", "failed", "timed_out", "abandoned"}
+	triggers         = []string{"schedule", "manual", "catch-up", "recovery"}
+)
+
+// SetJobPeriod exposes the longest expected gap between the job's slots, which the
+// SchedulerJobStuck alert compares with the time since its last success. A period of 0 (a
+// disabled job) removes the series, so a disabled job never alerts. Call it once per
+// configured job at start.
+//
+// It also creates the job's run counters at 0: increase() cannot see the first increment of
+// a series that appears with value 1, so without this a job's first failure would never
+// reach the failure-ratio alert.
+func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
+	if m == nil {
+		return
+	}
+	for _, status := range executedStatuses {
+		for _, trigger := range triggers {
+			m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger)
+		}
+	}
+	if period <= 0 {
+		m.expectedPeriod.DeleteLabelValues(job)
+		return
+	}
+	m.expectedPeriod.WithLabelValues(job).Set(period.Seconds())
+}
+
+// SetJobPaused records the job's pause state as the leader sees it; the SchedulerJobStuck
+// alert is silenced for paused jobs.
+func (m *Metrics) SetJobPaused(job string, paused bool) {
+	if m == nil {
+		return
+	}
+	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+}
+
+// SlotsUnrecorded counts due slots of the job that have no row (the slot audit's finding).
+func (m *Metrics) SlotsUnrecorded(job string, n int) {
+	if m == nil {
+		return
+	}
+	m.slotsUnrecorded.WithLabelValues(job).Add(float64(n))
+}

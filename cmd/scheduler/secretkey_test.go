@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
 func newTestKey(t *testing.T) (string, *secretbox.Key) {
@@ -87,4 +90,42 @@ func TestSecretKeyRotate(t *testing.T) {
 	assert.Contains(t, stderr, "SCHEDULER_SECRET_KEY is not set")
 	code, _, _ = runCLI(t, environ, "secret-key", "spin")
 	assert.Equal(t, exitUsage, code)
+}
+
+// The secret commands against a whole replica with a key: set reads the value from stdin,
+// list shows names and hosts, never the value; delete removes it.
+func TestSecretCommandsAgainstAReplica(t *testing.T) {
+	t.Parallel()
+	_, key := newTestKey(t)
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken,
+		Runtime: config.Runtime{SecretBox: secretbox.New(key)}})
+	env := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliToken}
+	code, _, stderr := runCLI(t, env, "namespace", "create", "billing")
+	require.Equal(t, exitOK, code, stderr)
+
+	const value = "cli-secret-value-51b2"
+	code, out, stderr := runCLIWithStdin(t, env, strings.NewReader(value+"\n"),
+		"secret set", "BILLING_TOKEN", "-n", "billing", "--allowed-host", "api.billing.example", "--allowed-host", "hooks.billing.example:8443")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "secret BILLING_TOKEN set in namespace billing; sent only to api.billing.example, hooks.billing.example:8443\n", out)
+	code, out, stderr = runCLI(t, env, "secret", "list", "-n", "billing")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^BILLING_TOKEN +api.billing.example, hooks.billing.example:8443 +`, out)
+	assert.NotContains(t, out, value)
+
+	code, _, stderr = runCLIWithStdin(t, env, strings.NewReader(value), "secret set", "BILLING_TOKEN", "-n", "billing", "--allowed-host", "https://x.example")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "leave out the scheme")
+	assert.NotContains(t, stderr, value)
+
+	got, err := secrets.New(nil, secretbox.New(key), srv.DB.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
+	require.NoError(t, err)
+	assert.Equal(t, value, got["BILLING_TOKEN"].Value, "the value read from stdin, without its line end")
+
+	code, out, stderr = runCLI(t, env, "secret", "delete", "BILLING_TOKEN", "-n", "billing")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "deleted secret BILLING_TOKEN of namespace billing\n", out)
+	code, out, _ = runCLI(t, env, "secret", "list", "-n", "billing")
+	require.Equal(t, exitOK, code)
+	assert.Equal(t, "no secrets in namespace billing\n", out)
 }

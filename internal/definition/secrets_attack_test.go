@@ -93,7 +93,7 @@ func testBox(t *testing.T) *secretbox.Box {
 
 // runStored runs a stored definition (checked as the leader loads it: without the replica's
 // secrets) and returns the run's error and what the target received.
-func runStored(t *testing.T, src definition.SecretSource, def string) (error, []string) {
+func runStored(t *testing.T, src definition.SecretSource, def string) ([]string, error) {
 	t.Helper()
 	var got []string
 	var calls atomic.Int32
@@ -110,7 +110,7 @@ func runStored(t *testing.T, src definition.SecretSource, def string) (error, []
 	_, err = rt.Build(checked).Run(context.Background(), &job.Env{RunID: 1, Log: slog.New(slog.DiscardHandler),
 		Call: job.Call{IdempotencyKey: "k", RecordAttempt: func(context.Context, store.Attempt) error { return nil }}})
 	srv.Close()
-	return err, got
+	return got, err
 }
 
 func TestAttackStoredBillingJobDoesNotSendAnOperatorSecret(t *testing.T) {
@@ -118,7 +118,7 @@ func TestAttackStoredBillingJobDoesNotSendAnOperatorSecret(t *testing.T) {
 	mem.put(t, box, "ops", "DEPLOY_TOKEN", "ops-only-value", "127.0.0.1")
 	src := secrets.New(map[string]string{"OPS_TOKEN": "operator-only-value"}, box, mem)
 	for _, name := range []string{"OPS_TOKEN", "DEPLOY_TOKEN"} {
-		err, got := runStored(t, src, `{"name": "exfil", "namespace": "billing", "schedule": "@every 1h",
+		got, err := runStored(t, src, `{"name": "exfil", "namespace": "billing", "schedule": "@every 1h",
 			"http": {"url": "URL", "auth": {"bearer_secret": "`+name+`"}}}`)
 		assert.Empty(t, got, "nothing may be sent")
 		require.Error(t, err)
@@ -126,7 +126,7 @@ func TestAttackStoredBillingJobDoesNotSendAnOperatorSecret(t *testing.T) {
 		assert.Contains(t, err.Error(), "PUT /v1/namespaces/billing/secrets/"+name)
 	}
 	// The same definition in namespace default uses the operator's secret, as before.
-	err, got := runStored(t, src, `{"name": "report", "schedule": "@every 1h", "http": {"url": "URL", "auth": {"bearer_secret": "OPS_TOKEN"}}}`)
+	got, err := runStored(t, src, `{"name": "report", "schedule": "@every 1h", "http": {"url": "URL", "auth": {"bearer_secret": "OPS_TOKEN"}}}`)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Bearer operator-only-value "}, got)
 }
@@ -141,13 +141,13 @@ func TestAttackStoredJobDoesNotSendASecretToAnotherHost(t *testing.T) {
 	mem.put(t, box, "billing", "LOCAL", "local-value", "127.0.0.1")
 	src := secrets.New(nil, box, mem)
 	for _, auth := range []string{`"auth": {"bearer_secret": "TOKEN"}`, `"auth": {"bearer_secret": "LOCAL"}, "signing_secret": "SIGNING"`} {
-		err, got := runStored(t, src, `{"name": "exfil", "namespace": "billing", "schedule": "@every 1h", "http": {"url": "URL", `+auth+`}}`)
+		got, err := runStored(t, src, `{"name": "exfil", "namespace": "billing", "schedule": "@every 1h", "http": {"url": "URL", `+auth+`}}`)
 		assert.Empty(t, got, "nothing may be sent")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not attempted, nothing was sent")
 		assert.Contains(t, err.Error(), "may be sent only to api.billing.example")
 	}
-	err, got := runStored(t, src, `{"name": "ok", "namespace": "billing", "schedule": "@every 1h", "http": {"url": "URL", "auth": {"bearer_secret": "LOCAL"}}}`)
+	got, err := runStored(t, src, `{"name": "ok", "namespace": "billing", "schedule": "@every 1h", "http": {"url": "URL", "auth": {"bearer_secret": "LOCAL"}}}`)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"Bearer local-value "}, got, "a host the secret allows is called")
 }

@@ -59,6 +59,10 @@ const (
 	ActionTokenRevoke  = "token-revoke"
 	ActionSecretPut    = "secret-put"
 	ActionSecretDelete = "secret-delete"
+	// A slot run again (migration 0018): a re-run, a backfill asked for or cancelled.
+	ActionRerun          = "rerun"
+	ActionBackfill       = "backfill"
+	ActionBackfillCancel = "backfill-cancel"
 )
 
 const insertActionSQL = `

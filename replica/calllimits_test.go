@@ -15,7 +15,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+// TestMain is backfill_test.go's: one per test binary, internal and external tests together.
 
 // An admin's change to a namespace's max_concurrent_calls applies within a poll interval,
 // without a restart: a call waiting at the old bound goes out once the row is raised.

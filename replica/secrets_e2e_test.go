@@ -45,8 +45,8 @@ func (l *lockedLog) String() string {
 	return l.buf.String()
 }
 
-// call sends one API request as the admin and returns the status and body.
-func call(t *testing.T, base, method, path, body string) (int, []byte) {
+// e2eCall sends one API request as the admin and returns the status and body.
+func e2eCall(t *testing.T, base, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestStoredSecretValueAppearsNowhereButInTheCall(t *testing.T) {
 	var answers [][]byte
 	do := func(method, path, body string, want int) []byte {
 		t.Helper()
-		status, b := call(t, srv.URL, method, path, body)
+		status, b := e2eCall(t, srv.URL, method, path, body)
 		require.Equal(t, want, status, "%s %s: %s", method, path, b)
 		answers = append(answers, b)
 		return b

@@ -3,6 +3,7 @@ package definition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -47,8 +48,13 @@ func (j *httpRunner) Defaults() job.Defaults { return job.Defaults{} }
 func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	var stats job.Stats
 	h := j.def.Def.HTTP
+	body := h.Body
+	if env.Params.Body != nil {
+		body = *env.Params.Body
+	}
 	if env.Params.DryRun {
-		env.Log.Info("dry run: the call is not made", "method", h.Method, "url", h.URL)
+		recordDryRun(ctx, env, fmt.Sprintf("dry run: would call %s %s with %d headers of its own and %d of the trigger's, a body of %d bytes, and Idempotency-Key %s; nothing was sent",
+			h.Method, h.URL, len(h.Headers), len(env.Params.Headers), len(body), env.Call.IdempotencyKey))
 		return stats, nil
 	}
 	values, allowedHosts, err := j.callSecrets(ctx)
@@ -58,6 +64,9 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	header := http.Header{}
 	var secrets []string // the values used, kept out of what is recorded
 	for k, v := range h.Headers {
+		header.Set(k, v)
+	}
+	for k, v := range env.Params.Headers { // a trigger's, checked by the API; the auth below wins
 		header.Set(k, v)
 	}
 	if a := h.Auth; a != nil {
@@ -87,7 +96,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	req := targets.Request{
 		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts,
-		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
+		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
 		SigningKey: signingKey,
@@ -117,6 +126,16 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	stats.Changed = 1
 	return stats, nil
+}
+
+// recordDryRun keeps what a dry run would have done on the run, as its one attempt's body,
+// so the run says it (GET /v1/runs/{id}) instead of only a log line.
+func recordDryRun(ctx context.Context, env *job.Env, what string) {
+	env.Log.Info(what)
+	a := store.Attempt{Number: 1, StartedAt: time.Now(), Body: &what}
+	if err := env.Call.RecordAttempt(ctx, a); err != nil {
+		env.Log.Warn("recording the dry run failed", "error", err)
+	}
 }
 
 // attemptRecord is a call attempt as run_attempts stores it.
@@ -156,11 +175,13 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if err != nil {
 		return job.Stats{}, err
 	}
-	if env.Params.DryRun {
-		return job.Stats{}, nil // nothing is changed, and nothing can be counted without running
+	if env.Params.DryRun { // nothing is changed, and nothing can be counted without running
+		recordDryRun(ctx, env, fmt.Sprintf("dry run: would run %d bytes of statements in SQL target %s with %d vars, under marker key %s; nothing ran",
+			len(s.Statements), target.Name(), len(env.Params.Vars), env.Call.IdempotencyKey))
+		return job.Stats{}, nil
 	}
 	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Key(),
-		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout,
+		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Vars: env.Params.Vars, Timeout: j.def.Timeout,
 		Connected: func(ctx context.Context, pid uint32, started time.Time) error {
 			return env.Call.RecordBackend(ctx, store.SQLBackend{Target: target.Name(), PID: pid, BackendStart: started})
 		}})

@@ -60,6 +60,9 @@ type Config struct {
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
 	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
 	Runtime config.Runtime
+	// Notifications are the jobs' notifications' settings (SCHEDULER_PUBLIC_URL,
+	// SCHEDULER_NOTIFY_INTERVAL); zero: their defaults.
+	Notifications config.Notifications
 	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
 	// the SQL targets' markers of the slots they committed; 0: 30 days.
 	RunRetention time.Duration
@@ -106,9 +109,14 @@ func New(c Config) (*Replica, error) {
 		Drop:           c.DB.DropRunDays,
 	})
 	registry := job.NewRegistry(append(business, c.Extra...)...)
+	notifications, err := buildNotifications(c, guard)
+	if err != nil {
+		return nil, err
+	}
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
-		Runtime: &definition.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
+		Runtime:       &definition.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets},
+		Notifications: notifications})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
@@ -178,6 +179,11 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	}
 	if d.PauseAfterFailures < 0 || d.PauseAfterFailures > maxPauseAfterFailures {
 		c.fail("pause_after_failures", "%d is out of range: want 0 (never pause) to %d", d.PauseAfterFailures, maxPauseAfterFailures)
+	}
+
+	for _, p := range notify.Check("notify", d.Notify, notify.Checker{CheckURL: env.CheckURL, HasSecret: env.HasSecret,
+		SecretHint: func(name string) string { return "an operator sets " + SecretEnv(name) + " on every replica" }}) {
+		c.fail(p.Field, "%s", p.Message)
 	}
 
 	switch {

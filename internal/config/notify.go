@@ -40,7 +40,9 @@ func loadNotifications(env *Env, httpAddr string) Notifications {
 		PublicURL: strings.TrimRight(env.String("SCHEDULER_PUBLIC_URL", "http://"+httpAddr), "/"),
 		Interval:  env.Duration("SCHEDULER_NOTIFY_INTERVAL", NotifyIntervalDefault),
 	}
-	if u, err := url.Parse(n.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	// The default comes from SCHEDULER_HTTP_ADDR, whose problem is reported as its own.
+	_, set := env.lookup("SCHEDULER_PUBLIC_URL")
+	if u, err := url.Parse(n.PublicURL); set && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		env.Fail("SCHEDULER_PUBLIC_URL", n.PublicURL, "the http(s) URL people reach the replicas at, such as https://scheduler.example.com")
 	}
 	atLeast(env, "SCHEDULER_NOTIFY_INTERVAL", n.Interval, time.Second, `a duration of at least 1s such as "1m"`)

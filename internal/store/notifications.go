@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The jobs' notifications (migration 0018): events written with the facts they report, and
+// The jobs' notifications (migration 0019): events written with the facts they report, and
 // the deliveries the leader makes of them (docs/design.md, "Notifications to teams").
 
 // NotificationEvent is one event to record: a run's (RunID) or a pause's without a run

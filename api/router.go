@@ -165,6 +165,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/instances", s.listInstances)
 		r.With(s.mayRead).Get("/locks", s.listLocks)
 		r.Get("/runs/{id}", s.getRun)
+		r.Get("/backfills/{id}", s.getBackfill)
 		r.Get("/audit", s.listAudit)
 		r.Get("/namespaces", s.listNamespaces)
 		r.With(s.mayRead, s.namespaceExists).Get("/namespaces/{ns}", s.getNamespace)
@@ -178,6 +179,8 @@ func (s *Server) Handler() http.Handler {
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
 			r.Post("/runs/{id}/cancel", s.cancelRun)
+			r.Post("/runs/{id}/rerun", s.rerunRun)
+			r.Post("/backfills/{id}/cancel", s.cancelBackfill)
 			r.With(s.adminOnly).Put("/namespaces/{ns}", s.putNamespace)
 			r.With(s.adminOnly).Post("/tokens", s.createToken)
 			r.With(s.adminOnly).Delete("/tokens/{id}", s.revokeToken)
@@ -206,6 +209,7 @@ func (s *Server) jobRoutes(r chi.Router, prefix string) {
 		r.Post(prefix+"/{name}/pause", s.pauseJob)
 		r.Post(prefix+"/{name}/resume", s.resumeJob)
 		r.Post(prefix+"/{name}/runs", s.triggerRun)
+		r.Post(prefix+"/{name}/backfill", s.backfillJob)
 	})
 }
 

@@ -54,9 +54,9 @@ var (
 	labelRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$`)
 	secretRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 	methods  = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
-	// reservedHeaders are set by the caller on every attempt (internal/targets); a definition
+	// ReservedHeaders are set by the caller on every attempt (internal/targets); a definition
 	// cannot forge the key a receiver deduplicates by, or the signature it verifies.
-	reservedHeaders = []string{"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature",
+	ReservedHeaders = []string{"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature",
 		"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "trailer", "user-agent"}
 )
 

@@ -83,7 +83,7 @@ func (c *checker) header(field, name, value string, withAuth bool) {
 	switch {
 	case name == "" || len(name) > maxHeaderName || !isToken(name):
 		c.fail(field, "not a header name: want letters, digits and -, at most %d", maxHeaderName)
-	case slices.Contains(reservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
+	case slices.Contains(ReservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
 		c.fail(field, "%s %s", name, headerReservedMessage)
 	case withAuth && lower == "authorization":
 		c.fail(field, "Authorization comes from http.auth's secret; remove one of the two")

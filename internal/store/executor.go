@@ -27,6 +27,7 @@ type Executor interface {
 	Run(ctx context.Context, id int64) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error)
+	QueueSlotRun(ctx context.Context, job string, scheduledAt time.Time, trigger string, reason *string, params []byte) (run *Run, created bool, err error)
 	CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error)
 	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
 	RunningRuns(ctx context.Context, epoch int64) ([]int64, error)
@@ -60,6 +61,13 @@ type Executor interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	RevokeToken(ctx context.Context, id string) (Token, error)
 	ActiveToken(ctx context.Context, hash []byte) (t Token, ok bool, err error)
+
+	// scheduler_backfills (backfills.go)
+	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
+	Backfill(ctx context.Context, id int64) (Backfill, error)
+	RunningBackfills(ctx context.Context) ([]Backfill, error)
+	AdvanceBackfill(ctx context.Context, id int64, next int, runID *int64) (ok bool, err error)
+	EndBackfill(ctx context.Context, id int64, state string) (Backfill, error)
 
 	// scheduler_leader (leader.go)
 	Leader(ctx context.Context) (LeaderRow, error)

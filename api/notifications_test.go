@@ -24,7 +24,7 @@ func newNotifyAPI(t *testing.T) *testAPI {
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: notifyJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(),
 		Runtime: definition.Env{CheckURL: guard.CheckURL,
-			HasSecret: func(name string) bool { _, ok := testSecrets[name]; return ok }}})
+			Secret: func(_, name string) ([]string, bool) { _, ok := testSecrets[name]; return nil, ok }}})
 	a.http.Config.Handler = a.server.Handler()
 	return a
 }

@@ -41,11 +41,11 @@ func notifications(interval, attempt time.Duration, allow ...string) func(db *st
 		}
 		return deliver.New(deliver.Config{DB: db, Caller: targets.NewCaller(targets.Config{Guard: g}),
 			Interval: interval, AttemptTimeout: attempt, PublicURL: "https://scheduler.example.com",
-			Secret: func(_ context.Context, _, name string) (string, error) {
+			Secret: func(_ context.Context, _, name string) (string, []string, error) {
 				if name == "HOOK_SIGNING" {
-					return notifySecretValue, nil
+					return notifySecretValue, nil, nil
 				}
-				return "", fmt.Errorf("secret %s is not set", name)
+				return "", nil, fmt.Errorf("secret %s is not set", name)
 			}})
 	}
 }

@@ -3,7 +3,6 @@ package deliver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
@@ -122,7 +121,3 @@ func derefInt(p *int) int {
 	return *p
 }
 
-// ErrSecretNotSet is a notification's secret that has no value on this leader.
-func ErrSecretNotSet(name, hint string) error {
-	return fmt.Errorf("secret %s is not set on this leader: %s", name, hint)
-}

@@ -1,8 +1,9 @@
 // Routes and the refresh loop.
 //
-// Pages are hash routes (#/, #/jobs/NAME, #/jobs/NAME/edit, #/new-job, #/runs/ID, #/locks,
-// #/audit) so every link is a real link and the server serves one page. (A job may be named
-// "new", so the new job's form is not under #/jobs/.)
+// Pages are hash routes, so every link is a real link and the server serves one page:
+// #/ (the overview), #/jobs/NAME, #/jobs/NAME/edit, #/new-job, #/runs/ID, #/locks and
+// #/audit, each of namespace default, or of namespace NS under #/ns/NS/ (session.js). (A job
+// may be named "new", so the new job's form is not under #/jobs/.)
 "use strict";
 
 function stopTimer() { if (timer) { clearTimeout(timer); timer = null; } }
@@ -10,12 +11,19 @@ function stopTimer() { if (timer) { clearTimeout(timer); timer = null; } }
 function isLive(p) { return !p.live || p.live(); }
 
 let inFlight = false;
+// again asks for one more refresh once the one in flight ends: a move to another page of a
+// list, or a new page, must not wait for the next tick to show.
+let again = false;
 // lastRefreshMs is how long the last refresh took. The next one waits ten times that, at
 // least REFRESH_MS: a job list of ten thousand jobs (half a second to build on the server)
 // is then asked for every five seconds, not every second.
 let lastRefreshMs = 0;
 async function refreshNow() {
-  if (!page || inFlight) return;
+  if (!page) return;
+  if (inFlight) {
+    again = true;
+    return;
+  }
   const current = page;
   const focused = document.activeElement;
   inFlight = true;
@@ -40,6 +48,10 @@ async function refreshNow() {
     }
   } finally {
     inFlight = false;
+    if (again) {
+      again = false;
+      refreshNow();
+    }
   }
 }
 
@@ -50,12 +62,17 @@ function schedule() {
   stopTimer();
   const wait = page && isLive(page) ? Math.max(REFRESH_MS, 10 * lastRefreshMs) : REFRESH_MS;
   timer = setTimeout(async () => {
-    if (page && isLive(page)) { if (!document.hidden) await refreshNow(); } else tickTimes();
+    if (page && isLive(page)) { if (!document.hidden && !inFlight) await refreshNow(); } else tickTimes();
     if (page) schedule();
   }, wait);
 }
 
-function route() {
+// routeSeq numbers the route changes: one that finds a newer one begun while it waited for
+// the token's grants gives way to it.
+let routeSeq = 0;
+
+async function route() {
+  const seq = ++routeSeq;
   stopTimer();
   lastRefreshMs = 0;
   clearSay();
@@ -66,28 +83,80 @@ function route() {
     askToken("This server needs an API token.");
     return;
   }
-  const hash = location.hash.replace(/^#/, "") || "/";
-  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
-  let nav = "overview";
-  if (parts[0] === "new-job") { page = jobFormPage(null); nav = ""; document.title = "New job · scheduler"; }
-  else if (parts[0] === "jobs" && parts[1] && parts[2] === "edit") { page = jobFormPage(parts[1]); nav = ""; document.title = `Edit ${parts[1]} · scheduler`; }
-  else if (parts[0] === "jobs" && parts[1]) { page = jobPage(parts[1]); nav = ""; document.title = `${parts[1]} · scheduler`; }
-  else if (parts[0] === "runs" && parts[1]) { page = runPage(parts[1]); nav = ""; document.title = `run ${parts[1]} · scheduler`; }
-  else if (parts[0] === "locks") { page = locksPage(); nav = "locks"; document.title = "Locks · scheduler"; }
-  else if (parts[0] === "audit") { page = auditPage(); nav = "audit"; document.title = "Audit · scheduler"; }
-  else { page = overviewPage(); document.title = "scheduler"; }
-  for (const a of document.querySelectorAll("[data-nav]")) {
-    if (a.dataset.nav === nav) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  // The token's grants come first: every page marks what the token may not do as it builds.
+  const fresh = !session.who;
+  if (fresh) {
+    page = null;
+    replace(main, h("p", {}, "Loading…"));
+    try {
+      await loadSession();
+    } catch (e) {
+      if (seq === routeSeq && e.status !== 401) sessionFailed(e);
+      return;
+    }
   }
+  const hash = location.hash.replace(/^#/, "") || "/";
+  // A part that is not valid percent-encoding is taken as written: the page then says that
+  // no such job or run exists, rather than the route failing.
+  const decode = (p) => { try { return decodeURIComponent(p); } catch (e) { return p; } };
+  let parts = hash.split("/").filter(Boolean).map(decode);
+  let ns = null;
+  if (parts[0] === "ns" && parts[1]) {
+    ns = parts[1];
+    parts = parts.slice(2);
+  }
+  if (!session.namespaces.includes(ns || DEFAULT_NS)) {
+    // Made since the page asked, perhaps.
+    try { await loadNamespaces(); } catch (e) { /* the page says what fails */ }
+  } else if (!fresh) {
+    revalidateSession(); // kept from before: asked again, and the page follows a change
+  }
+  if (seq !== routeSeq) return;
+  const rest = parts.map(encodeURIComponent).join("/");
+  if (ns === null && !mayRead(DEFAULT_NS)) {
+    // An address without a namespace is default's, which this token may not read: its own
+    // namespace instead (the hash change routes again).
+    const home = session.namespaces.find(mayRead);
+    if (home) {
+      location.replace(hashFor(home, rest));
+      return;
+    }
+  }
+  ns = ns || DEFAULT_NS;
+  currentNs = ns;
+  let view = "overview";
+  let title = "scheduler";
+  if (!mayRead(ns) || !session.namespaces.includes(ns)) { view = "namespace"; page = namespacePage(ns); }
+  else if (parts[0] === "new-job") { view = "new-job"; page = jobFormPage(ns, null); title = "New job · scheduler"; }
+  else if (parts[0] === "jobs" && parts[1] && parts[2] === "edit") { view = "edit"; page = jobFormPage(ns, parts[1]); title = `Edit ${parts[1]} · scheduler`; }
+  else if (parts[0] === "jobs" && parts[1]) { view = "job"; page = jobPage(ns, parts[1]); title = `${parts[1]} · scheduler`; }
+  else if (parts[0] === "runs" && parts[1]) { view = "run"; page = runPage(ns, parts[1]); title = `run ${parts[1]} · scheduler`; }
+  else if (parts[0] === "locks") { view = "locks"; page = locksPage(); title = "Locks · scheduler"; }
+  else if (parts[0] === "audit") { view = "audit"; page = auditPage(ns); title = "Audit · scheduler"; }
+  else page = overviewPage(ns);
+  if (ns !== DEFAULT_NS && view !== "locks") title = title.replace("scheduler", `${ns} · scheduler`);
+  document.title = title;
+  currentView = view;
+  renderNav();
   if (arrived) {
     say(arrived, false);
     const h1 = main.querySelector("h1");
     if (h1) h1.focus();
   }
-  refreshNow().then(() => { if (page) schedule(); });
+  refreshNow().then(() => { if (page && seq === routeSeq) schedule(); });
+}
+
+// sessionFailed says that the token's grants could not be read (the replica is down, say)
+// and offers to try again; nothing else can be shown without them.
+function sessionFailed(e) {
+  replace(main,
+    h("h1", { tabindex: "-1" }, "Not loaded"),
+    h("p", { class: "problem" }, `Could not ask the replica what this token may do — ${e.message}`),
+    h("button", { type: "button", id: "retry", onclick: route }, "Try again"));
 }
 
 window.addEventListener("hashchange", route);
 document.addEventListener("visibilitychange", () => { if (!document.hidden && page && isLive(page)) refreshNow(); });
+restoreSession();
 renderSession();
 route();

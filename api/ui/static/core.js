@@ -2,8 +2,9 @@
 //
 // It is a few plain scripts that index.html loads in order, sharing one global scope:
 // core.js (the API call, building and morphing the page, times, dialogs), session.js (the
-// token), overview.js, job.js, form.js (a runtime job's form), pages.js (a run, locks,
-// audit) and app.js (routes and the refresh loop), each small enough to read in one sitting.
+// token, who it is and what it may do, the namespace picker), overview.js, job.js,
+// form.js (a runtime job's form), pages.js (a run, locks, audit) and app.js (routes and
+// the refresh loop), each small enough to read in one sitting.
 //
 // Each page builds its controls once and then refreshes only its data every second while
 // the tab is visible, so a run finishing or a new leader shows within two seconds. A
@@ -201,20 +202,6 @@ function labelsText(labels) {
   return Object.keys(labels || {}).sort().map((k) => `${k}=${labels[k]}`).join(" · ");
 }
 
-// The overview's filter outlives the page, so coming back from a job keeps it.
-let jobFilter = "";
-// The overview shows at most this many jobs at once; the filter finds the others.
-const MAX_JOB_ROWS = 100;
-
-// jobMatches: every word of the filter is in the job's name, kind, target or labels.
-function jobMatches(job, filter) {
-  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
-  if (!words.length) return true;
-  const hay = [job.name, KIND_WORD[job.kind] || "", job.target || "",
-    ...Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`)].join("\n").toLowerCase();
-  return words.every((w) => hay.includes(w));
-}
-
 function badges(job) {
   return [
     job.paused ? h("span", { class: "badge paused", "data-badge": "paused" }, "paused") : null,
@@ -276,8 +263,10 @@ function confirmAction(title, text, okLabel) {
   });
 }
 
-// act runs an action after confirmation and says what happened; a refusal (read-only token:
-// 403) is shown as such, with the server's own title and detail.
+// act runs an action after confirmation and says what happened. The controls of actions the
+// token may not take are disabled (session.js), so a refusal (403) is rare: the token's
+// grants changed since the page learnt them. It is shown with the server's own title and
+// detail, and the grants are read again.
 async function act(title, text, okLabel, fn) {
   if (!(await confirmAction(title, text, okLabel))) return;
   try {
@@ -290,7 +279,10 @@ async function act(title, text, okLabel, fn) {
 }
 
 function sayFailure(what, e) {
-  if (e.status === 403) say(`Refused: ${what} — ${e.message}`, true);
+  if (e.status === 403) {
+    say(`Refused: ${what} — ${e.message}`, true);
+    reloadPowers();
+  }
   else if (e.status !== 401) say(`Failed: ${what} — ${e.message}`, true);
 }
 

@@ -50,9 +50,13 @@ function wholeNumber(text, field, errors) {
 // The server's validation errors name fields by path ("http.url", "http.headers.X-Token"):
 // each lands beside the input that fills that path, and those the form has no input for are
 // listed at the top.
-function jobFormPage(name) {
+function jobFormPage(ns, name) {
   const editing = name !== null;
-  const path = editing ? `/v1/jobs/${encodeURIComponent(name)}` : "/v1/jobs";
+  const path = editing ? jobPath(ns, name) : jobsPath(ns);
+  // A token that may not change the namespace reads the definition here, and its Preview
+  // and Save say why they are unavailable (a preview is a write the server checks too).
+  const whyEdit = whyNotEdit(ns);
+  const why = whyNote("form-why");
   const fields = new Map(); // definition path -> {path, label, input, hint, err, box, prefix}
   const aliases = new Map(); // further paths whose errors an input shows
   const touched = new Set(); // paths edited since the form opened
@@ -60,7 +64,7 @@ function jobFormPage(name) {
   let version = null;
   let loaded = !editing;
   let saving = false;
-  let refused = false; // a read-only token: the server refuses every write, previews included
+  let refused = !!whyEdit; // the server refuses this token every write, previews included
   let previewSeq = 0;
   let debounce = null;
 
@@ -178,12 +182,16 @@ function jobFormPage(name) {
     httpSet, sqlSet, more,
     h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
     h("div", { class: "buttons form-buttons" },
-      h("a", { href: editing ? `#/jobs/${encodeURIComponent(name)}` : "#/", class: "button" }, "Cancel"),
+      h("a", { href: editing ? jobHash(ns, name) : hashFor(ns, ""), class: "button" }, "Cancel"),
       previewBtn, saveBtn));
 
+  gate(previewBtn, true, whyEdit, why);
+  gate(saveBtn, loaded, whyEdit, why);
+  showWhy(why, whyEdit);
   replace(main,
-    h("p", {}, editing ? h("a", { href: `#/jobs/${encodeURIComponent(name)}` }, `← ${name}`) : h("a", { href: "#/" }, "← Overview")),
-    h("h1", { tabindex: "-1", id: "form-h" }, editing ? `Edit ${name}` : "New job"),
+    h("p", {}, editing ? h("a", { href: jobHash(ns, name) }, `← ${name}`) : h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
+    h("h1", { tabindex: "-1", id: "form-h" }, editing ? `Edit ${name}` : ns === DEFAULT_NS ? "New job" : `New job in ${ns}`),
+    why,
     h("div", { class: "editor" }, form,
       h("aside", { class: "preview", "aria-labelledby": "preview-h" }, h("h2", { id: "preview-h" }, "Preview"), previewStatus, previewEl)));
 
@@ -395,6 +403,7 @@ function jobFormPage(name) {
     } else if (e.status === 403) {
       refused = true;
       problem(`Refused: ${e.message}`);
+      reloadPowers();
       update(previewStatus, "✗ Refused.");
     } else if (e.status !== 401) {
       problem(`${what} failed — ${e.message}`);
@@ -409,7 +418,7 @@ function jobFormPage(name) {
 
   async function preview(auto) {
     clearTimeout(debounce);
-    if (!loaded) return;
+    if (!loaded || whyEdit) return;
     const { def, errors } = readForm();
     const seq = ++previewSeq;
     if (errors.length) {
@@ -421,7 +430,7 @@ function jobFormPage(name) {
     try {
       const res = editing
         ? await api("PUT", `${path}?dry_run=true`, def, ifMatch())
-        : await api("POST", "/v1/jobs?dry_run=true", def);
+        : await api("POST", `${jobsPath(ns)}?dry_run=true`, def);
       if (seq !== previewSeq) return; // an older answer than the one shown
       clearErrors();
       showPreview(res.data);
@@ -432,7 +441,7 @@ function jobFormPage(name) {
 
   async function save() {
     clearTimeout(debounce);
-    if (!loaded || saving) return;
+    if (!loaded || saving || whyEdit) return;
     previewSeq++; // a preview still on its way would only repeat what this says
     const { def, errors } = readForm();
     if (errors.length) {
@@ -441,17 +450,17 @@ function jobFormPage(name) {
       return;
     }
     saving = true;
-    usable(saveBtn, false);
+    gate(saveBtn, false, whyEdit, why);
     try {
       const res = editing ? await api("PUT", path, def, ifMatch()) : await api("POST", path, def);
       const v = res.data && res.data.version;
-      navigate(`#/jobs/${encodeURIComponent(def.name)}`,
+      navigate(jobHash(ns, def.name),
         editing ? `Saved ${def.name}${v ? ` (version ${v})` : ""}.` : `Created ${def.name}.`);
     } catch (e) {
       failure(e, editing ? "Saving" : "Creating the job", true, false);
     } finally {
       saving = false;
-      usable(saveBtn, loaded);
+      gate(saveBtn, loaded, whyEdit, why);
     }
   }
 
@@ -473,7 +482,7 @@ function jobFormPage(name) {
     if (loaded) return;
     const { data: job } = await api("GET", path);
     if (!isRuntime(job)) {
-      replace(main, h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(name)}` }, `← ${name}`)),
+      replace(main, h("p", {}, h("a", { href: jobHash(ns, name) }, `← ${name}`)),
         h("h1", { tabindex: "-1" }, `${name} cannot be edited`),
         h("p", {}, `${name} is a built-in job: its definition is compiled into the scheduler. Its schedule, timeout and catch-up are set with SCHEDULER_JOB_<NAME>_* variables on the replicas.`));
       loaded = true;
@@ -485,7 +494,7 @@ function jobFormPage(name) {
     update(previewStatus, `Version ${version ?? "?"} as stored. Preview checks your changes; nothing is saved until you save.`);
     fill(job.definition || {});
     loaded = true;
-    usable(saveBtn, true);
+    gate(saveBtn, true, whyEdit, why);
   }
   return { refresh, live: () => false };
 }

@@ -50,8 +50,8 @@ function definitionCard(job) {
       ] : null));
 }
 
-function jobPage(name) {
-  const path = `/v1/jobs/${encodeURIComponent(name)}`;
+function jobPage(ns, name) {
+  const path = jobPath(ns, name);
   // The heading holds the name from the address at once, so the actions below it do not
   // move when the job arrives; only the badges come later.
   const badgesEl = h("span");
@@ -61,11 +61,13 @@ function jobPage(name) {
   const triggerSel = h("select", { id: "f-trigger", name: "trigger" }, h("option", { value: "" }, "any"), TRIGGERS.map((s) => h("option", { value: s }, s)));
   const reason = h("input", { type: "text", id: "reason", name: "reason", maxlength: 500, placeholder: "why (kept in the audit log)" });
   const dry = h("input", { type: "checkbox", id: "dry-run", name: "dry_run" });
+  const runNowBtn = h("button", { type: "submit", class: "primary", id: "run-now" }, "Run now");
   const pauseBtn = h("button", { type: "button", id: "pause", "aria-disabled": "true" }, "Pause");
   const resumeBtn = h("button", { type: "button", id: "resume", "aria-disabled": "true" }, "Resume");
   // A runtime job's own actions; a built-in job's definition is compiled in, so it has none.
-  const editLink = h("a", { class: "button", id: "edit", href: `#/jobs/${encodeURIComponent(name)}/edit`, hidden: true }, "Edit");
+  const editLink = h("a", { class: "button", id: "edit", hidden: true }, "Edit");
   const deleteBtn = h("button", { type: "button", class: "danger", id: "delete", hidden: true }, "Delete");
+  const why = whyNote("job-why");
   let version = null;
   let cursors = []; // cursors of the pages before the one shown; [] = newest page (live)
   let cursor = null;
@@ -76,15 +78,32 @@ function jobPage(name) {
     older: () => { cursors.push(cursor); cursor = nextCursor; },
   });
 
+  // powers marks the actions the token may not take. Before the job arrives its kind is
+  // unknown, so only the namespace's grant can say why, and nothing acts yet: a built-in
+  // job's button must not work for the moment an editor's would.
+  function powers(job) {
+    const whyAct = whyNotAct(ns, job);
+    const whyEdit = whyNotEdit(ns);
+    gate(runNowBtn, !!job, whyAct, why);
+    gate(pauseBtn, !!job && !job.paused, whyAct, why);
+    gate(resumeBtn, !!job && job.paused, whyAct, why);
+    gateLink(editLink, jobHash(ns, name, "/edit"), whyEdit, why);
+    gate(deleteBtn, true, whyEdit, why);
+    reason.disabled = dry.disabled = !!whyAct;
+    showWhy(why, whyAct);
+  }
+  // The reason given goes with every action, into the audit log.
+  const body = () => (reason.value.trim() ? { reason: reason.value.trim() } : undefined);
+
   const runNow = h("form", {
     class: "actions", "aria-label": "Job actions",
     onsubmit: (ev) => {
       ev.preventDefault();
-      const body = { params: { dry_run: dry.checked } };
-      if (reason.value.trim()) body.reason = reason.value.trim();
+      if (!isUsable(runNowBtn)) return;
+      const b = { params: { dry_run: dry.checked }, ...body() };
       act(`Run ${name} now?`, dry.checked ? "A dry run counts what it would change and changes nothing." : "The job runs once now on the leader, besides its schedule.",
         "Run now", async () => {
-          const { status: code, data } = await api("POST", `${path}/runs`, body);
+          const { status: code, data } = await api("POST", `${path}/runs`, b);
           reason.value = "";
           return code === 202 ? `Queued run ${data.id}.` : `Run ${data.id} is already ${data.status}; no second run was queued.`;
         });
@@ -92,17 +111,17 @@ function jobPage(name) {
   },
   h("label", { for: "reason" }, "Reason", reason),
   h("label", { class: "check", for: "dry-run" }, dry, "Dry run"),
-  h("button", { type: "submit", class: "primary", id: "run-now" }, "Run now"),
-  pauseBtn, resumeBtn, h("span", { class: "spacer" }), editLink, deleteBtn);
+  runNowBtn, pauseBtn, resumeBtn, h("span", { class: "spacer" }), editLink, deleteBtn, why);
 
   deleteBtn.addEventListener("click", async () => {
+    if (!isUsable(deleteBtn)) return;
     if (!(await confirmAction(`Delete ${name}?`,
       `${name} stops at once: no run of it is scheduled any more and its definition is removed. Its runs stay in the history. This cannot be undone.`,
       "Delete job"))) return;
     try {
       // If-Match: a job someone changed since this page showed it is not deleted unseen.
       await api("DELETE", path, undefined, version ? { "If-Match": `"${version}"` } : undefined);
-      navigate("#/", `Deleted ${name}.`);
+      navigate(hashFor(ns, ""), `Deleted ${name}.`);
     } catch (e) {
       if (e.status === 412) say(`Not deleted: someone else changed ${name} since this page showed it; look at it again, then delete it.`, true);
       else sayFailure("Delete job", e);
@@ -110,20 +129,25 @@ function jobPage(name) {
     }
   });
 
+  const setPaused = (paused) => async () => {
+    const b = body();
+    await api("POST", `${path}/${paused ? "pause" : "resume"}`, b);
+    reason.value = "";
+    return `${name} is ${paused ? "paused" : "resumed"}.`;
+  };
   pauseBtn.addEventListener("click", () => isUsable(pauseBtn) && act(`Pause ${name}?`,
-    "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause",
-    async () => { await api("POST", `${path}/pause`); return `${name} is paused.`; }));
+    "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause", setPaused(true)));
   resumeBtn.addEventListener("click", () => isUsable(resumeBtn) && act(`Resume ${name}?`,
-    "Scheduled runs start again from the next slot.", "Resume",
-    async () => { await api("POST", `${path}/resume`); return `${name} is resumed.`; }));
+    "Scheduled runs start again from the next slot.", "Resume", setPaused(false)));
 
   const onFilter = () => { cursors = []; cursor = null; refreshNow(); };
   statusSel.addEventListener("change", onFilter);
   triggerSel.addEventListener("change", onFilter);
 
+  powers(null);
   replace(facts, jobFacts(null));
   replace(main,
-    h("p", {}, h("a", { href: "#/" }, "← Overview")),
+    h("p", {}, h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
     h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts,
     h("h2", { id: "history-h" }, "History"),
     h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
@@ -141,12 +165,11 @@ function jobPage(name) {
     update(badgesEl, kindTag(job), badges(job));
     editLink.hidden = deleteBtn.hidden = !isRuntime(job);
     version = job.version ?? null;
-    usable(pauseBtn, !job.paused);
-    usable(resumeBtn, job.paused);
+    powers(job);
     update(facts, jobFacts(job));
 
     const rows = runs.data.runs.map((r) => h("tr", { "data-run": r.id, "data-status": r.status, "data-key": r.id },
-      td("Run", h("a", { href: `#/runs/${r.id}` }, `#${r.id}`)),
+      td("Run", h("a", { href: hashFor(ns, `runs/${r.id}`) }, `#${r.id}`)),
       td("Status", status(r.status)),
       td("Trigger", r.trigger),
       td("Slot / created", when(r.scheduled_at || r.created_at)),

@@ -1,10 +1,34 @@
-// The overview: the leader, the jobs, the instances.
+// The overview: the leader, a namespace's jobs a page at a time, the instances.
 "use strict";
 
-function overviewPage() {
+// The overview's filter and its page of the job list outlive the page, so coming back from
+// a job keeps them; another namespace starts on its first page.
+let jobFilter = "";
+const jobPaging = { ns: null, cursors: [], cursor: null };
+// The job list is read a page at a time: ten thousand jobs are 12 MB and half a second of
+// the server's time as one answer, a hundred are a few milliseconds.
+const JOBS_PER_PAGE = 100;
+
+// jobMatches: every word of the filter is in the job's name, kind, target or labels.
+function jobMatches(job, filter) {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) return true;
+  const hay = [job.name, KIND_WORD[job.kind] || "", job.target || "",
+    ...Object.entries(job.labels || {}).map(([k, v]) => `${k}=${v}`)].join("\n").toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
+function overviewPage(ns) {
+  if (jobPaging.ns !== ns) {
+    // Another namespace's jobs: its first page, unfiltered (a filter for one team's jobs
+    // would hide another's).
+    Object.assign(jobPaging, { ns, cursors: [], cursor: null });
+    jobFilter = "";
+  }
   let leader = null; // the leader shown, for the step-down button
   const leaderEl = h("p", { id: "leader" }, "…");
   const stepDown = h("button", { type: "button", class: "danger", id: "step-down", "aria-disabled": "true" }, "Step down");
+  const leaderWhy = whyNote("leader-why");
   const instancesEl = h("div");
   const jobsEl = h("div");
   const filter = h("input", {
@@ -12,18 +36,39 @@ function overviewPage() {
     placeholder: "name, label, kind or target", "aria-describedby": "jobs-count",
   });
   filter.value = jobFilter;
-  const countEl = h("p", { id: "jobs-count", class: "muted", role: "status" });
+  // The count says which jobs the page holds; after a move to another page it takes the
+  // focus, so a screen reader says where the list now is.
+  const countEl = h("p", { id: "jobs-count", class: "muted", role: "status", tabindex: "-1" });
+  const newJob = h("a", { class: "button primary", id: "new-job" }, "New job");
+  const jobsWhy = whyNote("jobs-why");
+  let nextCursor = null;
+  let focusCount = false;
+  const move = (how) => () => {
+    how();
+    focusCount = true;
+    refreshNow();
+  };
+  const first = h("button", { type: "button", id: "jobs-first", hidden: true, onclick: move(() => { jobPaging.cursors = []; jobPaging.cursor = null; }) }, "First page");
+  const prev = h("button", { type: "button", id: "jobs-prev", hidden: true, onclick: move(() => { jobPaging.cursor = jobPaging.cursors.pop() || null; }) }, "Previous page");
+  const next = h("button", { type: "button", id: "jobs-next", hidden: true, onclick: move(() => { jobPaging.cursors.push(jobPaging.cursor); jobPaging.cursor = nextCursor; }) }, "Next page");
+  // A landmark of its own, shown only when the list has more than one page.
+  const pagerEl = h("nav", { class: "pager", "aria-label": "Pages of jobs", hidden: true }, first, prev, next);
+  gate(stepDown, false, whyNotAdmin("step down the leader"), leaderWhy);
+  showWhy(leaderWhy, whyNotAdmin("step down the leader"));
+  gateLink(newJob, hashFor(ns, "new-job"), whyNotEdit(ns), jobsWhy);
+  showWhy(jobsWhy, whyNotEdit(ns));
   replace(main,
-    h("h1", { tabindex: "-1" }, "Overview"),
-    h("section", { "aria-labelledby": "leader-h" }, h("h2", { id: "leader-h" }, "Leader"), leaderEl, stepDown),
+    h("h1", { tabindex: "-1" }, ns === DEFAULT_NS ? "Overview" : `Overview of ${ns}`),
+    h("section", { "aria-labelledby": "leader-h" }, h("h2", { id: "leader-h" }, "Leader"), leaderEl, stepDown, leaderWhy),
     h("h2", { id: "jobs-h" }, "Jobs"),
     h("div", { class: "filters" },
       h("div", { role: "search", "aria-label": "Jobs" }, h("label", { for: "job-filter" }, "Filter jobs", filter)),
-      h("a", { class: "button primary", href: "#/new-job", id: "new-job" }, "New job")),
-    countEl, jobsEl,
+      newJob),
+    jobsWhy, countEl, jobsEl,
+    pagerEl,
     h("h2", {}, "Instances"), instancesEl);
   const strips = new Map(); // job -> {key, runs}
-  let jobs = null; // the last list, so the filter narrows it at once
+  let jobs = null; // the page's jobs, so the filter narrows them at once
   filter.addEventListener("input", () => {
     jobFilter = filter.value;
     if (jobs) renderJobs();
@@ -44,7 +89,13 @@ function overviewPage() {
     const key = job.last_run ? `${job.last_run.id}:${job.last_run.status}` : "";
     const cached = strips.get(job.name);
     if (cached && cached.key === key) return;
-    const { data } = await api("GET", `/v1/jobs/${encodeURIComponent(job.name)}/runs?limit=${STRIP_LEN}`);
+    if (!job.last_run) {
+      // A job that never ran has no strip to ask for: a page of a hundred idle jobs costs
+      // no hundred history reads (each of which, finding nothing, looks through every day).
+      strips.set(job.name, { key, runs: [] });
+      return;
+    }
+    const { data } = await api("GET", `${jobPath(ns, job.name)}/runs?limit=${STRIP_LEN}`);
     strips.set(job.name, { key, runs: data.runs });
   }
 
@@ -61,54 +112,77 @@ function overviewPage() {
     return h("ol", { class: "strip", "aria-label": `Last ${runs.length} runs, oldest first: ${summary}` },
       runs.map((r, i) => h("li", { "data-key": r.id },
         h("a", {
-          href: `#/runs/${r.id}`, class: `s-${r.status}`, title: `run #${r.id}: ${r.status.replace("_", " ")}`,
+          href: hashFor(ns, `runs/${r.id}`), class: `s-${r.status}`, title: `run #${r.id}: ${r.status.replace("_", " ")}`,
           "aria-label": `run #${r.id}: ${r.status.replace("_", " ")}`, tabindex: i === runs.length - 1 ? "0" : "-1",
         }, SYMBOL[r.status] || "?"))));
   }
 
   function shownJobs() {
-    const matching = jobs.filter((j) => jobMatches(j, jobFilter));
-    return { matching, shown: matching.slice(0, MAX_JOB_ROWS) };
+    return jobs.filter((j) => jobMatches(j, jobFilter));
+  }
+
+  // countText says which jobs the page holds and whether more pages exist; the filter
+  // narrows the page shown, and says so when there are other pages.
+  function countText(shown) {
+    const n = jobs.length;
+    const paged = jobPaging.cursors.length > 0 || !!nextCursor;
+    const from = jobPaging.cursors.length * JOBS_PER_PAGE + 1;
+    const range = n ? `jobs ${from}–${from + n - 1}` : "no jobs";
+    const more = nextCursor ? "; more on the next page" : paged ? ", the last page" : "";
+    const f = jobFilter.trim();
+    if (!f) return paged ? `${range[0].toUpperCase()}${range.slice(1)}${more}.` : `${n} ${n === 1 ? "job" : "jobs"}.`;
+    if (!paged) return `${shown.length} of ${n} jobs match “${f}”.`;
+    return `${shown.length} of the ${n} jobs on this page (${range}) match “${f}”: the filter looks at this page only${more}.`;
   }
 
   function renderJobs() {
-    const { matching, shown } = shownJobs();
-    const n = jobs.length;
-    update(countEl, matching.length === n
-      ? `${n} ${n === 1 ? "job" : "jobs"}`
-      : `${matching.length} of ${n} jobs match “${jobFilter.trim()}”`,
-    shown.length < matching.length ? `; the first ${shown.length} are shown: narrow the filter to find the others.` : ".");
+    const shown = shownJobs();
+    update(countEl, countText(shown));
     const focusedRun = document.activeElement && document.activeElement.closest(".strip") ? document.activeElement : null;
     update(jobsEl, table("stack jobs", ["Job", "Schedule", "Next run", "Last run", "Last 20"], shown.map((j) =>
       h("tr", { "data-job": j.name, "data-key": j.name, "data-kind": j.kind },
-        td("Job", h("a", { href: `#/jobs/${encodeURIComponent(j.name)}` }, j.name), kindTag(j), badges(j),
+        td("Job", h("a", { href: jobHash(ns, j.name) }, j.name), kindTag(j), badges(j),
           j.target ? h("div", { class: "target mono" }, j.target) : null,
           labelsText(j.labels) ? h("div", { class: "muted labels" }, labelsText(j.labels)) : null),
         td("Schedule", j.schedule_text, h("div", { class: "muted mono" }, j.schedule)),
         td("Next run", j.next_run_at ? when(j.next_run_at) : h("span", { class: "muted" }, j.paused ? "paused" : j.enabled ? "—" : "disabled")),
         td("Last run", j.last_run
-          ? [h("a", { href: `#/runs/${j.last_run.id}` }, status(j.last_run.status)), " ", h("span", { class: "muted" }, duration(j.last_run.duration_ms))]
+          ? [h("a", { href: hashFor(ns, `runs/${j.last_run.id}`) }, status(j.last_run.status)), " ", h("span", { class: "muted" }, duration(j.last_run.duration_ms))]
           : h("span", { class: "muted" }, "never")),
-        td("Last 20", strip(j.name)))), jobFilter.trim() ? "No job matches the filter." : "No jobs."));
+        td("Last 20", strip(j.name)))), jobFilter.trim() ? "No job on this page matches the filter." : "No jobs."));
     if (focusedRun && focusedRun.isConnected) rove(focusedRun);
   }
 
   async function refresh() {
+    const asked = jobPaging.cursor;
+    const q = new URLSearchParams({ limit: String(JOBS_PER_PAGE) });
+    if (asked) q.set("cursor", asked);
     const [leaderRes, instances, jobsRes] = await Promise.allSettled([
-      api("GET", "/v1/leader"), api("GET", "/v1/instances"), api("GET", "/v1/jobs")]);
+      api("GET", "/v1/leader"), api("GET", "/v1/instances"), api("GET", `${jobsPath(ns)}?${q}`)]);
     if (jobsRes.status === "rejected") throw jobsRes.reason;
+    if (asked !== jobPaging.cursor) return; // moved to another page meanwhile: its refresh follows
 
     leader = leaderRes.status === "fulfilled" ? leaderRes.value.data : null;
     const l = leader;
     update(leaderEl, l
       ? [h("strong", { class: "mono" }, l.instance_id), h("span", { class: "badge leader" }, "leader"), ` · epoch ${l.epoch} · since `, when(l.since)]
       : "No leader elected yet: no job runs until a replica is elected.");
-    usable(stepDown, !!l);
+    gate(stepDown, !!l, whyNotAdmin("step down the leader"), leaderWhy);
 
     jobs = jobsRes.value.data.jobs;
-    // Only the rows shown need their strip: a thousand runtime jobs cost no thousand requests.
-    await Promise.allSettled(shownJobs().shown.map(loadStrip));
+    nextCursor = jobsRes.value.data.next_cursor || null;
+    // Only the rows shown need their strip: a page of a hundred jobs costs at most a hundred
+    // requests, and then only for the jobs whose last run changed.
+    await Promise.allSettled(shownJobs().map(loadStrip));
     renderJobs();
+    first.hidden = jobPaging.cursors.length < 2;
+    prev.hidden = jobPaging.cursors.length === 0;
+    next.hidden = !nextCursor;
+    pagerEl.hidden = prev.hidden && next.hidden;
+    if (focusCount || (document.activeElement && document.activeElement.hidden)) {
+      focusCount = false;
+      countEl.focus();
+    }
 
     const list = instances.status === "fulfilled" ? instances.value.data.instances : [];
     update(instancesEl, table("stack", ["Instance", "Host", "Version", "Address", "Started", "Last heartbeat"], list.map((i) =>

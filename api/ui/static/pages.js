@@ -42,13 +42,17 @@ function attemptsView(attempts) {
   ];
 }
 
-function runPage(id) {
+function runPage(ns, id) {
   const body = h("div");
   let run = null; // the run shown, for the cancel button
   let active = true;
+  // builtin says whether the run's job is built in (an admin's alone to act on), once asked:
+  // the run does not say, its job does.
+  let builtin = null;
   replace(main, body);
   body.addEventListener("click", (ev) => {
-    if (!ev.target.closest("#cancel") || !run) return;
+    const button = ev.target.closest("#cancel");
+    if (!button || !run || !isUsable(button)) return;
     const r = run;
     act(`Cancel run #${r.id}?`, r.status === "queued" ? "It has not started and will not." : "The leader cancels the running job; work it committed stays.", "Cancel run",
       async () => { const res = await api("POST", `/v1/runs/${r.id}/cancel`); return res.status === 202 ? `Asked the leader to cancel run ${r.id}.` : `Run ${r.id} is cancelled.`; });
@@ -57,14 +61,31 @@ function runPage(id) {
     const { data: r } = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
     run = r;
     active = r.status === "queued" || r.status === "running";
+    const rns = r.namespace || DEFAULT_NS;
+    adoptNamespace(rns, `runs/${encodeURIComponent(id)}`);
+    if (active && builtin === null && !isAdmin() && mayEdit(rns) && rns === DEFAULT_NS) {
+      try {
+        builtin = (await api("GET", jobPath(rns, r.job))).data.kind === "builtin";
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        builtin = false; // a deleted runtime job's run
+      }
+    }
+    const whyCancel = whyNotAct(rns, builtin ? { kind: "builtin" } : null);
     const dt = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
     update(body,
-      h("p", {}, h("a", { href: `#/jobs/${encodeURIComponent(r.job)}` }, `← ${r.job}`)),
+      h("p", {}, h("a", { href: jobHash(rns, r.job) }, `← ${r.job}`)),
       h("h1", { tabindex: "-1" }, `Run #${r.id} `, h("span", { id: "run-status" }, status(r.status))),
-      active ? h("div", { class: "actions" }, h("button", { type: "button", class: "danger", id: "cancel" }, "Cancel run"),
-        r.cancel_requested ? h("span", {}, "Cancel requested; waiting for the leader.") : null) : null,
+      active ? h("div", { class: "actions" },
+        h("button", {
+          type: "button", class: "danger", id: "cancel", "aria-disabled": whyCancel ? "true" : "false",
+          title: whyCancel, "aria-describedby": whyCancel ? "cancel-why" : null,
+        }, "Cancel run"),
+        r.cancel_requested ? h("span", {}, "Cancel requested; waiting for the leader.") : null,
+        whyCancel ? h("p", { class: "why-not", id: "cancel-why" }, whyCancel) : null) : null,
       h("dl", { class: "facts" },
-        dt("Job", h("a", { href: `#/jobs/${encodeURIComponent(r.job)}` }, r.job)),
+        dt("Job", h("a", { href: jobHash(rns, r.job) }, r.job)),
+        rns !== DEFAULT_NS ? dt("Namespace", rns) : null,
         dt("Trigger", r.trigger),
         dt("Slot", when(r.scheduled_at, { none: "— (not a scheduled slot)" })),
         dt("Created", when(r.created_at)),
@@ -75,7 +96,7 @@ function runPage(id) {
         dt("Epoch", r.epoch ?? "—"),
         dt("Reason", r.reason || "—"),
         dt("Parameters", h("code", {}, JSON.stringify(r.params))),
-        dt("Recovers", r.recovers_run_id ? h("a", { href: `#/runs/${r.recovers_run_id}` }, `run #${r.recovers_run_id}`) : "—"),
+        dt("Recovers", r.recovers_run_id ? h("a", { href: hashFor(rns, `runs/${r.recovers_run_id}`) }, `run #${r.recovers_run_id}`) : "—"),
         r.definition_version ? dt("Definition", `version ${r.definition_version}`) : null),
       r.error ? [h("h2", {}, "Error"), h("pre", { id: "run-error" }, r.error)] : null,
       attemptsView(r.attempts),
@@ -89,6 +110,12 @@ function runPage(id) {
 
 function locksPage() {
   const body = h("div");
+  if (!mayRead(DEFAULT_NS)) {
+    // GET /v1/locks is namespace default's to read, where the cluster's own jobs live.
+    replace(main, h("h1", { tabindex: "-1" }, "Locks"),
+      h("p", { class: "problem", role: "note" }, `The locks are the cluster's, which a viewer of namespace default reads; your token is ${tokenIs()}.`));
+    return { refresh: async () => {}, live: () => false };
+  }
   replace(main, h("h1", { tabindex: "-1" }, "Locks"),
     h("p", { class: "muted" }, "Locks held or awaited now: advisory locks, and the scheduler's own row locks (table scheduler_locks). Per-entity and row locks are transaction-scoped and go with their transaction; the leader lock goes with its session. Nothing here needs releasing by hand: step the leader down or cancel a run instead."),
     body);
@@ -106,8 +133,15 @@ function locksPage() {
   return { refresh };
 }
 
-function auditPage() {
+// auditEverywhere outlives the page: a token that reads every namespace may list every
+// namespace's actions and the cluster's own (step-downs, tokens, namespaces), which belong
+// to none.
+let auditEverywhere = false;
+
+function auditPage(ns) {
   const body = h("div");
+  const readsAll = ((session.who && session.who.grants) || []).some((g) => g.namespace === "*");
+  const everywhere = () => readsAll && auditEverywhere;
   let cursors = [];
   let cursor = null;
   let nextCursor = null;
@@ -115,26 +149,35 @@ function auditPage() {
     newest: () => { cursors = []; cursor = null; },
     older: () => { cursors.push(cursor); cursor = nextCursor; },
   });
-  replace(main, h("h1", { tabindex: "-1" }, "Audit"),
+  const all = h("input", { type: "checkbox", id: "audit-all", name: "everywhere", checked: everywhere() });
+  all.addEventListener("change", () => { auditEverywhere = all.checked; cursors = []; cursor = null; refreshNow(); });
+  replace(main, h("h1", { tabindex: "-1" }, ns === DEFAULT_NS ? "Audit" : `Audit of ${ns}`),
     h("p", { class: "muted" }, "Every action taken through the API or this dashboard: runs triggered and cancelled, jobs created, changed, deleted, paused and resumed, leaders stepped down."),
+    readsAll ? h("div", { class: "filters" }, h("label", { class: "check", for: "audit-all" }, all,
+      ` Every namespace, and the cluster's own actions (step-downs, tokens, namespaces), not only ${ns}`)) : null,
     body, pager.el);
   async function refresh() {
     const q = new URLSearchParams({ limit: "50" });
+    if (!everywhere()) q.set("namespace", ns);
     if (cursor) q.set("cursor", cursor);
     const { data } = await api("GET", `/v1/audit?${q}`);
-    update(body, table("stack audit", ["When", "Action", "Job", "Run", "Token", "Reason", "Request", "Client"], data.actions.map((a) =>
-      h("tr", { "data-key": a.id },
+    const wide = everywhere();
+    const heads = ["When", "Action", wide ? "Namespace" : null, "Job", "Run", "Token", "Reason", "Request", "Client"].filter(Boolean);
+    update(body, table("stack audit", heads, data.actions.map((a) => {
+      const ans = a.namespace || ns;
+      return h("tr", { "data-key": a.id },
         td("When", when(a.at)),
         td("Action", h("strong", {}, a.action)),
-        td("Job", a.job ? h("a", { href: `#/jobs/${encodeURIComponent(a.job)}` }, a.job) : "—"),
-        td("Run", a.run_id ? h("a", { href: `#/runs/${a.run_id}` }, `#${a.run_id}`) : "—"),
-        td("Token", a.token_kind),
+        wide ? td("Namespace", a.namespace || h("span", { class: "muted" }, "the cluster")) : null,
+        td("Job", a.job ? h("a", { href: jobHash(ans, a.job) }, a.job) : "—"),
+        td("Run", a.run_id ? h("a", { href: hashFor(ans, `runs/${a.run_id}`) }, `#${a.run_id}`) : "—"),
+        td("Token", a.token_name ? [a.token_name, h("span", { class: "muted" }, ` (${a.token_kind})`)] : a.token_kind),
         td("Reason", a.reason || "—"),
         td("Request", h("span", { class: "mono" }, a.request_id)),
-        td("Client", h("span", { class: "mono" }, a.remote_addr)))), "No action recorded yet."));
+        td("Client", h("span", { class: "mono" }, a.remote_addr)));
+    }), "No action recorded yet."));
     nextCursor = data.next_cursor;
     pager.show(cursors.length > 0, !!nextCursor);
   }
   return { refresh, live: () => cursors.length === 0 };
 }
-

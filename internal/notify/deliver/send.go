@@ -120,4 +120,3 @@ func derefInt(p *int) int {
 	}
 	return *p
 }
-

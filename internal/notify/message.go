@@ -67,7 +67,7 @@ func ConsoleURL(publicURL, job string) string {
 	if ns == namespace.Default {
 		return base + "jobs/" + url.PathEscape(name)
 	}
-	return base + "namespaces/" + url.PathEscape(ns) + "/jobs/" + url.PathEscape(name)
+	return base + "ns/" + url.PathEscape(ns) + "/jobs/" + url.PathEscape(name) // the console's route (session.js)
 }
 
 // NewMessage is the message of events of one job and type.

@@ -116,10 +116,16 @@ func (d *Definition) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
 
 // Secrets lists the secret names the definition uses, in a stable order.
 func (d *Definition) Secrets() []string {
-	names := notify.Secrets(d.Notify)
+	return append(notify.Secrets(d.Notify), d.CallSecrets()...)
+}
+
+// CallSecrets lists the secrets an HTTP job's own call uses (its auth and signing
+// secrets), in a stable order: what its runs resolve and hold to the call's host.
+func (d *Definition) CallSecrets() []string {
 	if d.HTTP == nil {
-		return names
+		return nil
 	}
+	var names []string
 	if a := d.HTTP.Auth; a != nil {
 		for _, n := range []string{a.BearerSecret, a.HeaderSecret} {
 			if n != "" {

@@ -20,7 +20,7 @@ import (
 // on every connection.
 func (j *httpRunner) callSecrets(ctx context.Context) (map[string]string, []targets.AllowedHosts, error) {
 	def := j.def.Def
-	names := def.Secrets()
+	names := def.CallSecrets() // a notification's secrets are its delivery's (internal/notify)
 	if len(names) == 0 {
 		return nil, nil, nil
 	}

@@ -81,6 +81,9 @@ type SQLTargetConfig struct {
 type SQLTarget struct {
 	conf  SQLTargetConfig
 	slots chan struct{}
+	// terminateAfter is sqlTerminateAfter; a test lengthens it to tell a cancel that worked
+	// from the terminate that follows one that did not.
+	terminateAfter time.Duration
 }
 
 // NewSQLTarget makes a target; it connects to nothing.
@@ -92,7 +95,7 @@ func NewSQLTarget(c SQLTargetConfig) *SQLTarget {
 	// Unnamed statements only: after the job's statements, a statement the scheduler sends
 	// must not be one they PREPAREd under the name of pgx's statement cache.
 	c.Conn.DefaultQueryExecMode = pgx.QueryExecModeExec
-	return &SQLTarget{conf: c, slots: make(chan struct{}, c.Connections)}
+	return &SQLTarget{conf: c, slots: make(chan struct{}, c.Connections), terminateAfter: sqlTerminateAfter}
 }
 
 // Name is the target's <NAME>.
@@ -207,7 +210,7 @@ func (t *SQLTarget) stop(pc *pgconn.PgConn, pid uint32, applied <-chan struct{})
 	select {
 	case <-applied:
 		return nil // the cancel ended the statement; closing the connection ends the backend
-	case <-time.After(sqlTerminateAfter):
+	case <-time.After(t.terminateAfter):
 	}
 	return t.terminate(pid)
 }

@@ -251,3 +251,28 @@ func TestPolicyPrevNextAgree(t *testing.T) {
 		}
 	}
 }
+
+// The warnings hold until WarningsChange: at the next change one goes, a year before the
+// one after a year one comes.
+func TestWarningsChange(t *testing.T) {
+	s := paris(t, schedule.DST{})
+	for now, want := range map[string]string{
+		"2027-01-10T00:00:00Z": "2027-03-26T01:00:00Z", // 2028-03-26 01:00Z comes within a year
+		"2027-03-27T00:00:00Z": "2027-03-28T01:00:00Z", // 2027-03-28 goes
+	} {
+		until := s.WarningsChange(utc(now))
+		assert.Equal(t, utc(want), until.UTC(), now)
+		assert.Equal(t, s.Warnings(utc(now)), s.Warnings(until.Add(-time.Second)), now)
+		assert.NotEqual(t, s.Warnings(utc(now)), s.Warnings(until), now)
+	}
+	now := utc("2027-01-10T00:00:00Z")
+
+	windowed, err := schedule.New([]string{"CRON_TZ=Europe/Paris 30 2 * * *"}, schedule.Options{From: utc("2027-03-26T00:00:00Z")})
+	require.NoError(t, err)
+	assert.Equal(t, utc("2027-03-26T00:00:00Z"), windowed.WarningsChange(utc("2026-11-26T00:00:00Z")))
+	assert.Equal(t, s.Warnings(utc("2027-03-26T00:00:00Z")), windowed.Warnings(utc("2026-11-26T00:00:00Z")),
+		"before its window opens, a job is warned of its first year")
+	utcJob, err := schedule.New([]string{"30 2 * * *"}, schedule.Options{})
+	require.NoError(t, err)
+	assert.True(t, utcJob.WarningsChange(now).IsZero())
+}

@@ -58,10 +58,16 @@ func New(specs []string, o Options) (*Schedule, error) {
 	if !s.from.IsZero() && !s.until.IsZero() && s.until.Before(s.from) {
 		return nil, fmt.Errorf("the window ends before it starts (%s is before %s)", rfc3339(s.until), rfc3339(s.from))
 	}
-	if s.bounded() {
-		if first := s.Next(s.from.Add(-time.Second)); first.IsZero() {
-			return nil, fmt.Errorf("the schedule names no slot from %s to %s", rfc3339(s.from), rfc3339(s.until))
+	switch {
+	case !s.from.IsZero() && s.Next(s.from.Add(-time.Second)).IsZero():
+		if s.until.IsZero() {
+			return nil, fmt.Errorf("the schedule names no slot from %s on", rfc3339(s.from))
 		}
+		return nil, fmt.Errorf("the schedule names no slot from %s to %s", rfc3339(s.from), rfc3339(s.until))
+	case s.from.IsZero() && !s.until.IsZero() && s.Prev(s.until).IsZero():
+		// A window that ended long ago still parses (a stored definition is loaded whatever
+		// the date); it needs a slot before its end all the same.
+		return nil, fmt.Errorf("the schedule names no slot up to %s", rfc3339(s.until))
 	}
 	return s, nil
 }

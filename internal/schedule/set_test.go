@@ -102,3 +102,12 @@ func TestKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "0 9 * * *", p.Key())
 }
+
+// A window with only an end, long past, still parses: stored definitions load whatever the
+// date. It has no next slot.
+func TestWindowThatEnded(t *testing.T) {
+	s, err := schedule.New([]string{"30 2 * * *"}, schedule.Options{Until: utc("2020-01-01T00:00:00Z")})
+	require.NoError(t, err)
+	assert.True(t, s.Next(time.Now()).IsZero())
+	assert.Equal(t, utc("2019-12-31T02:30:00Z"), s.Prev(time.Now()))
+}

@@ -10,8 +10,9 @@ import (
 // the schedule does that day, when its DST policy decides something: a wall-clock time it
 // names that does not exist, or that happens twice, and what the other policies would do
 // instead. A change the policies all treat alike (an hourly job loses nothing in a gap: its
-// 03:00 runs either way) and one outside the window warn of nothing. Each warning starts
-// with the change's local date:
+// 03:00 runs either way) and one outside the window warn of nothing. A window that opens
+// after now is looked at from its start: its first year is what a preview needs. Each
+// warning starts with the change's local date:
 //
 //	2027-03-28: 02:30 Europe/Paris does not exist (clocks go forward); with dst.gap=skip that day has no run; dst.gap=shift runs it at 03:00
 func (s *Schedule) Warnings(now time.Time) []string {
@@ -19,7 +20,10 @@ func (s *Schedule) Warnings(now time.Time) []string {
 	if len(parts) == 0 {
 		return nil
 	}
-	limit := now.AddDate(1, 0, 0)
+	if s.from.After(now) {
+		now = s.from
+	}
+	limit := now.UTC().AddDate(1, 0, 0) // a year in UTC, as WarningsChange counts it
 	var out []string
 	for at := now; ; {
 		c, ok := nextChange(s.loc, at, limit)
@@ -152,4 +156,28 @@ func slotsIn(s *Schedule, from, to time.Time, max int) []time.Time {
 		out = append(out, n)
 	}
 	return out
+}
+
+// WarningsChange is the first instant after now at which Warnings may say something else:
+// the next clock change (its warning goes), or the first change of the year after now minus
+// a year (it comes into the year); zero when they never change. A caller may keep the
+// warnings until then.
+func (s *Schedule) WarningsChange(now time.Time) time.Time {
+	if len(s.cronParts()) == 0 {
+		return time.Time{}
+	}
+	if s.from.After(now) {
+		return s.from // until the window opens, the warnings are those of its first year
+	}
+	var until time.Time
+	if c, ok := nextChange(s.loc, now, now.Add(horizon)); ok {
+		until = c.at
+	}
+	year := now.UTC().AddDate(1, 0, 0)
+	if c, ok := nextChange(s.loc, year, year.Add(horizon)); ok {
+		if t := c.at.UTC().AddDate(-1, 0, 0); until.IsZero() || t.Before(until) {
+			until = t
+		}
+	}
+	return until
 }

@@ -35,22 +35,43 @@ func TestLeader(t *testing.T) {
 	assert.Equal(t, float64(4), res.JSON(t)["epoch"])
 }
 
+// TestInstances: the leader badge is the leader row's while its lock is held, whatever the
+// replicas last reported: after a leader crash both the dead one and the new one report
+// is_leader until the dead one's row goes stale, and the console showed two leaders.
 func TestInstances(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
+	ctx := t.Context()
 	res := a.do("GET", "/v1/instances", "", nil)
 	require.Equal(t, http.StatusOK, res.Status)
 	assert.Empty(t, res.JSON(t)["instances"])
 
 	a.exec(`INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
-		VALUES ($1, 'h1', 'v1', '127.0.0.1:8080', now(), now(), true), ('b-other', 'h2', 'v1', '', now(), now(), false)`, testInstance)
+		VALUES ($1, 'h1', 'v1', '127.0.0.1:8080', now(), now(), true), ('b-crashed', 'h2', 'v1', '', now(), now(), true)`, testInstance)
+	a.exec(`UPDATE scheduler_leader SET epoch = 2, instance_id = $1, since = now()`, testInstance)
+	leaders := func() []any {
+		res := a.do("GET", "/v1/instances", "", nil)
+		require.Equal(t, http.StatusOK, res.Status)
+		var out []any
+		for _, in := range res.JSON(t)["instances"].([]any) {
+			if in.(map[string]any)["is_leader"] == true {
+				out = append(out, in.(map[string]any)["instance_id"])
+			}
+		}
+		return out
+	}
+	assert.Empty(t, leaders(), "no replica holds the leader lock: none leads")
+
+	holder, err := a.db.OpenLockSession(ctx)
+	require.NoError(t, err)
+	defer holder.Close()
+	require.NoError(t, holder.Lock(ctx))
+	assert.Equal(t, []any{testInstance}, leaders(), "the elected one alone, though the crashed one still says it leads")
+
 	res = a.do("GET", "/v1/instances", "", nil)
-	require.Equal(t, http.StatusOK, res.Status)
 	list := res.JSON(t)["instances"].([]any)
 	require.Len(t, list, 2)
-	assert.Equal(t, "api-test-1", list[0].(map[string]any)["instance_id"])
 	assert.Equal(t, true, list[0].(map[string]any)["is_self"])
-	assert.Equal(t, true, list[0].(map[string]any)["is_leader"])
 	assert.Equal(t, false, list[1].(map[string]any)["is_self"])
 }
 

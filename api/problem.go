@@ -26,6 +26,10 @@ var (
 	probNamespaceNotFound   = problemType{"namespace-not-found", "No such namespace"}
 	probNamespaceQuota      = problemType{"namespace-quota", "The namespace's quota is reached"}
 	probTokenNotFound       = problemType{"token-not-found", "No such token"}
+	probBackfillRunning     = problemType{"backfill-running", "A backfill of this job is running"}
+	probBackfillEnded       = problemType{"backfill-ended", "The backfill has already ended"}
+	probRunNotASlot         = problemType{"run-not-a-slot", "The run's slot cannot be run again"}
+	probJobBusy             = problemType{"job-busy", "The job has an active run"}
 	probCrossOrigin         = problemType{"cross-origin", "Cross-site requests may not act"}
 	probHostNotAllowed      = problemType{"host-not-allowed", "This replica does not answer for this host name"}
 	probJobNotFound         = problemType{"job-not-found", "No such job"}

@@ -21,6 +21,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -67,9 +68,12 @@ type Config struct {
 	// records nothing.
 	Recorder *metrics.Metrics
 	// Runtime checks the runtime jobs that POST and PUT define: NewServer sets IsBuiltin
-	// from Jobs, and a zero Now means the time of each check. HasSecret, CheckURL and
-	// SQLEnabled are used as given (nil checks nothing).
+	// from Jobs, and a zero Now means the time of each check. CheckURL and SQLTarget are
+	// used as given (nil checks nothing); Secret comes from Secrets when that is set.
 	Runtime definition.Env
+	// Secrets are the secrets by namespace (internal/secrets): the check's lookup, and the
+	// box that seals what the secrets routes store. Nil checks no secret.
+	Secrets *secrets.Source
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS; 0: config's default).
 	MaxJobs int
 }
@@ -165,6 +169,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/instances", s.listInstances)
 		r.With(s.mayRead).Get("/locks", s.listLocks)
 		r.Get("/runs/{id}", s.getRun)
+		r.Get("/backfills/{id}", s.getBackfill)
 		r.Get("/audit", s.listAudit)
 		r.Get("/namespaces", s.listNamespaces)
 		r.With(s.mayRead, s.namespaceExists).Get("/namespaces/{ns}", s.getNamespace)
@@ -174,10 +179,13 @@ func (s *Server) Handler() http.Handler {
 			r.Use(s.namespaceScope)
 			s.jobRoutes(r, "/namespaces/{ns}/jobs")
 		})
+		s.secretRoutes(r) // /namespaces/{ns}/secrets…
 		r.With(s.adminOnly).Get("/tokens", s.listTokens)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
 			r.Post("/runs/{id}/cancel", s.cancelRun)
+			r.Post("/runs/{id}/rerun", s.rerunRun)
+			r.Post("/backfills/{id}/cancel", s.cancelBackfill)
 			r.With(s.adminOnly).Put("/namespaces/{ns}", s.putNamespace)
 			r.With(s.adminOnly).Post("/tokens", s.createToken)
 			r.With(s.adminOnly).Delete("/tokens/{id}", s.revokeToken)
@@ -205,6 +213,7 @@ func (s *Server) jobRoutes(r chi.Router, prefix string) {
 		r.Post(prefix+"/{name}/pause", s.pauseJob)
 		r.Post(prefix+"/{name}/resume", s.resumeJob)
 		r.Post(prefix+"/{name}/runs", s.triggerRun)
+		r.Post(prefix+"/{name}/backfill", s.backfillJob)
 	})
 }
 

@@ -38,6 +38,8 @@ type slotView struct {
 	Reason      *string   `json:"reason"`
 	// Runs counts the rows of the slot: more than one after a re-run or a backfill.
 	Runs int `json:"runs"`
+	// trigger is the newest row's (a backfill chooses by it).
+	trigger string
 }
 
 func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
@@ -71,34 +73,46 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		fieldProblem(w, r, probInvalidRequest, "since", "since must be before until")
 		return
 	}
-	sched := j.conf.Schedule
-	if sched == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"slots": []slotView{}, "counts": map[string]int{}})
+	views, ok := s.slotViews(w, r, j, since, until, now)
+	if !ok {
 		return
 	}
-	// The slots the schedule names, newest first, up to maxSlots.
+	counts := map[string]int{}
+	for _, v := range views {
+		counts[v.Outcome]++
+	}
+	ns, name := namespace.Split(j.conf.Name)
+	writeJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "since": since, "until": until, "slots": views, "counts": counts})
+}
+
+// slotViews are the slots j's schedule names from since to until, newest first, each with
+// what became of it by now; it answers (422, 503) and returns false when it cannot.
+func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, since, until, now time.Time) ([]slotView, bool) {
+	sched := j.conf.Schedule
+	if sched == nil {
+		return []slotView{}, true
+	}
 	var slots []time.Time
 	for t := sched.Next(since.Add(-time.Second)); !t.IsZero() && !t.After(until); t = sched.Next(t) {
 		if len(slots) == maxSlots {
 			writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, fmt.Sprintf(
 				"the schedule names more than %d slots from %s to %s; narrow the window (since, until)", maxSlots,
 				since.Format(time.RFC3339), until.Format(time.RFC3339)), FieldError{Field: "since", Detail: "window too wide"})
-			return
+			return nil, false
 		}
 		slots = append(slots, t)
 	}
-
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	runs, err := s.cfg.DB.SlotRuns(ctx, j.conf.Name, since, until)
 	if err != nil {
 		s.databaseProblem(w, r, err)
-		return
+		return nil, false
 	}
 	expectedFrom, err := s.expectedFrom(ctx, j)
 	if err != nil {
 		s.databaseProblem(w, r, err)
-		return
+		return nil, false
 	}
 	spentAfter, err := s.spentAfter(ctx, j)
 	if err != nil {
@@ -113,14 +127,13 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	views := make([]slotView, 0, len(slots))
-	counts := map[string]int{}
 	for i := len(slots) - 1; i >= 0; i-- {
 		t := slots[i]
 		v := slotView{ScheduledAt: t}
 		switch rows := bySlot[t]; {
 		case len(rows) > 0: // the newest row says what became of the slot
 			last := rows[0]
-			v.Outcome, v.RunID, v.Runs = last.Status, &last.ID, len(rows)
+			v.Outcome, v.RunID, v.Runs, v.trigger = last.Status, &last.ID, len(rows), last.Trigger
 			if last.Status == store.StatusSkipped || last.Status == store.StatusMissed {
 				v.Reason = last.Reason
 			}
@@ -133,11 +146,9 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		default:
 			v.Outcome = slotUnrecorded
 		}
-		counts[v.Outcome]++
 		views = append(views, v)
 	}
-	ns, name := namespace.Split(j.conf.Name)
-	writeJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "since": since, "until": until, "slots": views, "counts": counts})
+	return views, true
 }
 
 // expectedFrom is the time from which the job's slots are due: a runtime job's creation,

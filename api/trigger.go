@@ -66,7 +66,11 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	}
 	params, err := job.ParseParams(req.Params)
 	if err != nil {
-		fieldProblem(w, r, probInvalidJSON, "params", "params must be an object with only known members (dry_run): "+err.Error())
+		fieldProblem(w, r, probInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
+		return
+	}
+	if fields := checkParams(j, params); len(fields) > 0 {
+		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the run's params have problems; see errors", fields...)
 		return
 	}
 	paramsJSON, _ := json.Marshal(params)
@@ -83,7 +87,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		Job: j.conf.Name, Reason: reason, Params: paramsJSON,
 		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
 		// Also when the job already had an active run: the operator did ask for a run.
-		Audit: new(s.action(r, store.ActionTrigger, j.conf.Name, reason)),
+		Audit: s.triggerAction(r, j.conf.Name, reason, params),
 		Answer: func(run *store.Run, created bool) (int, []byte) {
 			answer, _ := json.Marshal(newRunView(run))
 			return triggerStatus(created), answer
@@ -163,4 +167,13 @@ func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Durat
 		return 0, false
 	}
 	return d, true
+}
+
+// triggerAction is a trigger's audit row, with the run's inputs when it has any.
+func (s *Server) triggerAction(r *http.Request, key string, reason *string, params job.Params) *store.Action {
+	a := s.action(r, store.ActionTrigger, key, reason)
+	if params.Vars != nil || params.Body != nil || params.Headers != nil {
+		a.Detail, _ = json.Marshal(map[string]any{"params": params})
+	}
+	return &a
 }

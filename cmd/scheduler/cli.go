@@ -62,6 +62,8 @@ var clientCommands = []clientCommand{
 	{"runs", "NAME", "a job's runs, newest first", 1, true, runsFlags},
 	{"run", "ID", "one run: status, times, replica, counts, error", 1, false, runFlags},
 	{"cancel", "ID", "cancel a queued or running run", 1, false, cancelFlags},
+	{"rerun", "ID", "run a run's slot again, with its time and Idempotency-Key", 1, false, rerunFlags},
+	{"backfill", "NAME", "run a job's missed (or failed, or all) slots of a window again, oldest first", 1, true, backfillFlags},
 	{"pause", "NAME", "stop a job's scheduled runs (Run now still works)", 1, true, pauseFlags(true)},
 	{"resume", "NAME", "start a paused job's scheduled runs again", 1, true, pauseFlags(false)},
 	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},

@@ -52,9 +52,9 @@ var (
 	labelRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._/-]{0,61}[a-z0-9])?$`)
 	secretRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 	methods  = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
-	// reservedHeaders are set by the caller on every attempt (internal/targets); a definition
+	// ReservedHeaders are set by the caller on every attempt (internal/targets); a definition
 	// cannot forge the key a receiver deduplicates by, or the signature it verifies.
-	reservedHeaders = []string{"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature",
+	ReservedHeaders = []string{"idempotency-key", "webhook-id", "webhook-timestamp", "webhook-signature",
 		"host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "trailer", "user-agent"}
 )
 
@@ -65,8 +65,10 @@ func SecretEnv(name string) string { return secretEnvPrefix + name }
 type Env struct {
 	// IsBuiltin reports a built-in job's name, which a runtime job cannot take.
 	IsBuiltin func(name string) bool
-	// HasSecret reports whether the named secret has a value (SCHEDULER_SECRET_<NAME>).
-	HasSecret func(name string) bool
+	// Secret looks up the named secret of namespace ns (secrets.go): whether the namespace
+	// has it, and the hosts it may be sent to (nil: any host, an operator's secret). Nil
+	// checks no secret: a stored definition, whose secrets are resolved when it runs.
+	Secret func(ns, name string) (allowedHosts []string, ok bool)
 	// CheckURL is the outbound guard's check of a target URL (scheme, host, allowed address).
 	CheckURL func(raw string) error
 	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.

@@ -278,10 +278,14 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
+	}()
+	go func() {
+		defer wg.Done()
+		e.backfillLoop(termCtx, log)
 	}()
 	go func() {
 		defer wg.Done()

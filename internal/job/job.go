@@ -90,6 +90,12 @@ type Call struct {
 type Params struct {
 	// DryRun counts what the run would change and changes nothing.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Vars are a SQL job's inputs: its statements read current_setting('scheduler.var.<name>').
+	Vars map[string]string `json:"vars,omitempty"`
+	// Body replaces an HTTP job's request body for this run; Headers are added to (or
+	// replace) its headers. The scheduler's own headers cannot be given (api checks).
+	Body    *string           `json:"body,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // ParseParams decodes a run's params, refusing unknown fields.

@@ -27,6 +27,7 @@ type Executor interface {
 	Run(ctx context.Context, id int64) (*Run, error)
 	ListRuns(ctx context.Context, f RunFilter) ([]*Run, error)
 	QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error)
+	QueueSlotRun(ctx context.Context, job string, scheduledAt time.Time, trigger string, reason *string, params []byte) (run *Run, created bool, err error)
 	CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error)
 	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
 	RunningRuns(ctx context.Context, epoch int64) ([]int64, error)
@@ -61,6 +62,25 @@ type Executor interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	RevokeToken(ctx context.Context, id string) (Token, error)
 	ActiveToken(ctx context.Context, hash []byte) (t Token, ok bool, err error)
+	NamespaceCallLimits(ctx context.Context) (map[string]int, error)
+
+	// scheduler_secrets (secrets.go): sealed values, which only the leader's call and a key
+	// rotation read
+	PutSecret(ctx context.Context, s SealedSecret) (Secret, bool, error)
+	Secret(ctx context.Context, ns, name string) (Secret, error)
+	Secrets(ctx context.Context, ns string) ([]Secret, error)
+	SealedSecrets(ctx context.Context, ns string, names []string) ([]SealedSecret, error)
+	DeleteSecret(ctx context.Context, ns, name string) (Secret, error)
+	SecretsToReseal(ctx context.Context, keyID, afterNamespace, afterName string, limit int) ([]SealedSecret, error)
+	ResealSecret(ctx context.Context, s SealedSecret, keyID string, sealed []byte) (bool, error)
+	SecretKeyIDs(ctx context.Context) (map[string]int, error)
+
+	// scheduler_backfills (backfills.go)
+	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
+	Backfill(ctx context.Context, id int64) (Backfill, error)
+	RunningBackfills(ctx context.Context) ([]Backfill, error)
+	AdvanceBackfill(ctx context.Context, id int64, next int, runID *int64) (ok bool, err error)
+	EndBackfill(ctx context.Context, id int64, state string) (Backfill, error)
 
 	// scheduler_leader (leader.go)
 	Leader(ctx context.Context) (LeaderRow, error)

@@ -54,13 +54,15 @@ func (q queries) DeleteStaleInstances(ctx context.Context, olderThan time.Durati
 	return tag.RowsAffected(), nil
 }
 
-// Instances lists the replicas, for GET /v1/instances, oldest first. IsLeader is what each
-// replica last reported; the leader row (Leader) is the authority.
+// Instances lists the replicas, for GET /v1/instances, oldest first. IsLeader is the leader
+// row's word while its lock is held, not what each replica last reported: a leader that
+// crashed reports itself leader until its row goes stale, beside the one elected after it.
 func (q queries) Instances(ctx context.Context) ([]Instance, error) {
-	rows, err := q.q.Query(ctx, `
-		SELECT instance_id, host, version, http_addr, started_at, last_seen_at, is_leader
-		FROM scheduler_instances
-		ORDER BY started_at, instance_id`)
+	rows, err := q.q.Query(ctx, leaderNowCTE+`
+		SELECT i.instance_id, i.host, i.version, i.http_addr, i.started_at, i.last_seen_at,
+		       coalesce(i.instance_id = l.instance_id AND h.held, false)
+		FROM scheduler_instances i LEFT JOIN leader l ON true CROSS JOIN lock_held h
+		ORDER BY i.started_at, i.instance_id`)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

@@ -59,6 +59,10 @@ const (
 	ActionTokenRevoke  = "token-revoke"
 	ActionSecretPut    = "secret-put"
 	ActionSecretDelete = "secret-delete"
+	// A slot run again (migration 0018): a re-run, a backfill asked for or cancelled.
+	ActionRerun          = "rerun"
+	ActionBackfill       = "backfill"
+	ActionBackfillCancel = "backfill-cancel"
 )
 
 const insertActionSQL = `
@@ -137,10 +141,10 @@ type ControlMessage struct {
 	CreatedAt time.Time
 }
 
-// currentLeaderSQL reads the leader row, and whether its lock is held right now: the row
-// outlives a crashed leader until the next election, and a request to a dead leader would
-// be answered 202 and do nothing.
-const currentLeaderSQL = `
+// leaderNowCTE names the leader row (leader) and whether its lock is held right now
+// (lock_held): the row outlives a crashed leader until the next election, so the row alone
+// would name a dead replica.
+const leaderNowCTE = `
 WITH leader AS (
     SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1
 ),
@@ -152,7 +156,11 @@ lock_held AS (
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND ((classid::int8 << 32) | objid::int8) = hashtextextended('scheduler-leader', 0)
     ) AS held
-)
+)`
+
+// currentLeaderSQL reads the leader row, and whether its lock is held right now: a request
+// to a dead leader would be answered 202 and do nothing.
+const currentLeaderSQL = leaderNowCTE + `
 SELECT leader.epoch, coalesce(leader.instance_id, ''), coalesce(leader.since, now()), lock_held.held
 FROM leader, lock_held`
 

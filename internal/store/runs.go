@@ -31,6 +31,8 @@ const (
 	TriggerManual   = "manual"
 	TriggerCatchUp  = "catch-up"
 	TriggerRecovery = "recovery"
+	TriggerRerun    = "rerun"
+	TriggerBackfill = "backfill"
 )
 
 // Run is one row of job_runs. Its JSON shape is the API's (api/views.go), not this struct's.
@@ -54,6 +56,9 @@ type Run struct {
 	// DefinitionVersion is the runtime job definition's version the run ran (nil for a
 	// built-in job, and for a runtime job's run not started yet).
 	DefinitionVersion *int64
+	// Rerun numbers a slot's rows: 0 for the slot's own run, 1, 2, ... for its re-runs and
+	// backfill runs (trigger rerun, backfill).
+	Rerun int
 }
 
 // DurationMS is finished_at - started_at in milliseconds, nil while unfinished.
@@ -72,14 +77,14 @@ func (r *Run) Finished() bool {
 
 // runColumns lists job_runs' columns in the order scanRun expects.
 const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
-	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version`
+	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun`
 
 // scanRun scans one row selected with runColumns.
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion)
+		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +124,7 @@ func (q queries) QueueManualRun(ctx context.Context, job string, reason *string,
 		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(&created,
 			&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion)
+			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
 		run = &r
 		return err
 	})

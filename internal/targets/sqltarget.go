@@ -113,6 +113,9 @@ type SQLRun struct {
 	// Statements are one or more statements separated by ';' (untrusted text), parsed by
 	// the server, never by this package.
 	Statements string
+	// Vars are a trigger's inputs, read by the statements as
+	// current_setting('scheduler.var.<name>') (names checked by the API).
+	Vars map[string]string
 	// Timeout is the statements' statement_timeout, a first courtesy; the run's context is
 	// what ends them for sure.
 	Timeout time.Duration
@@ -325,6 +328,12 @@ func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLRes
 	}
 	if _, err := tx.Exec(ctx, sqlSettingsSQL, millis(r.Timeout), r.Job, strconv.FormatInt(r.RunID, 10), scheduledAt); err != nil {
 		return res, fmt.Errorf("SQL target %s: set the run's settings: %w", t.conf.Name, err)
+	}
+	// A trigger's vars, as settings: the statements read them, never have them spliced in.
+	for name, value := range r.Vars {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, "scheduler.var."+name, value); err != nil {
+			return res, fmt.Errorf("SQL target %s: set var %s: %w", t.conf.Name, name, err)
+		}
 	}
 	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
 		return res, fmt.Errorf("the statements failed: %w", err)

@@ -1,0 +1,304 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Re-runs and backfills: a slot done again under its own scheduled_at and Idempotency-Key,
+// so a target that deduplicates by the key decides whether to apply it again.
+
+// maxBackfillSlots caps one backfill; a wider one is refused with what to narrow.
+const maxBackfillSlots = 1000
+
+// backfillView is a backfill as the API shows it.
+type backfillView struct {
+	ID        int64       `json:"id"`
+	Job       string      `json:"job"`
+	Namespace string      `json:"namespace"`
+	Since     time.Time   `json:"since"`
+	Until     time.Time   `json:"until"`
+	Only      string      `json:"only"`
+	Slots     []time.Time `json:"slots"`
+	// Done counts the slots queued so far; RunID is the last one's run.
+	Done      int       `json:"done"`
+	RunID     *int64    `json:"run_id"`
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func newBackfillView(b store.Backfill) backfillView {
+	ns, name := namespace.Split(b.Job)
+	slots := make([]time.Time, len(b.Slots))
+	for i, t := range b.Slots {
+		slots[i] = t.UTC()
+	}
+	return backfillView{ID: b.ID, Job: name, Namespace: ns, Since: b.Since.UTC(), Until: b.Until.UTC(), Only: b.Only,
+		Slots: slots, Done: b.Next, RunID: b.RunID, State: b.State, CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC()}
+}
+
+// backfillRequest is POST …/jobs/{name}/backfill's body.
+type backfillRequest struct {
+	Since  *time.Time `json:"since"`
+	Until  *time.Time `json:"until"`
+	Only   string     `json:"only"`
+	DryRun bool       `json:"dry_run"`
+	Reason *string    `json:"reason"`
+}
+
+// chosen reports whether a backfill of only takes a slot whose newest row says v. A slot a
+// backfill or a re-run already did again is left alone unless it failed again, so a second
+// identical backfill does nothing new.
+func chosen(only string, v slotView) bool {
+	failed := v.Outcome == store.StatusFailed || v.Outcome == store.StatusTimedOut || v.Outcome == store.StatusAbandoned
+	switch only {
+	case "missed":
+		return v.Outcome == store.StatusMissed || v.Outcome == slotUnrecorded
+	case "failed":
+		return failed
+	}
+	redone := v.trigger == store.TriggerBackfill || v.trigger == store.TriggerRerun
+	return v.Outcome != slotPending && v.Outcome != store.StatusQueued && v.Outcome != store.StatusRunning && (!redone || failed)
+}
+
+func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
+	j := s.jobToActOn(w, r)
+	if j == nil {
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req backfillRequest
+	if body != nil && !decodeStrict(w, r, body, &req) {
+		return
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	var fields []FieldError
+	if req.Since == nil {
+		fields = append(fields, FieldError{Field: "since", Detail: "required: the first slot time to look at (RFC 3339)"})
+	}
+	if req.Until == nil {
+		fields = append(fields, FieldError{Field: "until", Detail: "required: the last slot time to look at (RFC 3339), at most now"})
+	} else if req.Until.After(now) {
+		fields = append(fields, FieldError{Field: "until", Detail: "must not be in the future: a backfill runs slots that are due"})
+	}
+	if req.Since != nil && req.Until != nil && !req.Since.Before(*req.Until) {
+		fields = append(fields, FieldError{Field: "since", Detail: "must be before until"})
+	}
+	switch req.Only {
+	case "":
+		req.Only = "missed"
+	case "missed", "failed", "all":
+	default:
+		fields = append(fields, FieldError{Field: "only", Detail: fmt.Sprintf("%q: want missed (the default), failed or all", req.Only)})
+	}
+	reason, ok := checkReason(w, r, req.Reason)
+	if !ok {
+		return
+	}
+	if len(fields) > 0 {
+		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the backfill has problems; see errors", fields...)
+		return
+	}
+	since, until := req.Since.UTC(), req.Until.UTC()
+	views, ok := s.slotViews(w, r, j, since, until, now)
+	if !ok {
+		return
+	}
+	var slots []time.Time
+	for i := len(views) - 1; i >= 0; i-- { // oldest first: the order they run in
+		if chosen(req.Only, views[i]) {
+			slots = append(slots, views[i].ScheduledAt)
+		}
+	}
+	if len(slots) > maxBackfillSlots {
+		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, fmt.Sprintf(
+			"%d slots would be run; a backfill runs at most %d: narrow since and until", len(slots), maxBackfillSlots),
+			FieldError{Field: "since", Detail: "too many slots"})
+		return
+	}
+	if slots == nil {
+		slots = []time.Time{}
+	}
+	ns, name := namespace.Split(j.conf.Name)
+	if req.DryRun || len(slots) == 0 {
+		// Nothing to run (a second identical backfill) is answered as a dry run is: what
+		// would run, and no backfill made.
+		writeJSON(w, http.StatusOK, map[string]any{"id": nil, "job": name, "namespace": ns, "slots": slots, "dry_run": req.DryRun})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	var view backfillView
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		b, err := ex.CreateBackfill(ctx, store.Backfill{Job: j.conf.Name, Since: since, Until: until, Only: req.Only, Slots: slots})
+		if err != nil {
+			return err
+		}
+		view = newBackfillView(b)
+		a := s.action(r, store.ActionBackfill, j.conf.Name, reason)
+		a.Detail, _ = json.Marshal(map[string]any{"backfill_id": b.ID, "since": since, "until": until, "only": req.Only, "slots": len(slots)})
+		return ex.RecordAction(ctx, a)
+	})
+	switch {
+	case errors.Is(err, store.ErrBackfillRunning):
+		writeProblem(w, r, http.StatusConflict, probBackfillRunning, fmt.Sprintf(
+			"a backfill of %s is running; wait for it (GET /v1/backfills) or cancel it", name))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "backfill asked for", "job", j.conf.Name, "backfill_id", view.ID, "slots", len(slots), "request_id", requestID(ctx))
+	w.Header().Set("Location", fmt.Sprintf("/v1/backfills/%d", view.ID))
+	writeJSON(w, http.StatusAccepted, view)
+}
+
+// backfill reads {id}, checking that the caller may read (or, with edit, change) its job's
+// namespace; it answers and returns false otherwise.
+func (s *Server) backfill(w http.ResponseWriter, r *http.Request, edit bool) (store.Backfill, bool) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		fieldProblem(w, r, probInvalidRequest, "id", "a backfill id is a positive integer")
+		return store.Backfill{}, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	b, err := s.cfg.DB.Backfill(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrBackfillNotFound):
+		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no backfill with id %d", id))
+		return b, false
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return b, false
+	}
+	p, ns := principal(r.Context()), namespace.Of(b.Job)
+	_, builtin := s.jobs[b.Job]
+	if !p.CanRead(ns) || edit && (!p.CanEdit(ns) || builtin && !p.CanActOnBuiltin()) {
+		s.forbid(w, r, fmt.Sprintf("%s backfill %d of job %s", map[bool]string{true: "cancel", false: "read"}[edit], id, b.Job))
+		return b, false
+	}
+	return b, true
+}
+
+func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request) {
+	if b, ok := s.backfill(w, r, false); ok {
+		writeJSON(w, http.StatusOK, newBackfillView(b))
+	}
+}
+
+// cancelBackfill stops a running backfill and cancels the run it queued last.
+func (s *Server) cancelBackfill(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.backfill(w, r, true)
+	if !ok {
+		return
+	}
+	reason, ok := actionReason(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		ended, err := ex.EndBackfill(ctx, b.ID, store.BackfillCancelled)
+		if err != nil {
+			return err
+		}
+		b = ended
+		if b.RunID != nil {
+			if _, _, err := ex.CancelRun(ctx, *b.RunID); err != nil && !errors.Is(err, store.ErrRunNotFound) {
+				return err
+			}
+		}
+		a := s.action(r, store.ActionBackfillCancel, b.Job, reason)
+		a.RunID = b.RunID
+		a.Detail, _ = json.Marshal(map[string]any{"backfill_id": b.ID})
+		return ex.RecordAction(ctx, a)
+	})
+	switch {
+	case errors.Is(err, store.ErrBackfillNotFound):
+		writeProblem(w, r, http.StatusConflict, probBackfillEnded, fmt.Sprintf("backfill %d has already ended (%s)", b.ID, b.State))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newBackfillView(b))
+}
+
+// rerunRun queues the slot of run {id} again (202): same scheduled_at, same Idempotency-Key.
+func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
+	id := runID(w, r)
+	if id == 0 {
+		return
+	}
+	reason, ok := actionReason(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	run, err := s.cfg.DB.Run(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrRunNotFound):
+		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	p := principal(r.Context())
+	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
+		s.forbid(w, r, fmt.Sprintf("re-run run %d of job %s", id, run.Job))
+		return
+	}
+	if run.ScheduledAt == nil {
+		writeProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+			"run %d did no slot (a %s run); trigger the job again instead (POST %s/runs)", id, run.Trigger, jobPath(run.Job)))
+		return
+	}
+	var queued *store.Run
+	var created bool
+	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		var err error
+		queued, created, err = ex.QueueSlotRun(ctx, run.Job, *run.ScheduledAt, store.TriggerRerun, reason, nil)
+		if err != nil || !created {
+			return err
+		}
+		a := s.action(r, store.ActionRerun, run.Job, reason)
+		a.RunID = &queued.ID
+		a.Detail, _ = json.Marshal(map[string]any{"reruns_run_id": id, "scheduled_at": run.ScheduledAt.UTC()})
+		return ex.RecordAction(ctx, a)
+	})
+	switch {
+	case errors.Is(err, store.ErrSlotTooOld):
+		writeProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+			"run %d's slot (%s) is older than the run history's retention; it cannot be recorded again", id, run.ScheduledAt.UTC().Format(time.RFC3339)))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	case !created:
+		writeProblem(w, r, http.StatusConflict, probJobBusy, fmt.Sprintf(
+			"job %s has an active run (%d, %s); re-run the slot once it has ended", run.Job, queued.ID, queued.Status))
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "slot re-run queued", "job", run.Job, "run_id", queued.ID, "reruns_run_id", id,
+		"scheduled_at", run.ScheduledAt, "request_id", requestID(ctx))
+	w.Header().Set("Location", fmt.Sprintf("/v1/runs/%d", queued.ID))
+	writeJSON(w, http.StatusAccepted, newRunView(queued))
+}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/job"
+)
+
+// A trigger's params: inputs of one run, untrusted like a definition, checked at once.
+
+// Bounds of a trigger's inputs.
+const (
+	maxParamVars     = 32
+	maxParamVarBytes = 4 << 10
+	maxParamHeaders  = 32
+	maxParamBody     = 32 << 10 // the request's body is capped at 64 KiB, JSON escaping included
+)
+
+var (
+	paramVarRE    = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+	headerTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+)
+
+// checkParams lists every wrong member of p for job j: vars are a SQL job's, body and
+// headers an HTTP job's, and no header may stand in for one the scheduler sets itself.
+func checkParams(j *jobRef, p job.Params) []FieldError {
+	var fields []FieldError
+	fail := func(field, format string, args ...any) {
+		fields = append(fields, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+	}
+	kind := ""
+	if j.def != nil {
+		kind = j.def.Kind()
+	}
+	if len(p.Vars) > 0 && kind != definition.KindSQL {
+		fail("params.vars", "vars are the inputs of a SQL job (current_setting('scheduler.var.<name>')); %s is not one", j.conf.Name)
+	}
+	if (p.Body != nil || len(p.Headers) > 0) && kind != definition.KindHTTP {
+		fail("params.body", "body and headers are the inputs of an HTTP job; %s is not one", j.conf.Name)
+	}
+	if len(p.Vars) > maxParamVars {
+		fail("params.vars", "%d vars; at most %d", len(p.Vars), maxParamVars)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Vars)) {
+		v := p.Vars[name]
+		switch {
+		case !paramVarRE.MatchString(name):
+			fail("params.vars."+name, "a var's name is 1 to 63 lower-case letters, digits and _, starting with a letter or _")
+		case len(v) > maxParamVarBytes || !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+			fail("params.vars."+name, "at most %d bytes of UTF-8 text without NUL", maxParamVarBytes)
+		}
+	}
+	if p.Body != nil && (len(*p.Body) > maxParamBody || !utf8.ValidString(*p.Body)) {
+		fail("params.body", "at most %d bytes of UTF-8 text", maxParamBody)
+	}
+	if len(p.Headers) > maxParamHeaders {
+		fail("params.headers", "%d headers; at most %d", len(p.Headers), maxParamHeaders)
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Headers)) {
+		v, lower := p.Headers[name], strings.ToLower(name)
+		switch {
+		case !headerTokenRE.MatchString(name):
+			fail("params.headers."+name, "not a header name")
+		case strings.HasPrefix(lower, "x-scheduler-") || lower == "authorization" || slices.Contains(definition.ReservedHeaders, lower):
+			fail("params.headers."+name, "the scheduler sets %s itself (keys, signatures, its own headers and the job's auth); a trigger cannot", name)
+		case len(v) > maxParamVarBytes || strings.ContainsAny(v, "\r\n\x00"):
+			fail("params.headers."+name, "at most %d bytes on one line", maxParamVarBytes)
+		}
+	}
+	return fields
+}

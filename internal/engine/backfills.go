@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Backfills: the leader runs each running backfill's slots one at a time, in order. A slot's
+// run is queued (trigger backfill, under the slot's scheduled_at, so with the slot's
+// Idempotency-Key) in the transaction that moves the backfill past it, so a leader that dies
+// between the two neither loses nor repeats a slot; the next slot is queued once that run has
+// ended, and only while the job has no other active run (one at a time per job). A new
+// leader picks the backfills up where the database says they are.
+
+// backfillInterval is how often the leader looks at the running backfills.
+const backfillInterval = 250 * time.Millisecond
+
+// errBackfillWait rolls back a step that cannot go on yet (the job has an active run, or
+// another leader moved the backfill).
+var errBackfillWait = errors.New("the backfill waits")
+
+func (e *Engine) backfillLoop(ctx context.Context, log *slog.Logger) {
+	ticker := time.NewTicker(backfillInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		list, err := e.conf.DB.RunningBackfills(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("reading the running backfills failed; they wait", "error", err)
+			}
+			continue
+		}
+		for _, b := range list {
+			if err := e.stepBackfill(ctx, log.With("backfill_id", b.ID, "job", b.Job), b); err != nil && ctx.Err() == nil {
+				log.Warn("a backfill step failed; it is tried again", "backfill_id", b.ID, "job", b.Job, "error", err)
+			}
+		}
+	}
+}
+
+// stepBackfill queues b's next slot once its previous run has ended, or ends b after its last.
+func (e *Engine) stepBackfill(ctx context.Context, log *slog.Logger, b store.Backfill) error {
+	if b.RunID != nil {
+		run, err := e.conf.DB.Run(ctx, *b.RunID)
+		if err != nil && !errors.Is(err, store.ErrRunNotFound) {
+			return err
+		}
+		if run != nil && !run.Finished() {
+			return nil
+		}
+	}
+	if b.Next >= len(b.Slots) || e.entry(b.Job) == nil {
+		state := store.BackfillDone
+		if b.Next < len(b.Slots) {
+			state = store.BackfillCancelled // the job was deleted
+		}
+		if _, err := e.conf.DB.EndBackfill(ctx, b.ID, state); err != nil && !errors.Is(err, store.ErrBackfillNotFound) {
+			return err
+		}
+		log.Info("backfill ended", "state", state, "slots", len(b.Slots), "done", b.Next)
+		return nil
+	}
+	slot := b.Slots[b.Next]
+	reason := fmt.Sprintf("backfill %d: slot %d of %d", b.ID, b.Next+1, len(b.Slots))
+	var queued *store.Run
+	err := e.conf.DB.Atomically(ctx, func(ex store.Executor) error {
+		run, created, err := ex.QueueSlotRun(ctx, b.Job, slot, store.TriggerBackfill, &reason, nil)
+		var runID *int64
+		switch {
+		case errors.Is(err, store.ErrSlotTooOld):
+			log.Warn("a backfill slot is past the run history's retention; passed over", "scheduled_at", slot)
+		case err != nil:
+			return err
+		case !created:
+			return errBackfillWait
+		default:
+			queued, runID = run, &run.ID
+		}
+		ok, err := ex.AdvanceBackfill(ctx, b.ID, b.Next, runID)
+		if err == nil && !ok {
+			err = errBackfillWait
+		}
+		return err
+	})
+	if errors.Is(err, errBackfillWait) {
+		return nil
+	}
+	if err == nil && queued != nil {
+		log.Info("backfill slot queued", "scheduled_at", slot, "run_id", queued.ID, "slot", b.Next+1, "slots", len(b.Slots))
+	}
+	return err
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Re-runs and backfills: a slot done again under its own scheduled_at, so its run carries the
+// slot's Idempotency-Key (engine/callkey.go) and lands in the slot's day partition; rerun
+// numbers it after the slot's other rows (migration 0018).
+
+// ErrSlotTooOld is a slot whose day partition retention has dropped: its history is gone, and
+// so is the place its re-run would be recorded in.
+var ErrSlotTooOld = errors.New("the slot's day is past the run history's retention")
+
+// queueSlotRunSQL is queueManualRunSQL for a slot: the job's active run when it sees one,
+// else a new queued run of the slot.
+const queueSlotRunSQL = `
+WITH active AS (
+	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running') LIMIT 1
+), queued AS (
+	INSERT INTO job_runs (id, job, trigger, status, scheduled_at, rerun, reason, params)
+	SELECT job_run_id($2), $1, $3, 'queued', $2,
+	       1 + coalesce((SELECT max(rerun) FROM job_runs WHERE job = $1 AND scheduled_at = $2), 0), $4, $5
+	WHERE NOT EXISTS (SELECT 1 FROM active)
+	RETURNING ` + runColumns + `
+)
+SELECT true, * FROM queued
+UNION ALL
+SELECT false, * FROM active`
+
+// QueueSlotRun queues a run of job's slot at scheduledAt with trigger (TriggerRerun or
+// TriggerBackfill), unless the job has a queued or running run: then it returns that one with
+// created=false. It runs under activeRunsLock, as QueueManualRun, which also makes the slot's
+// next rerun number safe to take.
+func (q queries) QueueSlotRun(ctx context.Context, job string, scheduledAt time.Time, trigger string, reason *string, params []byte) (run *Run, created bool, err error) {
+	if params == nil {
+		params = []byte(`{}`)
+	}
+	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
+		if err := lockActiveRuns(ctx, tx); err != nil {
+			return err
+		}
+		row := tx.QueryRow(ctx, queueSlotRunSQL, job, scheduledAt, trigger, reason, params)
+		var r Run
+		err := row.Scan(&created, &r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
+			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
+			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
+		run = &r
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.Message, "no partition") {
+		return nil, false, ErrSlotTooOld
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("queue a %s run of %s's slot %s: %w", trigger, job, scheduledAt.Format(time.RFC3339), err)
+	}
+	return run, created, nil
+}

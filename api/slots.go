@@ -117,7 +117,7 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 	spentAfter, err := s.spentAfter(ctx, j)
 	if err != nil {
 		s.databaseProblem(w, r, err)
-		return
+		return nil, false
 	}
 	bySlot := make(map[time.Time][]*store.Run, len(runs))
 	for _, run := range runs {

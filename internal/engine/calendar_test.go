@@ -21,7 +21,7 @@ import (
 // ranSlots counts the job's slots that ran, as max_runs counts them.
 func ranSlots(t *testing.T, db *testdb.DB, job string) int {
 	t.Helper()
-	return count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND scheduled_at IS NOT NULL
+	return count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND scheduled_at IS NOT NULL AND rerun = 0
 		AND (status IN ('running', 'succeeded', 'failed', 'timed_out', 'abandoned') OR (status = 'cancelled' AND started_at IS NOT NULL))`, job)
 }
 

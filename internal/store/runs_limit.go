@@ -7,13 +7,16 @@ import (
 )
 
 // max_runs: a runtime job's schedule ends once this many of its slots ran. A slot "ran" when
-// its run started: it is running, or ended succeeded, failed, timed_out, abandoned, or
-// cancelled after it started. Skipped and missed slots never ran; manual and recovery runs
-// have no slot (a recovery redoes a slot already counted).
+// its own run (rerun 0: the one the timers or the catch-up claimed) started: it is running,
+// or ended succeeded, failed, timed_out, abandoned, or cancelled after it started. Skipped and
+// missed slots never ran; manual and recovery runs have no slot (a recovery redoes a slot
+// already counted), and a re-run or a backfill does a slot again on an operator's request,
+// as a manual run does a job: none of them counts.
 
 // ranPredicate selects, in job_runs r, the rows of slots that ran.
-const ranPredicate = `r.scheduled_at IS NOT NULL AND (r.status IN ('queued', 'running', 'succeeded', 'failed', 'timed_out', 'abandoned')
-                    OR (r.status = 'cancelled' AND r.started_at IS NOT NULL))`
+const ranPredicate = `r.scheduled_at IS NOT NULL AND r.rerun = 0
+                    AND (r.status IN ('queued', 'running', 'succeeded', 'failed', 'timed_out', 'abandoned')
+                         OR (r.status = 'cancelled' AND r.started_at IS NOT NULL))`
 
 // maxRunsTest is claimSlotsSQL's test of max_runs, left out of a batch whose jobs have none.
 // The count is read under activeRunsLock, which every claim takes first: two claims of a

@@ -15,7 +15,7 @@ import (
 
 // max_runs counts the slots that ran, whatever their end (succeeded, failed, timed_out,
 // abandoned, cancelled after it started, still running), and neither skips nor misses nor
-// manual runs. Once the count is reached a claim records nothing and says Finished, in a
+// manual runs, re-runs or backfills. Once the count is reached a claim records nothing and says Finished, in a
 // batch (ClaimSlots) as alone (ClaimSlot), before any other reason (paused, overlap).
 func TestMaxRunsCountsTheSlotsThatRan(t *testing.T) {
 	t.Parallel()
@@ -37,6 +37,12 @@ func TestMaxRunsCountsTheSlotsThatRan(t *testing.T) {
 			(job_run_id($6), 'cancelled', 'schedule', 'abandoned', $6, now(), now()),
 			(job_run_id($7), 'running', 'schedule', 'running', $7, now(), NULL)`,
 		at(1), at(2), at(3), at(4), at(5), at(6), at(7))
+	require.NoError(t, err)
+	// A re-run and a backfill do a slot again on an operator's request: neither counts.
+	_, err = db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, rerun) VALUES
+			(job_run_id($1), 'ran', 'rerun', 'succeeded', $1, now(), now(), 1),
+			(job_run_id($2), 'ran', 'backfill', 'succeeded', $2, now(), now(), 1)`, at(1), at(4))
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('cancelled', true)`)
 	require.NoError(t, err)

@@ -26,6 +26,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -68,6 +69,8 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
 	Runtime *definition.Runtime
+	// Notifications, when set, sends the jobs' notifications while this replica leads.
+	Notifications *deliver.Service
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's
@@ -278,7 +281,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
@@ -286,6 +289,10 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	go func() {
 		defer wg.Done()
 		e.backfillLoop(termCtx, log)
+	}()
+	go func() {
+		defer wg.Done()
+		e.sendNotifications(termCtx, term, log)
 	}()
 	go func() {
 		defer wg.Done()

@@ -169,8 +169,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		names[i] = jv.ref.conf.Name
 	}
 	now, paused, last, err := s.cfg.DB.JobStates(ctx, names)
+	var ran map[string]store.RanRuns
 	if err == nil {
-		err = writeJobList(w, list, now, paused, last, next)
+		ran, err = ranRuns(ctx, s.cfg.DB, list)
+	}
+	if err == nil {
+		err = writeJobList(w, list, now, paused, last, ran, next)
 	}
 	if err != nil {
 		s.databaseProblem(w, r, err)
@@ -267,9 +271,13 @@ func (s *Server) stateViews(ctx context.Context, ex store.Executor, list []*jobV
 	if err != nil {
 		return nil, err
 	}
+	ran, err := ranRuns(ctx, ex, list)
+	if err != nil {
+		return nil, err
+	}
 	views := make([]Job, len(list))
 	for i, jv := range list {
-		views[i] = jv.withState(now, paused[names[i]], last[names[i]])
+		views[i] = jv.withState(now, paused[names[i]], last[names[i]], ran[names[i]])
 	}
 	return views, nil
 }

@@ -34,6 +34,7 @@ type jobView struct {
 	// static is the view without the job's state (paused, next runs, last run).
 	static Job
 	next   nextRunsMemo
+	warn   warnMemo
 	// encoded is static's JSON members but the state's (staticJSON), once.
 	encodeOnce sync.Once
 	encoded    []byte
@@ -47,19 +48,21 @@ type nextRunsMemo struct{ p atomic.Pointer[nextRuns] }
 type nextRuns struct {
 	from time.Time
 	runs []time.Time
-	// first and all are runs[0] and runs in JSON, for the job list (jobs_json.go).
-	first, all []byte
+	// marks are the runs a clock change moved or doubled (views_calendar.go).
+	marks []SlotDST
+	// first, all and dst are runs[0], runs and marks in JSON, for the job list
+	// (jobs_json.go).
+	first, all, dst []byte
 }
-
-// get returns the next nextRunsShown slots of j after now.
-func (m *nextRunsMemo) get(j *config.Job, now time.Time) []time.Time { return m.load(j, now).runs }
 
 func (m *nextRunsMemo) load(j *config.Job, now time.Time) *nextRuns {
 	if n := m.p.Load(); n != nil && !now.Before(n.from) && (len(n.runs) == 0 || now.Before(n.runs[0])) {
 		return n
 	}
 	n := &nextRuns{from: now, runs: computeNextRuns(j, now)}
+	n.marks = markRuns(j, n.runs)
 	n.all, _ = json.Marshal(n.runs) // times in UTC always encode
+	n.dst, _ = json.Marshal(n.marks)
 	if len(n.runs) > 0 {
 		n.first, _ = json.Marshal(n.runs[0])
 	}

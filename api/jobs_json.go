@@ -16,7 +16,7 @@ import (
 // the same members as a Job encoded by encoding/json, the static ones in name order.
 
 // jobStateKeys are the members of Job that withState sets.
-var jobStateKeys = []string{"paused", "next_run_at", "next_runs", "last_run"}
+var jobStateKeys = []string{"paused", "finished", "next_run_at", "next_runs", "next_runs_dst", "warnings", "last_run"}
 
 // staticJSON returns the members of jv.static, but the state's, as `"k":v,...` (no braces).
 func (jv *jobView) staticJSON() []byte {
@@ -41,18 +41,11 @@ func (jv *jobView) staticJSON() []byte {
 }
 
 // appendJSON appends the job's view with its state, as withState would show it.
-func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.Run) ([]byte, error) {
+func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.Run, ran store.RanRuns) ([]byte, error) {
 	b = append(b, `{"paused":`...)
 	b = fmt.Append(b, paused)
-	b = append(b, `,"next_run_at":`...)
-	next := jv.nextJSON(now, paused)
-	if next == nil {
-		b = append(b, `null,"next_runs":[]`...)
-	} else {
-		b = append(b, next.first...)
-		b = append(b, `,"next_runs":`...)
-		b = append(b, next.all...)
-	}
+	co := jv.coming(now, paused, ran)
+	b = co.appendJSON(b)
 	b = append(b, `,"last_run":`...)
 	run, err := json.Marshal(newRunView(last))
 	if err != nil {
@@ -66,21 +59,9 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 	return append(b, '}'), nil
 }
 
-// nextJSON returns the next slots encoded, or nil when the view shows none.
-func (jv *jobView) nextJSON(now time.Time, paused bool) *nextRuns {
-	c := &jv.ref.conf
-	if c.Schedule == nil || !c.Enabled || paused {
-		return nil
-	}
-	n := jv.next.load(c, now)
-	if len(n.runs) == 0 {
-		return nil
-	}
-	return n
-}
-
 // writeJobList answers a page of jobs: {"jobs": [...], "next_cursor": next}.
-func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run, next *string) error {
+func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
+	ran map[string]store.RanRuns, next *string) error {
 	b := make([]byte, 0, 1536*len(list)+64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
@@ -89,7 +70,7 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 		}
 		var err error
 		name := jv.ref.conf.Name
-		if b, err = jv.appendJSON(b, now, paused[name], last[name]); err != nil {
+		if b, err = jv.appendJSON(b, now, paused[name], last[name], ran[name]); err != nil {
 			return err
 		}
 	}

@@ -114,6 +114,11 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 		s.databaseProblem(w, r, err)
 		return nil, false
 	}
+	spentAfter, err := s.spentAfter(ctx, j)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return nil, false
+	}
 	bySlot := make(map[time.Time][]*store.Run, len(runs))
 	for _, run := range runs {
 		if run.ScheduledAt != nil {
@@ -132,6 +137,8 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 			if last.Status == store.StatusSkipped || last.Status == store.StatusMissed {
 				v.Reason = last.Reason
 			}
+		case !spentAfter.IsZero() && t.After(spentAfter):
+			continue // after the job's max_runs ran: nothing was due
 		case t.After(now.Add(-slotGrace)):
 			v.Outcome = slotPending
 		case t.Before(expectedFrom) || !j.enabled():
@@ -155,4 +162,17 @@ func (s *Server) expectedFrom(ctx context.Context, j *jobRef) (time.Time, error)
 		return time.Now(), err // no row yet: nothing past is known to be due
 	}
 	return first, nil
+}
+
+// spentAfter is the last slot that ran of a job whose max_runs ran: no later slot is due.
+// Zero while slots are due.
+func (s *Server) spentAfter(ctx context.Context, j *jobRef) (time.Time, error) {
+	if j.conf.MaxRuns <= 0 {
+		return time.Time{}, nil
+	}
+	ran, err := s.cfg.DB.RanRuns(ctx, []string{j.conf.Name})
+	if err != nil || ran[j.conf.Name].Count < int64(j.conf.MaxRuns) {
+		return time.Time{}, err
+	}
+	return ran[j.conf.Name].Last, nil
 }

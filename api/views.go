@@ -109,11 +109,24 @@ type Job struct {
 	ScheduleText string `json:"schedule_text"`
 	// TimeZone is the zone of the schedule's wall-clock times (CRON_TZ, else UTC).
 	TimeZone string `json:"time_zone"`
-	// NextRunAt is the next slot on the database clock; null while disabled or paused.
+	// Schedules are the schedule's specs: its one spec (then Schedule is it), or those of
+	// its list (then Schedule joins them with "; ").
+	Schedules []string `json:"schedules"`
+	// Finished says the schedule names no slot any more: its one-time slot, its end_at or
+	// its max_runs is behind it. Such a job stays listed, and runs only when triggered.
+	Finished bool `json:"finished"`
+	// NextRunAt is the next slot on the database clock; null while disabled, paused or
+	// finished.
 	NextRunAt *time.Time `json:"next_run_at"`
-	// NextRuns are the next nextRunsShown slots; empty while disabled or paused.
+	// NextRuns are the next nextRunsShown slots (fewer when max_runs leaves fewer); empty
+	// while disabled, paused or finished.
 	NextRuns []time.Time `json:"next_runs"`
-	LastRun  *Run        `json:"last_run"`
+	// NextRunsDST marks the next runs a clock change moved or doubled (a DST policy's).
+	NextRunsDST []SlotDST `json:"next_runs_dst"`
+	// Warnings say what the clock changes of the next twelve months do to the schedule
+	// (from its start_at when that is later), one per change it meets.
+	Warnings []string `json:"warnings"`
+	LastRun  *Run     `json:"last_run"`
 	// Kind is "builtin" for a compiled job, else the runtime job's kind ("http", "sql").
 	Kind string `json:"kind"`
 
@@ -151,10 +164,11 @@ func staticJobView(j *jobRef) Job {
 	ns, name := namespace.Split(c.Name)
 	v := Job{
 		Name: name, Namespace: ns, Enabled: c.Enabled, Timeout: c.Timeout.String(),
-		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin,
+		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin, Schedules: []string{},
 	}
 	if c.Schedule != nil {
 		v.Schedule, v.ScheduleText, v.TimeZone = c.Schedule.String(), c.Schedule.Text(), c.Schedule.Location().String()
+		v.Schedules = c.Schedule.Specs()
 	}
 	if j.stored != nil {
 		addRuntimeView(&v, j)
@@ -165,15 +179,14 @@ func staticJobView(j *jobRef) Job {
 }
 
 // withState is the job's view with its state, the next runs computed from now on the
-// database's clock.
-func (jv *jobView) withState(now time.Time, paused bool, last *store.Run) Job {
+// database's clock; ran is what ran of its slots (for max_runs).
+func (jv *jobView) withState(now time.Time, paused bool, last *store.Run, ran store.RanRuns) Job {
 	v := jv.static
-	v.Paused, v.LastRun, v.NextRuns = paused, newRunView(last), []time.Time{}
-	if c := &jv.ref.conf; c.Schedule != nil && c.Enabled && !paused {
-		v.NextRuns = jv.next.get(c, now)
-		if len(v.NextRuns) > 0 {
-			v.NextRunAt = &v.NextRuns[0]
-		}
+	co := jv.coming(now, paused, ran)
+	v.Paused, v.LastRun = paused, newRunView(last)
+	v.Finished, v.NextRuns, v.NextRunsDST, v.Warnings = co.finished, co.runs, co.marks, co.warnings
+	if len(v.NextRuns) > 0 {
+		v.NextRunAt = &v.NextRuns[0]
 	}
 	return v
 }

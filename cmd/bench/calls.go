@@ -190,7 +190,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 
 	loadStart := time.Now()
 	for i := range n {
-		def := definition.Definition{Name: fmt.Sprintf("call-%05d", i), Schedule: "* * * * *",
+		def := definition.Definition{Name: fmt.Sprintf("call-%05d", i), Schedule: definition.Schedules{"* * * * *"},
 			HTTP: &definition.HTTPTarget{URL: srv.URL + "/hook"}}
 		j, errs := definition.Check(def, definition.Env{})
 		if errs != nil {

@@ -70,9 +70,9 @@ func (r *runner) setUpHostile(ctx context.Context, dbURL string) (env string, dr
 	defer db.Close()
 	channels := strings.Join([]string{store.StepDownChannel, store.RunsChannel, store.RunFinishedChannel, store.DefinitionsChannel}, "','")
 	for _, d := range []definition.Definition{
-		{Name: "hostile-loop", Schedule: "@every 3s", Timeout: hostileTimeout.String(),
+		{Name: "hostile-loop", Schedule: definition.Schedules{"@every 3s"}, Timeout: hostileTimeout.String(),
 			SQL: &definition.SQLTarget{Target: "HOSTILE", Statements: hostileLoop}},
-		{Name: "hostile-notify", Schedule: "@every 1s", Timeout: "5s",
+		{Name: "hostile-notify", Schedule: definition.Schedules{"@every 1s"}, Timeout: "5s",
 			SQL: &definition.SQLTarget{Target: "HOSTILE", Statements: fmt.Sprintf(hostileNotify, channels)}},
 	} {
 		j, errs := definition.Check(d, definition.Env{})

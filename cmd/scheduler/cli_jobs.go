@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/namespace"
@@ -80,6 +81,8 @@ func (x *cli) nextRun(j *api.Job) string {
 	switch {
 	case !j.Enabled:
 		return "disabled"
+	case j.Finished:
+		return "finished"
 	case j.Paused:
 		return "paused"
 	case j.NextRunAt == nil:
@@ -112,9 +115,12 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		_ = json.Unmarshal(rawJob, &j)
 		_ = json.Unmarshal(rawRuns, &runs)
 		state := "active"
-		if !j.Enabled {
+		switch {
+		case !j.Enabled:
 			state = "disabled"
-		} else if j.Paused {
+		case j.Finished:
+			state = "finished"
+		case j.Paused:
 			state = "paused"
 		}
 		tw := x.table()
@@ -131,8 +137,18 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if len(j.NextRuns) == 0 {
 			fmt.Fprintf(x.stdout, "  none (%s)\n", state)
 		}
+		marks := map[time.Time]string{}
+		for _, m := range j.NextRunsDST {
+			marks[m.At] = " (" + m.Change + ": " + m.Note + ")"
+		}
 		for _, t := range j.NextRuns {
-			fmt.Fprintf(x.stdout, "  %s\n", x.when(&t))
+			fmt.Fprintf(x.stdout, "  %s%s\n", x.when(&t), marks[t])
+		}
+		if len(j.Warnings) > 0 {
+			fmt.Fprintln(x.stdout, "\nClock changes:")
+			for _, w := range j.Warnings {
+				fmt.Fprintf(x.stdout, "  %s\n", w)
+			}
 		}
 		fmt.Fprintln(x.stdout, "\nRecent runs:")
 		x.runTable(runs.Runs)

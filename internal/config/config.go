@@ -79,6 +79,9 @@ type Job struct {
 	Timeout  time.Duration // maximum runtime (ShedLock's lockAtMostFor); > 0
 	Catchup  time.Duration // how old a missed slot may be and still run once; 0 disables; default: the schedule's period
 	MinGap   time.Duration // minimum time between the starts of two runs (ShedLock's lockAtLeastFor)
+	// MaxRuns, above 0, ends the job's schedule after this many slots ran (a runtime job's
+	// max_runs; built-in jobs have none).
+	MaxRuns int
 	// Notify says whom to tell of the job's failures, misses, recovery and pauses: a
 	// runtime job's definition's "notify", a built-in job's SCHEDULER_JOB_<NAME>_NOTIFY_*.
 	Notify []notify.Rule

@@ -11,7 +11,6 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
-	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
 // Defaults of the fields a definition leaves out.
@@ -211,45 +210,6 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 		return nil, c.errs
 	}
 	return j, nil
-}
-
-// schedule parses the schedule with its time zone, which may come from time_zone or a
-// CRON_TZ= prefix, not both.
-func (c *checker) schedule(j *Checked) {
-	d := j.Def
-	spec := strings.TrimSpace(d.Schedule)
-	switch {
-	case spec == "":
-		c.fail("schedule", `required: a cron expression such as "0 2 * * *", "@every 5m" or "@at 2026-12-01T09:00:00Z"`)
-		return
-	case len(spec) > maxSchedule:
-		c.fail("schedule", "at most %d characters", maxSchedule)
-		return
-	}
-	if d.TimeZone != "" {
-		if strings.HasPrefix(spec, "CRON_TZ=") {
-			c.fail("time_zone", "set the zone either in time_zone or as the schedule's CRON_TZ= prefix, not both")
-			return
-		}
-		if loc, err := time.LoadLocation(d.TimeZone); err != nil || d.TimeZone == "Local" {
-			c.fail("time_zone", "%q is not an IANA time zone (e.g. Europe/Paris, America/New_York, UTC)", d.TimeZone)
-			return
-		} else if loc == time.UTC && d.TimeZone != "UTC" {
-			c.fail("time_zone", `%q: write "UTC"`, d.TimeZone)
-			return
-		}
-		spec = "CRON_TZ=" + d.TimeZone + " " + spec
-	}
-	s, err := schedule.Parse(spec)
-	if err != nil {
-		c.fail("schedule", "%s", strings.TrimPrefix(err.Error(), fmt.Sprintf("schedule %q: ", spec)))
-		return
-	}
-	if s.Once() && !c.env.Now.IsZero() && s.Next(c.env.Now).IsZero() {
-		c.fail("schedule", "%s has passed: a one-time job needs a time in the future", strings.TrimSpace(d.Schedule))
-		return
-	}
-	j.Schedule = s
 }
 
 func (c *checker) period(j *Checked) time.Duration {

@@ -39,9 +39,15 @@ type Definition struct {
 	Name string `json:"name"`
 	// Namespace owns the job; Check writes namespace default as "" (left out), so the
 	// definitions written before namespaces read back unchanged.
-	Namespace   string            `json:"namespace,omitempty"`
-	Schedule    string            `json:"schedule"`
-	TimeZone    string            `json:"time_zone,omitempty"`
+	Namespace string    `json:"namespace,omitempty"`
+	Schedule  Schedules `json:"schedule"`
+	TimeZone  string    `json:"time_zone,omitempty"`
+	// DST, StartAt, EndAt and MaxRuns shape the slots (calendar.go); left out, they are
+	// left out of the normal form too, so definitions from before them read back unchanged.
+	DST         *DST              `json:"dst,omitempty"`
+	StartAt     string            `json:"start_at,omitempty"`
+	EndAt       string            `json:"end_at,omitempty"`
+	MaxRuns     int               `json:"max_runs,omitempty"`
 	Description string            `json:"description,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Enabled     *bool             `json:"enabled,omitempty"`

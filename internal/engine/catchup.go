@@ -208,13 +208,19 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		claimed []*jobCatchUp
 		repairs []repair
 		added   []time.Time
+		spent   map[string]bool
+		now     time.Time
 	)
 	// inRepair: a slot the repair catches up rather than the catch-up deciding it.
 	inRepair := func(s time.Time) bool { return !repairFrom.IsZero() && !s.Before(repairFrom) }
 	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		decided, outs, claimed, repairs, added = nil, nil, nil, nil, nil
-		now, err := tx.Now(ctx)
-		if err != nil {
+		var err error
+		if now, err = tx.Now(ctx); err != nil {
+			return err
+		}
+		// A job whose max_runs slots ran has no slot left to catch up or miss.
+		if spent, err = spentJobs(ctx, tx, batch); err != nil {
 			return err
 		}
 		names := make([]string, len(batch))
@@ -230,7 +236,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		for i, en := range batch {
 			sched := en.conf.Schedule
 			latest := sched.Prev(now)
-			if latest.IsZero() || (en.def != nil && latest.Before(en.since)) {
+			if latest.IsZero() || (en.def != nil && latest.Before(en.since)) || spent[en.conf.Name] {
 				// No slot yet, or the slot came before this version of the definition: it
 				// was another schedule's, or the job did not exist yet.
 				continue
@@ -278,7 +284,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			}
 			if d.run {
 				claims = append(claims, store.Claim{Job: en.conf.Name, ScheduledAt: d.latest, Trigger: store.TriggerCatchUp,
-					MinGap: en.conf.MinGap, InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef()})
+					MinGap: en.conf.MinGap, InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef(), MaxRuns: en.conf.MaxRuns})
 				claimed = append(claimed, d)
 			}
 			decided = append(decided, d)
@@ -304,6 +310,11 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 	if err != nil {
 		return nil, err
 	}
+	for _, en := range batch {
+		if spent[en.conf.Name] {
+			e.spent(log.With("job", en.conf.Name), en, now)
+		}
+	}
 	for _, d := range added {
 		log.Warn("day partition of job_runs added for slots caught up; it was missing (a long time without a leader, or a restored backup)",
 			"day", d.Format(time.DateOnly))
@@ -321,7 +332,7 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 	for i, d := range claimed {
 		log := log.With("job", d.en.conf.Name, "scheduled_at", d.latest, "trigger", store.TriggerCatchUp)
 		if out := outs[i]; out.Run != nil || out.Skipped != "" {
-			if err := e.claimed(ctx, term, log, d.en, store.TriggerCatchUp, out); err != nil {
+			if err := e.claimed(ctx, term, log, d.en, store.TriggerCatchUp, d.latest, out); err != nil {
 				log.Warn("the latest missed slot was not caught up", "error", err)
 			}
 		}

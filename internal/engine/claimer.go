@@ -64,7 +64,7 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 	claims := make([]store.Claim, len(batch))
 	for i, r := range batch {
 		claims[i] = store.Claim{Job: r.en.conf.Name, ScheduledAt: r.slot, Trigger: r.trigger, MinGap: r.en.conf.MinGap,
-			InstanceID: e.conf.InstanceID, QueueOne: r.queueOne, DefinitionVersion: r.en.versionRef()}
+			InstanceID: e.conf.InstanceID, QueueOne: r.queueOne, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns}
 	}
 	var outs []store.ClaimOutcome
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {
@@ -78,6 +78,6 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 			r.done <- err
 			continue
 		}
-		r.done <- e.claimed(ctx, c.term, r.log, r.en, r.trigger, outs[i])
+		r.done <- e.claimed(ctx, c.term, r.log, r.en, r.trigger, r.slot, outs[i])
 	}
 }

@@ -86,6 +86,9 @@ type entry struct {
 	since   time.Time
 	// waiting is set while a slot of a queue-one job waits for the job's active run.
 	waiting atomic.Bool
+	// spentFrom, once the job's max_runs slots ran, is the first slot found after them, in
+	// Unix seconds (limits.go); 0 until then.
+	spentFrom atomic.Int64
 }
 
 // versionRef is the definition version a run of the entry records (nil: built-in).
@@ -341,6 +344,9 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 // server while its answer was lost comes back as taken: its row is running with nobody
 // running it, which the rescuer finds.
 func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, log *slog.Logger, en *entry, slot time.Time, trigger string) {
+	if e.passOver(en, slot) {
+		return
+	}
 	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
 	periodEnd := en.conf.Schedule.Next(slot)
 	if en.def != nil {
@@ -408,7 +414,7 @@ func retryWhileLeading(ctx context.Context, op func() error, onRetry func(err er
 
 // claimed acts on a claim's outcome: it starts the run of a won claim (the caller holds
 // claiming) and returns earlyError or errBusy for the claims tick must try again.
-func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, trigger string, out store.ClaimOutcome) error {
+func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, trigger string, slot time.Time, out store.ClaimOutcome) error {
 	switch {
 	case out.Early > 0:
 		return &earlyError{by: out.Early}
@@ -416,6 +422,8 @@ func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger
 		return errBusy
 	case out.Taken:
 		log.Debug("slot already claimed")
+	case out.Finished:
+		e.spent(log, en, slot)
 	case out.Skipped != "":
 		log.Info("slot skipped", "run_id", out.SkippedID, "reason", out.Skipped)
 		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)

@@ -22,6 +22,9 @@ type testSignals struct {
 	definitionsRead testsignal.Signal[int]
 	// slotAudit: a slot audit read the rows of this many jobs' due slots
 	slotAudit testsignal.Signal[int]
+	// spent: a slot came due after its job's max_runs ran, and nothing was recorded
+	// ("job@<unix seconds>")
+	spent testsignal.Signal[string]
 }
 
 func (s *testSignals) init() {
@@ -35,4 +38,5 @@ func (s *testSignals) init() {
 	s.queuePass.Init()
 	s.definitionsRead.Init()
 	s.slotAudit.Init()
+	s.spent.Init()
 }

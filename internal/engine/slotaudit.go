@@ -51,7 +51,8 @@ func (e *Engine) auditSlots(ctx context.Context, log *slog.Logger, from, to time
 			start = en.since // the slots before belong to an earlier definition
 		}
 		var slots []time.Time
-		for t := en.conf.Schedule.Next(start); !t.IsZero() && !t.After(to); t = en.conf.Schedule.Next(t) {
+		spent := en.spentSince() // after the job's max_runs ran, no slot is due
+		for t := en.conf.Schedule.Next(start); !t.IsZero() && !t.After(to) && (spent.IsZero() || t.Before(spent)); t = en.conf.Schedule.Next(t) {
 			slots = append(slots, t)
 			if len(slots) > maxAuditedSlots {
 				slots = slots[1:]

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -27,7 +28,7 @@ type timers struct {
 	term   leader.Term
 	claims *claimer
 	log    *slog.Logger
-	groups map[string]*timerGroup // by schedule expression
+	groups map[string]*timerGroup // by schedule key (schedule.Schedule.Key)
 	once   map[string]uuid.UUID   // one-time jobs' own timers, by job name
 }
 
@@ -40,7 +41,7 @@ type timerGroup struct {
 
 // add starts en's timer: it joins its schedule's group. A one-time schedule's timer is a
 // gocron one-time job of its own, or none once its slot has passed (catch-up decides about
-// that slot).
+// that slot); so is a schedule whose window has ended.
 func (t *timers) add(en *entry) error {
 	sched := en.conf.Schedule
 	if sched.Once() {
@@ -56,7 +57,11 @@ func (t *timers) add(en *entry) error {
 		t.once[en.conf.Name] = j.ID()
 		return nil
 	}
-	g := t.groups[sched.String()]
+	if sched.Next(time.Now()).IsZero() {
+		return nil // its window has ended
+	}
+	key := sched.Key()
+	g := t.groups[key]
 	if g == nil {
 		g = &timerGroup{members: map[string]*entry{}}
 		task := gocron.NewTask(func() {
@@ -68,13 +73,13 @@ func (t *timers) add(en *entry) error {
 			g.mu.Unlock()
 			t.fire(members, sched.Nearest(time.Now()))
 		})
-		j, err := t.s.NewJob(gocron.CronJob(sched.String(), true), task,
-			gocron.WithCronImplementation(sched), gocron.WithName(sched.String()))
+		j, err := t.s.NewJob(gocron.CronJob(key, true), task,
+			gocron.WithCronImplementation(timerCron{sched}), gocron.WithName(key))
 		if err != nil {
 			return fmt.Errorf("timer for job %s: %w", en.conf.Name, err)
 		}
 		g.id = j.ID()
-		t.groups[sched.String()] = g
+		t.groups[key] = g
 	}
 	g.mu.Lock()
 	g.members[en.conf.Name] = en
@@ -134,6 +139,19 @@ func (t *timers) tickDue(en *entry, from time.Time) {
 			t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule)
 		}()
 	}
+}
+
+// timerCron is a schedule as gocron's Cron. Past a window's end the schedule has no next
+// slot, and gocron, asked for the slot after the zero time, would get the window's first
+// one again and loop forever looking for one after now; a slot a century away instead
+// leaves the timer idle for the term.
+type timerCron struct{ *schedule.Schedule }
+
+func (c timerCron) Next(t time.Time) time.Time {
+	if n := c.Schedule.Next(t); !n.IsZero() {
+		return n
+	}
+	return t.AddDate(100, 0, 0)
 }
 
 func (t *timers) stop(log *slog.Logger) {

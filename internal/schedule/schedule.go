@@ -43,6 +43,13 @@ type Schedule struct {
 	at    time.Time      // non-zero for "@at": the one slot
 	cron  cron.Schedule  // otherwise
 	loc   *time.Location // the cron time zone
+	// dst is what a cron schedule does when its zone's clocks change (dst.go); the zero
+	// value is the behaviour Parse describes.
+	dst DST
+	// parts, for a list of specs (New), are its schedules, whose union names the slots.
+	parts []*Schedule
+	// from and until, when set, bound the slots: none before from or after until (set.go).
+	from, until time.Time
 }
 
 var (
@@ -61,7 +68,8 @@ var (
 // Cron slots follow robfig/cron in the schedule's zone: a wall-clock time
 // skipped when clocks go forward has no slot that day; a wall-clock time
 // repeated when clocks go back gets one slot, the first, unless the schedule
-// fires that often anyway (an hourly job still runs every real hour).
+// fires that often anyway (an hourly job still runs every real hour). New
+// takes a DST policy that does otherwise (dst.go), a list of specs and a window.
 func Parse(spec string) (*Schedule, error) {
 	fail := func(format string, args ...any) (*Schedule, error) {
 		return nil, fmt.Errorf("schedule %q: %s", spec, fmt.Sprintf(format, args...))
@@ -125,8 +133,19 @@ func Parse(spec string) (*Schedule, error) {
 func (s *Schedule) String() string { return s.spec }
 
 // Next returns the first slot strictly after t, or the zero time if there is
-// none within five years.
+// none within five years (or within the window).
 func (s *Schedule) Next(t time.Time) time.Time {
+	if s.bounded() {
+		return s.nextInWindow(t)
+	}
+	return s.nextAny(t)
+}
+
+// nextAny is Next regardless of the window.
+func (s *Schedule) nextAny(t time.Time) time.Time {
+	if s.parts != nil {
+		return s.nextOfParts(t)
+	}
 	if s.Once() {
 		if t.Before(s.at) {
 			return s.at
@@ -136,6 +155,9 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	if s.every > 0 {
 		d := int64(s.every / time.Second)
 		return time.Unix((floorDiv(t.Unix(), d)+1)*d, 0).UTC()
+	}
+	if !s.dst.isDefault() {
+		return s.nextCronDST(t)
 	}
 	n := s.cron.Next(t)
 	for !n.IsZero() && s.repeatsWallClock(n) {
@@ -169,9 +191,20 @@ func (s *Schedule) repeatsWallClock(n time.Time) bool {
 }
 
 // Prev returns the latest slot at or before t, or the zero time if there is
-// none within five years.
+// none within five years (or within the window).
 func (s *Schedule) Prev(t time.Time) time.Time {
+	if s.bounded() {
+		return s.prevInWindow(t)
+	}
+	return s.prevAny(t)
+}
+
+// prevAny is Prev regardless of the window.
+func (s *Schedule) prevAny(t time.Time) time.Time {
 	t = t.Truncate(time.Second) // slots are whole seconds, so slot <= t iff slot <= this
+	if s.parts != nil {
+		return s.prevOfParts(t)
+	}
 	if s.Once() {
 		if !s.at.After(t) {
 			return s.at
@@ -187,19 +220,19 @@ func (s *Schedule) Prev(t time.Time) time.Time {
 	// the latest slot <= t. Next is monotonic, so this agrees with it exactly.
 	for _, w := range prevWindows {
 		lo := t.Add(-w)
-		if n := s.Next(lo); n.IsZero() || n.After(t) {
+		if n := s.nextAny(lo); n.IsZero() || n.After(t) {
 			continue
 		}
 		hi := t // Next(hi) > t always
 		for hi.Sub(lo) > time.Second {
 			mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Second)
-			if s.Next(mid).After(t) {
+			if s.nextAny(mid).After(t) {
 				hi = mid
 			} else {
 				lo = mid
 			}
 		}
-		return s.Next(lo)
+		return s.nextAny(lo)
 	}
 	return time.Time{}
 }
@@ -222,6 +255,8 @@ func (s *Schedule) Nearest(t time.Time) time.Time {
 // Period returns the gap between Prev(t) and the slot before it: the job's
 // current period, used as its default catch-up window. When there is no
 // earlier slot within the horizon it falls back to the gap after Prev(t).
+// The window does not shorten it: a job's period, catch-up window and jitter
+// bound stay those of its schedule, however few slots the window leaves.
 func (s *Schedule) Period(t time.Time) time.Duration {
 	if s.Once() {
 		return 0 // a single slot has no period
@@ -229,17 +264,17 @@ func (s *Schedule) Period(t time.Time) time.Duration {
 	if s.every > 0 {
 		return s.every
 	}
-	p := s.Prev(t)
+	p := s.prevAny(t)
 	if p.IsZero() {
-		p = s.Next(t)
+		p = s.nextAny(t)
 		if p.IsZero() {
 			return 0
 		}
 	}
-	if before := s.Prev(p.Add(-time.Second)); !before.IsZero() {
+	if before := s.prevAny(p.Add(-time.Second)); !before.IsZero() {
 		return p.Sub(before)
 	}
-	if after := s.Next(p); !after.IsZero() {
+	if after := s.nextAny(p); !after.IsZero() {
 		return after.Sub(p)
 	}
 	return 0

@@ -24,6 +24,9 @@ var weekdays = []string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", 
 // minutes"). Forms it has no words for come back as the expression itself, prefixed with
 // "cron", so an operator is never shown a wrong paraphrase.
 func (s *Schedule) Text() string {
+	if s.parts != nil {
+		return s.textOfParts()
+	}
 	rest := strings.TrimSpace(s.spec)
 	if strings.HasPrefix(rest, "CRON_TZ=") {
 		_, rest, _ = strings.Cut(rest, " ")

@@ -35,6 +35,7 @@ type Executor interface {
 	SlotRuns(ctx context.Context, job string, since, until time.Time) ([]*Run, error)
 	FirstSlot(ctx context.Context, job string) (time.Time, error)
 	RecordedSlots(ctx context.Context, jobs []string, from, to time.Time) (map[string]map[time.Time]bool, error)
+	RanRuns(ctx context.Context, jobs []string) (map[string]RanRuns, error)
 
 	// job_settings, with each job's latest runs (settings.go)
 	JobStates(ctx context.Context, jobs []string) (now time.Time, paused map[string]bool, last map[string]*Run, err error)

@@ -295,8 +295,8 @@ func TestClaimReadsActiveRunsWithoutBitmapScan(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, store.ClaimSettings)
 	require.NoError(t, err)
-	rows, err := tx.Query(ctx, `EXPLAIN `+store.ClaimSQL([]int64{0}, false),
-		[]string{"j"}, []string{"schedule"}, []time.Time{time.Now().Truncate(time.Minute)}, []*int64{nil}, []int64{0}, "a", int64(1))
+	rows, err := tx.Query(ctx, `EXPLAIN `+store.ClaimSQL([]int64{0}, []int64{0}, false),
+		[]string{"j"}, []string{"schedule"}, []time.Time{time.Now().Truncate(time.Minute)}, []*int64{nil}, []int64{0}, []int64{0}, "a", int64(1))
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

@@ -33,11 +33,13 @@ type Claim struct {
 	// DefinitionVersion is the runtime job definition's version the run follows (nil for a
 	// built-in job).
 	DefinitionVersion *int64
+	// MaxRuns, above 0, claims nothing once this many of the job's slots ran (runs_limit.go).
+	MaxRuns int
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
-// Skipped (a skipped row, SkippedID, was recorded with this reason) or Taken (the slot
-// already had a row, written by this or an earlier leader) is set.
+// Skipped (a skipped row, SkippedID, was recorded with this reason), Taken (the slot
+// already had a row, written by this or an earlier leader) or Finished is set.
 type ClaimOutcome struct {
 	Run       *Run
 	Skipped   string
@@ -48,6 +50,9 @@ type ClaimOutcome struct {
 	Early time.Duration
 	// Busy, for a QueueOne claim, says the job has an active run: nothing was recorded.
 	Busy bool
+	// Finished says the job's MaxRuns slots ran: nothing was recorded, and no later slot of
+	// the job will be.
+	Finished bool
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md
@@ -90,6 +95,15 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	}
 	if exists {
 		return ClaimOutcome{Taken: true}, nil
+	}
+	if c.MaxRuns > 0 {
+		var spent bool
+		if err := tx.QueryRow(ctx, spentSQL, c.Job, c.MaxRuns).Scan(&spent); err != nil {
+			return ClaimOutcome{}, fmt.Errorf("count the runs that ran: %w", err)
+		}
+		if spent {
+			return ClaimOutcome{Finished: true}, nil
+		}
 	}
 	skip := func(reason string) (ClaimOutcome, error) {
 		id, err := tx.recordSkip(ctx, c, reason)

@@ -17,13 +17,13 @@ import (
 // than in a transaction each. The outcome of every claim is the one ClaimSlot would give.
 
 // claimSlotsSQL claims, in one statement, every slot that is due by the database's clock,
-// has no row, and whose job is not paused, has no active run and did not start one within
-// its minimum gap: the common case at the top of an hour, where every claim wins. It has no
-// ON CONFLICT clause, whose speculative insertion costs a third more at 10 000 rows: the
-// conditions exclude the rows the unique indexes would refuse, and a row written by another
-// transaction meanwhile (a manual run queued through the API) fails the statement, inside a
-// savepoint, and the batch is claimed again with claimSlotsSafeSQL. The claims it leaves
-// are decided by slotStateSQL.
+// has no row, and whose job is not paused, has no active run, did not start one within its
+// minimum gap and has runs left of its max_runs: the common case at the top of an hour,
+// where every claim wins. It has no ON CONFLICT clause, whose speculative insertion costs a
+// third more at 10 000 rows: the conditions exclude the rows the unique indexes would
+// refuse, and a row written by another transaction meanwhile (a manual run queued through
+// the API) fails the statement, inside a savepoint, and the batch is claimed again with
+// claimSlotsSafeSQL. The claims it leaves are decided by slotStateSQL.
 //
 // job_runs has a partition a day, so each test must not probe every day for every claim:
 // a slot's row lies in its day (its id's range; an id from before migration 0013 is below
@@ -33,9 +33,9 @@ import (
 const claimSlotsSQL = `
 WITH active AS MATERIALIZED (SELECT job FROM job_runs WHERE status IN ('queued', 'running'))
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $6, $7, c.version
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[])
-     AS c (job, trigger, slot, version, min_gap)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $7, $8, c.version
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[])
+     AS c (job, trigger, slot, version, min_gap, max_runs)
 LEFT JOIN job_settings s ON s.job = c.job
 WHERE c.slot <= now()
   AND NOT coalesce(s.paused, false)
@@ -43,7 +43,7 @@ WHERE c.slot <= now()
                   WHERE r.job = c.job AND r.scheduled_at = c.slot
                     AND r.id >= CASE WHEN c.slot < job_run_cutover() THEN 0 ELSE job_run_day_start(job_run_day(c.slot)) END
                     AND r.id < job_run_day_start(job_run_day(c.slot) + 1))
-  AND c.job NOT IN (SELECT job FROM active)` + minGapTest + `
+  AND c.job NOT IN (SELECT job FROM active)` + minGapTest + maxRunsTest + `
 RETURNING ` + runColumns
 
 // minGapTest is claimSlotsSQL's test of the minimum gap. Planned over every day partition
@@ -55,16 +55,20 @@ const minGapTest = `
       WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'))`
 
 // claimSQL is claimSlotsSQL for a batch (safe: with ON CONFLICT DO NOTHING), without the
-// minimum gap's test when no job of the batch has one.
-func claimSQL(gaps []int64, safe bool) string {
+// minimum gap's test when no job of the batch has one, nor max_runs' when none has one.
+func claimSQL(gaps, maxRuns []int64, safe bool) string {
 	sql := claimSlotsSQL
 	if safe {
 		sql = claimSlotsSafeSQL
 	}
-	if slices.ContainsFunc(gaps, func(g int64) bool { return g > 0 }) {
-		return sql
+	positive := func(v int64) bool { return v > 0 }
+	if !slices.ContainsFunc(gaps, positive) {
+		sql = strings.Replace(sql, minGapTest, "", 1)
 	}
-	return strings.Replace(sql, minGapTest, "", 1)
+	if !slices.ContainsFunc(maxRuns, positive) {
+		sql = strings.Replace(sql, maxRunsTest, "", 1)
+	}
+	return sql
 }
 
 // claimSettings are ClaimSlots' planner settings. The planner's estimate of the subqueries
@@ -81,8 +85,8 @@ var claimSlotsSafeSQL = strings.Replace(claimSlotsSQL, "\nRETURNING ", "\nON CON
 
 // slotStateSQL reads, for the claims claimSlotsSQL left, what ClaimSlot checks one by one:
 // how far the slot lies ahead of the database's clock, whether it has a row, whether the job
-// is paused, has an active run, or started one within its minimum gap. Each test is an index
-// probe per claim.
+// is paused, has an active run, started one within its minimum gap, or ran its max_runs.
+// Each test is an index probe per claim.
 const slotStateSQL = `
 SELECT c.i,
        greatest(c.slot - now(), interval '0'),
@@ -91,8 +95,9 @@ SELECT c.i,
        EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.status IN ('queued', 'running')),
        c.min_gap > 0 AND EXISTS (
            SELECT 1 FROM job_runs r
-           WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond')
-FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::int[]) AS c (job, slot, min_gap, i)
+           WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'),
+       c.max_runs > 0 AND (SELECT count(*) FROM job_runs r WHERE r.job = c.job AND ` + ranPredicate + `) >= c.max_runs
+FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::int[], $5::bigint[]) AS c (job, slot, min_gap, i, max_runs)
 LEFT JOIN job_settings s ON s.job = c.job
 ORDER BY c.i`
 
@@ -184,11 +189,12 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	var jobs, triggers []string
 	var slots []time.Time
 	var versions []*int64
-	var gaps []int64
+	var gaps, maxRuns []int64
 	for i, c := range claims {
 		if earliest[c.Job] == i {
 			jobs, triggers, slots = append(jobs, c.Job), append(triggers, c.Trigger), append(slots, c.ScheduledAt)
 			versions, gaps = append(versions, c.DefinitionVersion), append(gaps, c.MinGap.Microseconds())
+			maxRuns = append(maxRuns, int64(c.MaxRuns))
 		}
 	}
 	if _, err := tx.Exec(ctx, claimSettings); err != nil {
@@ -197,11 +203,11 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
-	args := []any{jobs, triggers, slots, versions, gaps, claims[0].InstanceID, tx.epoch}
-	runs, err := claimWinners(ctx, tx, claimSQL(gaps, false), args)
+	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch}
+	runs, err := claimWinners(ctx, tx, claimSQL(gaps, maxRuns, false), args)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
-		runs, err = claimWinners(ctx, tx, claimSQL(gaps, true), args)
+		runs, err = claimWinners(ctx, tx, claimSQL(gaps, maxRuns, true), args)
 	}
 	if err != nil {
 		return nil, err
@@ -235,9 +241,9 @@ func claimWinners(ctx context.Context, tx *Tx, sql string, args []any) ([]*Run, 
 
 // slotState is what slotStateSQL read about the claim at position i.
 type slotState struct {
-	i                              int
-	ahead                          time.Duration
-	taken, paused, active, tooSoon bool
+	i                                     int
+	ahead                                 time.Duration
+	taken, paused, active, tooSoon, spent bool
 }
 
 // slotStates reads the state of the claims at positions left, in order.
@@ -246,29 +252,34 @@ func (tx *Tx) slotStates(ctx context.Context, claims []Claim, left []int) ([]slo
 	slots := make([]time.Time, len(left))
 	gaps := make([]int64, len(left))
 	index := make([]int32, len(left))
+	maxRuns := make([]int64, len(left))
 	for k, i := range left {
 		jobs[k], slots[k], gaps[k], index[k] = claims[i].Job, claims[i].ScheduledAt, claims[i].MinGap.Microseconds(), int32(i)
+		maxRuns[k] = int64(claims[i].MaxRuns)
 	}
-	rows, err := tx.Query(ctx, slotStateSQL, jobs, slots, gaps, index)
+	rows, err := tx.Query(ctx, slotStateSQL, jobs, slots, gaps, index, maxRuns)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (slotState, error) {
 		var s slotState
-		err := row.Scan(&s.i, &s.ahead, &s.taken, &s.paused, &s.active, &s.tooSoon)
+		err := row.Scan(&s.i, &s.ahead, &s.taken, &s.paused, &s.active, &s.tooSoon, &s.spent)
 		return s, err
 	})
 }
 
 // decideSlot is ClaimSlot's decision for a claim that did not win, from its state: an
-// outcome that records nothing (Early, Taken, Busy), or the reason of a skipped row to
-// record; neither when the slot is free now (its state changed since the insert).
+// outcome that records nothing (Early, Taken, Finished, Busy), or the reason of a skipped
+// row to record; neither when the slot is free now (its state changed since the insert).
+// A job that ran its max_runs records nothing more, not even a skip.
 func decideSlot(c Claim, st slotState) (ClaimOutcome, string) {
 	switch {
 	case st.ahead > 0:
 		return ClaimOutcome{Early: st.ahead}, ""
 	case st.taken:
 		return ClaimOutcome{Taken: true}, ""
+	case st.spent:
+		return ClaimOutcome{Finished: true}, ""
 	case st.paused:
 		return ClaimOutcome{}, ReasonPaused
 	case st.active && c.QueueOne:

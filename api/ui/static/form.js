@@ -172,7 +172,7 @@ function jobFormPage(ns, name) {
         ? "A job's name cannot change: to rename it, create a job under the new name and delete this one."
         : "1 to 63 lower-case letters, digits and -, e.g. daily-report." }),
       field("kind", "Kind", kindIn, { aliases: ["http", "sql"] }),
-      field("schedule", "Schedule", scheduleIn, { hint: "Cron (\"0 2 * * *\"; 6 fields with seconds first), \"@every 10m\", or \"@at 2026-12-01T09:00:00Z\" for one run." }),
+      field("schedule", "Schedule", scheduleIn, { hint: "Cron (\"0 2 * * *\"; 6 fields with seconds first), \"@every 10m\", or \"@at 2026-12-01T09:00:00Z\" for one run; several separated by \";\" run at each." }),
       field("time_zone", "Time zone", tzIn, { optional: true, hint: "The zone of the schedule's times, e.g. Europe/Paris. Empty: UTC." }),
       field("description", "Description", descIn, { full: true, optional: true }),
       field("labels", "Labels", labelsIn, { optional: true, prefix: true, hint: "One per line, key=value. The overview's filter finds jobs by them." }),
@@ -207,7 +207,7 @@ function jobFormPage(ns, name) {
   function fill(d) {
     base = d;
     nameIn.value = d.name || "";
-    scheduleIn.value = d.schedule || "";
+    scheduleIn.value = Array.isArray(d.schedule) ? d.schedule.join("; ") : d.schedule || "";
     tzIn.value = d.time_zone || "";
     descIn.value = d.description || "";
     labelsIn.value = Object.keys(d.labels || {}).sort().map((k) => `${k}=${d.labels[k]}`).join("\n");
@@ -248,7 +248,9 @@ function jobFormPage(ns, name) {
     const d = structuredClone(base);
     const set = (obj, k, v) => { if (v === undefined || v === "") delete obj[k]; else obj[k] = v; };
     d.name = nameIn.value.trim();
-    d.schedule = scheduleIn.value.trim();
+    // A list of schedules is written with ";" between them, which no cron expression holds.
+    const specs = scheduleIn.value.split(";").map((x) => x.trim()).filter(Boolean);
+    d.schedule = specs.length > 1 ? specs : scheduleIn.value.trim();
     set(d, "time_zone", tzIn.value.trim());
     set(d, "description", descIn.value.trim());
     const labels = parseLines(labelsIn.value, "labels", ["=", ":"], "key=value", errors);
@@ -305,6 +307,7 @@ function jobFormPage(ns, name) {
     if (!hit) {
       for (const f of fields.values()) if (f.prefix && p.startsWith(f.path + ".")) hit = { f, rest: p.slice(f.path.length + 1) };
     }
+    if (!hit && /^schedule\[\d+\]$/.test(p) && fields.get("schedule")) hit = { f: fields.get("schedule"), rest: p };
     if (hit && hit.f.box.closest("[hidden]")) return null;
     return hit;
   }
@@ -381,8 +384,9 @@ function jobFormPage(ns, name) {
         h("dt", {}, "Target"), h("dd", { class: "mono target" }, v.target || "—")),
       h("h3", {}, "Next five runs"),
       next.length
-        ? h("ol", { class: "next-runs", id: "preview-runs" }, next.map((t) => h("li", {}, when(t))))
-        : h("p", { class: "muted" }, v.enabled === false ? "None: the job would be disabled." : "None to come."));
+        ? h("ol", { class: "next-runs", id: "preview-runs" }, next.map((t) => h("li", {}, when(t), dstNote(v, t))))
+        : h("p", { class: "muted" }, v.enabled === false ? "None: the job would be disabled." : "None to come."),
+      clockChanges(v));
   }
 
   // failure shows why the server refused a preview or a save. A save's failure moves the

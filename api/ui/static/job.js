@@ -17,9 +17,24 @@ function jobFacts(job) {
         h("dt", {}, "Minimum gap"), h("dd", {}, v((j) => j.min_gap)))),
     h("div", { class: "card" }, h("h2", {}, "Next runs"),
       next.length
-        ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t) : "…")))
-        : h("p", { class: "muted" }, job.paused ? "None while paused." : "None: the job is disabled.")),
+        ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t) : "…", dstNote(job, t))))
+        : h("p", { class: "muted" }, job.finished ? "None: its schedule is over (finished)." : job.paused ? "None while paused." : "None: the job is disabled."),
+      clockChanges(job)),
     isRuntime(job) ? definitionCard(job) : null);
+}
+
+// dstNote says how a clock change moved or doubled the run at t (next_runs_dst), if it did.
+function dstNote(job, t) {
+  const m = ((job && job.next_runs_dst) || []).find((x) => x.at === t);
+  return m ? h("span", { class: "muted" }, ` — ${m.change}: ${m.note}`) : null;
+}
+
+// clockChanges lists what the clock changes of the next year do to the schedule (warnings).
+function clockChanges(job) {
+  const list = (job && job.warnings) || [];
+  return list.length
+    ? [h("h3", {}, "Clock changes"), h("ul", { class: "warnings" }, list.map((w) => h("li", {}, w)))]
+    : null;
 }
 
 // definitionCard shows what a runtime job does. Every value is text the job's author

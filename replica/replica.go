@@ -57,6 +57,9 @@ type Config struct {
 	FailoverWindow time.Duration
 	// Version and HTTPAddr describe the replica in scheduler_instances.
 	Version, HTTPAddr string
+	// PublicURL is where targets reach the API (config's SCHEDULER_PUBLIC_URL); "" means
+	// http://<HTTPAddr>.
+	PublicURL string
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
 	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
 	Runtime config.Runtime
@@ -107,7 +110,7 @@ func New(c Config) (*Replica, error) {
 	})
 	registry := job.NewRegistry(append(business, c.Extra...)...)
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
-		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
+		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
 		Runtime: &definition.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
@@ -180,4 +183,12 @@ func (r *Replica) Run(ctx context.Context) {
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()
 	wg.Wait()
+}
+
+// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete.
+func publicURL(c Config) string {
+	if c.PublicURL != "" {
+		return c.PublicURL
+	}
+	return "http://" + c.HTTPAddr
 }

@@ -68,6 +68,8 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
 	Runtime *definition.Runtime
+	// PublicURL is where a callback job's target reaches the API (SCHEDULER_PUBLIC_URL).
+	PublicURL string
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's
@@ -275,10 +277,14 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 			e.watchDefinitions(termCtx, term, log, timers)
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
+	}()
+	go func() {
+		defer wg.Done()
+		e.callbackLoop(termCtx, term, log)
 	}()
 	go func() {
 		defer wg.Done()

@@ -61,6 +61,17 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	if row.MinInterval != nil {
 		env.MinInterval = *row.MinInterval
 	}
+	if s.cfg.Secrets != nil && namespace.Valid(ns) {
+		// The namespace's secrets, read once for every field that names one.
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		lookup, err := s.cfg.Secrets.Lookup(ctx, ns)
+		cancel()
+		if err != nil {
+			s.databaseProblem(w, r, err)
+			return nil, false
+		}
+		env.Secret = lookup
+	}
 	j, errs := definition.Check(d, env)
 	for _, e := range errs {
 		fields = append(fields, FieldError{Field: e.Field, Detail: e.Message})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/secrets"
 )
 
 // testSecrets plays the replica's SCHEDULER_SECRET_<NAME> variables: the API may learn that
@@ -39,10 +40,8 @@ func newRuntimeAPI(t *testing.T, maxJobs int) *testAPI {
 	a := newTestAPI(t)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(), MaxJobs: maxJobs,
-		Runtime: definition.Env{
-			HasSecret: func(name string) bool { _, ok := testSecrets[name]; return ok },
-			SQLTarget: testSQLTarget,
-		}})
+		Secrets: secrets.New(testSecrets, testSecretBox(t), a.db.DB),
+		Runtime: definition.Env{SQLTarget: testSQLTarget}})
 	a.http.Config.Handler = a.server.Handler()
 	return a
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -67,9 +68,12 @@ type Config struct {
 	// records nothing.
 	Recorder *metrics.Metrics
 	// Runtime checks the runtime jobs that POST and PUT define: NewServer sets IsBuiltin
-	// from Jobs, and a zero Now means the time of each check. HasSecret, CheckURL and
-	// SQLEnabled are used as given (nil checks nothing).
+	// from Jobs, and a zero Now means the time of each check. CheckURL and SQLTarget are
+	// used as given (nil checks nothing); Secret comes from Secrets when that is set.
 	Runtime definition.Env
+	// Secrets are the secrets by namespace (internal/secrets): the check's lookup, and the
+	// box that seals what the secrets routes store. Nil checks no secret.
+	Secrets *secrets.Source
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS; 0: config's default).
 	MaxJobs int
 }
@@ -177,6 +181,7 @@ func (s *Server) Handler() http.Handler {
 			r.Use(s.namespaceScope)
 			s.jobRoutes(r, "/namespaces/{ns}/jobs")
 		})
+		s.secretRoutes(r) // /namespaces/{ns}/secrets…
 		r.With(s.adminOnly).Get("/tokens", s.listTokens)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)

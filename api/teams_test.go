@@ -103,6 +103,10 @@ func TestEveryRouteByRoleAndNamespace(t *testing.T) {
 			route{"POST", base + "/jobs/report/resume", "", ns, true},
 			route{"POST", base + "/jobs/report/runs", "", ns, true},
 			route{"POST", "/v1/runs/" + tm.runs[ns] + "/cancel", "", ns, true},
+			route{"GET", base + "/secrets", "", ns, false},
+			route{"GET", base + "/secrets/TOKEN", "", ns, false},
+			route{"PUT", base + "/secrets/TOKEN", `{"value": "v", "allowed_hosts": ["api.example.com"]}`, ns, true},
+			route{"DELETE", base + "/secrets/GHOST", "", ns, true},
 		)
 	}
 	// Namespace default: its runtime jobs, and the built-in jobs (read there, acted on by

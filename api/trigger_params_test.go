@@ -39,3 +39,17 @@ func TestTriggerParamsAreCheckedAndKept(t *testing.T) {
 	assert.Equal(t, "trigger", row["action"])
 	assert.Equal(t, map[string]any{"params": map[string]any{"vars": map[string]any{"day": "2026-11-24"}}}, row["detail"])
 }
+
+// A dry run is not the job's last run: it would hide the failure of the real one before it.
+func TestDryRunIsNotTheLastRun(t *testing.T) {
+	t.Parallel()
+	a := newRuntimeAPI(t, 0)
+	require.Equal(t, http.StatusCreated, a.do("POST", "/v1/jobs", string(httpJob("hook")), nil).Status)
+	failed := a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, error)
+		VALUES ('hook', 'manual', 'failed', now(), now(), 'target down') RETURNING id`)
+	a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, params)
+		VALUES ('hook', 'manual', 'succeeded', now(), now(), '{"dry_run": true}') RETURNING id`)
+	last := a.do("GET", "/v1/jobs/hook", "", nil).JSON(t)["last_run"].(map[string]any)
+	assert.Equal(t, float64(failed), last["id"])
+	assert.Equal(t, "failed", last["status"])
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/oidc"
+	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -61,7 +62,8 @@ type Config struct {
 	// http://<HTTPAddr>.
 	PublicURL string
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
-	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_*, SCHEDULER_MAX_JOBS).
+	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_* with the key that seals stored secrets,
+	// SCHEDULER_MAX_JOBS).
 	Runtime config.Runtime
 	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
 	// the SQL targets' markers of the slots they committed; 0: 30 days.
@@ -76,6 +78,7 @@ type Replica struct {
 	elector    *leader.Elector
 	engine     *engine.Engine
 	terms      *leader.Subscription
+	callLimits callLimits
 }
 
 // New builds the replica's parts without touching the database, so that its API can answer
@@ -109,24 +112,26 @@ func New(c Config) (*Replica, error) {
 		Drop:           c.DB.DropRunDays,
 	})
 	registry := job.NewRegistry(append(business, c.Extra...)...)
+	// One source of secrets, by namespace, for the leader's calls and the API's checks.
+	secretSource := secrets.New(c.Runtime.Secrets, c.Runtime.SecretBox, c.DB)
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
-		Runtime: &definition.Runtime{Caller: caller, Secrets: c.Runtime.Secrets, SQLTargets: sqlTargets}})
+		Runtime: &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets}})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}
-	hasSecret := func(name string) bool { return c.Runtime.Secrets[name] != "" }
 	var identifier api.Identifier
 	if c.OIDC.Issuer != "" {
 		identifier = oidc.New(c.OIDC, nil, c.Log)
 	}
 	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
-		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics,
-		Runtime: definition.Env{HasSecret: hasSecret, CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
+		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
+		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
-	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen()}, nil
+	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),
+		callLimits: callLimits{db: c.DB, caller: caller, every: c.PollInterval, log: apiLog(c.Log, c.InstanceID)}}, nil
 }
 
 // runRetentionDefault is SCHEDULER_RETENTION_JOB_RUNS's default, for a Config without it.
@@ -177,8 +182,11 @@ func (r *Replica) Listen() *leader.Subscription { return r.elector.Listen() }
 // ends; then it resigns (letting its runs record what they did first) and returns once the
 // elector and the engine have stopped. Call it once the schema is migrated.
 func (r *Replica) Run(ctx context.Context) {
+	// The namespaces' call bounds hold from the first call on: read before any term begins.
+	r.callLimits.refresh(ctx)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); r.callLimits.run(ctx) }()
 	go func() { defer wg.Done(); r.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()

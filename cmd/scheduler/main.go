@@ -40,6 +40,7 @@ Usage:
   scheduler seed [flags]          load demo data (idempotent)
   scheduler sql-target init|check NAME
                                   prepare or check a SQL target (SCHEDULER_SQL_TARGET_NAME)
+  scheduler secret-key rotate     re-seal the stored secrets with SCHEDULER_SECRET_KEY
   scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
   scheduler version               print the build version
 
@@ -72,6 +73,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return seedCmd(ctx, rest, environ, stdout, stderr)
 	case "sql-target":
 		return sqlTargetCmd(ctx, rest, environ, stdout, stderr)
+	case "secret-key":
+		return secretKeyCmd(ctx, rest, environ, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(environ, stderr)
 	case "version", "--version":

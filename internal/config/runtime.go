@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/schedulerhq/scheduler/internal/secretbox"
 )
 
 // Runtime is the configuration of runtime jobs, the jobs users define through the API.
@@ -20,8 +22,12 @@ type Runtime struct {
 	SQLTargets map[string]SQLTarget
 	// SQLConnections bounds each SQL target's runs at once (SCHEDULER_SQL_CONNECTIONS).
 	SQLConnections int
-	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME. Never logged.
+	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME: the operator's secrets,
+	// which only jobs of namespace default may use. Never logged.
 	Secrets map[string]string
+	// SecretBox seals and opens the secrets stored through the API (SCHEDULER_SECRET_KEY,
+	// SCHEDULER_SECRET_KEY_PREVIOUS); without a key it seals nothing.
+	SecretBox *secretbox.Box
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS).
 	MaxJobs int
 	// HTTPConcurrency bounds outbound calls in flight on the leader, all targets together;
@@ -49,8 +55,6 @@ const (
 	maxSQLConnections          = 100
 	secretPrefix               = "SCHEDULER_SECRET_"
 	sqlTargetPrefix            = "SCHEDULER_SQL_TARGET_"
-	// secretKeyVar is reserved for the key that would encrypt secrets stored by the API.
-	secretKeyVar = "SCHEDULER_SECRET_KEY"
 	// passwordSecretParam names, in a target's URL, the secret that holds its password.
 	passwordSecretParam = "password_secret"
 )
@@ -91,6 +95,7 @@ func loadRuntime(env *Env) Runtime {
 		env.Fail("SCHEDULER_SQL_CONNECTIONS", strconv.Itoa(r.SQLConnections), fmt.Sprintf("a whole number from 1 to %d such as 4", maxSQLConnections))
 	}
 	r.Secrets = secrets(env)
+	r.SecretBox = LoadSecretBox(env)
 	r.SQLTargets = LoadSQLTargets(env)
 	return r
 }
@@ -99,7 +104,7 @@ func loadRuntime(env *Env) Runtime {
 func secrets(env *Env) map[string]string {
 	values := map[string]string{}
 	for _, name := range env.Names(secretPrefix) {
-		if name == secretKeyVar {
+		if name == secretKeyVar || name == secretKeyPreviousVar {
 			continue
 		}
 		values[strings.TrimPrefix(name, secretPrefix)] = env.String(name, "")

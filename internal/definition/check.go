@@ -66,8 +66,10 @@ func SecretEnv(name string) string { return secretEnvPrefix + name }
 type Env struct {
 	// IsBuiltin reports a built-in job's name, which a runtime job cannot take.
 	IsBuiltin func(name string) bool
-	// HasSecret reports whether the named secret has a value (SCHEDULER_SECRET_<NAME>).
-	HasSecret func(name string) bool
+	// Secret looks up the named secret of namespace ns (secrets.go): whether the namespace
+	// has it, and the hosts it may be sent to (nil: any host, an operator's secret). Nil
+	// checks no secret: a stored definition, whose secrets are resolved when it runs.
+	Secret func(ns, name string) (allowedHosts []string, ok bool)
 	// CheckURL is the outbound guard's check of a target URL (scheme, host, allowed address).
 	CheckURL func(raw string) error
 	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.

@@ -1,10 +1,14 @@
 package definition
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/hostallow"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // An HTTP job's checks: the call (method, URL through the outbound guard, headers the
@@ -55,21 +59,24 @@ func (c *checker) http(j *Checked) {
 			c.fail("http.success", "%d is not an HTTP status (100 to 599)", code)
 		}
 	}
+	ns := namespace.Of(j.Def.Key())
 	if a := h.Auth; a != nil {
 		switch {
 		case a.BearerSecret != "" && (a.Header != "" || a.HeaderSecret != ""):
 			c.fail("http.auth", "either bearer_secret, or header with header_secret, not both")
 		case a.BearerSecret != "":
-			c.secret("http.auth.bearer_secret", a.BearerSecret)
+			c.secret("http.auth.bearer_secret", ns, a.BearerSecret, h.URL)
 		case a.Header != "" && a.HeaderSecret != "":
 			c.header("http.auth.header", a.Header, "", false)
-			c.secret("http.auth.header_secret", a.HeaderSecret)
+			c.secret("http.auth.header_secret", ns, a.HeaderSecret, h.URL)
 		default:
 			c.fail("http.auth", `name a secret: {"bearer_secret": "NAME"} or {"header": "X-Api-Key", "header_secret": "NAME"}`)
 		}
 	}
 	if h.SigningSecret != "" {
-		c.secret("http.signing_secret", h.SigningSecret)
+		// A signing secret too: a receiver trusts its HMACs, so signing a body for another
+		// host makes the scheduler a signing oracle for whoever runs it.
+		c.secret("http.signing_secret", ns, h.SigningSecret, h.URL)
 	}
 	c.completion(j, &h)
 	j.Retry = c.retry(j.Def.Retry)
@@ -96,12 +103,27 @@ func (c *checker) header(field, name, value string, withAuth bool) {
 	}
 }
 
-func (c *checker) secret(field, name string) {
-	switch {
-	case !secretRE.MatchString(name):
+// secret checks a secret the job of namespace ns names, and that it may be sent to the
+// host of rawURL.
+func (c *checker) secret(field, ns, name, rawURL string) {
+	if !secretRE.MatchString(name) {
 		c.fail(field, "%q is not a secret name: want %s", name, secretNameWant)
-	case c.env.HasSecret != nil && !c.env.HasSecret(name):
-		c.fail(field, "secret %s is not set: an operator sets %s on every replica", name, SecretEnv(name))
+		return
+	}
+	if c.env.Secret == nil || !namespace.Valid(ns) {
+		return // nothing to look in, or a namespace already reported wrong
+	}
+	hosts, ok := c.env.Secret(ns, name)
+	if !ok {
+		c.fail(field, "%s", SecretMissing(ns, name))
+		return
+	}
+	host, port, err := hostallow.FromURL(rawURL)
+	if hosts == nil || err != nil || host == "" {
+		return // any host; or a URL already reported wrong
+	}
+	if !hostallow.Match(hosts, host, port) {
+		c.fail(field, "%s", SecretHostRefused(ns, name, net.JoinHostPort(host, port), hostallow.Describe(hosts)))
 	}
 }
 

@@ -16,7 +16,16 @@ import (
 func env() definition.Env {
 	return definition.Env{
 		IsBuiltin: func(n string) bool { return n == "plan-change" },
-		HasSecret: func(n string) bool { return n == "BILLING_TOKEN" },
+		// An operator's secret of namespace default, and billing's, bound to its host.
+		Secret: func(ns, n string) ([]string, bool) {
+			switch {
+			case ns == "default" && n == "BILLING_TOKEN":
+				return nil, true
+			case ns == "billing" && n == "INVOICES_TOKEN":
+				return []string{"api.billing.example", "hooks.billing.example:8443"}, true
+			}
+			return nil, false
+		},
 		CheckURL: func(u string) error {
 			if strings.Contains(u, "10.0.0.1") {
 				return errors.New("private address")
@@ -64,6 +73,7 @@ func TestCheckReportsEveryWrongFieldAtOnce(t *testing.T) {
 		assert.Contains(t, got, f)
 	}
 	assert.Contains(t, got["http.auth.bearer_secret"], "SCHEDULER_SECRET_MISSING", "the message says what to set")
+	assert.Contains(t, got["http.auth.bearer_secret"], "PUT /v1/namespaces/default/secrets/MISSING")
 }
 
 func TestCheckFillsDefaultsAndIsStable(t *testing.T) {

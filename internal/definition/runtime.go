@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -18,8 +19,9 @@ import (
 type Runtime struct {
 	// Caller makes the HTTP jobs' calls, through the outbound guard.
 	Caller *targets.Caller
-	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME.
-	Secrets map[string]string
+	// Secrets resolves the secrets a job names, by the job's namespace, when it runs
+	// (internal/secrets); nil resolves none, and a job that names one fails.
+	Secrets SecretSource
 	// SQLTargets are the databases SQL jobs run in.
 	SQLTargets *targets.SQLTargets
 }
@@ -42,38 +44,38 @@ type httpRunner struct {
 
 func (j *httpRunner) Name() string           { return j.def.Def.Key() }
 func (j *httpRunner) Defaults() job.Defaults { return job.Defaults{} }
-func (j *httpRunner) secret(name string) (string, error) {
-	if v, ok := j.rt.Secrets[name]; ok && v != "" {
-		return v, nil
-	}
-	return "", fmt.Errorf("secret %s is not set on this leader: set %s on every replica", name, SecretEnv(name))
-}
 
 func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	var stats job.Stats
 	h := j.def.Def.HTTP
+	body := h.Body
+	if env.Params.Body != nil {
+		body = *env.Params.Body
+	}
 	if env.Params.DryRun {
-		env.Log.Info("dry run: the call is not made", "method", h.Method, "url", h.URL)
+		recordDryRun(ctx, env, fmt.Sprintf("dry run: would call %s %s with %d headers of its own and %d of the trigger's, a body of %d bytes, and Idempotency-Key %s; nothing was sent",
+			h.Method, h.URL, len(h.Headers), len(env.Params.Headers), len(body), env.Call.IdempotencyKey))
 		return stats, nil
+	}
+	values, allowedHosts, err := j.callSecrets(ctx)
+	if err != nil {
+		return stats, err
 	}
 	header := http.Header{}
 	var secrets []string // the values used, kept out of what is recorded
 	for k, v := range h.Headers {
 		header.Set(k, v)
 	}
+	for k, v := range env.Params.Headers { // a trigger's, checked by the API; the auth below wins
+		header.Set(k, v)
+	}
 	if a := h.Auth; a != nil {
 		if a.BearerSecret != "" {
-			v, err := j.secret(a.BearerSecret)
-			if err != nil {
-				return stats, err
-			}
+			v := values[a.BearerSecret]
 			header.Set("Authorization", "Bearer "+v)
 			secrets = append(secrets, v)
 		} else {
-			v, err := j.secret(a.HeaderSecret)
-			if err != nil {
-				return stats, err
-			}
+			v := values[a.HeaderSecret]
 			header.Set(a.Header, v)
 			secrets = append(secrets, v)
 		}
@@ -87,10 +89,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	var signingKey []byte
 	if h.SigningSecret != "" {
-		v, err := j.secret(h.SigningSecret)
-		if err != nil {
-			return stats, err
-		}
+		v := values[h.SigningSecret]
 		signingKey = targets.SignatureKey(v)
 		secrets = append(secrets, v)
 	}
@@ -103,8 +102,8 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		return s
 	}
 	req := targets.Request{
-		Job:    j.def.Def.Key(),
-		Method: h.Method, URL: h.URL, Header: header, Body: []byte(h.Body),
+		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts,
+		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
 		SigningKey: signingKey,
@@ -134,6 +133,16 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	stats.Changed = 1
 	return stats, nil
+}
+
+// recordDryRun keeps what a dry run would have done on the run, as its one attempt's body,
+// so the run says it (GET /v1/runs/{id}) instead of only a log line.
+func recordDryRun(ctx context.Context, env *job.Env, what string) {
+	env.Log.Info(what)
+	a := store.Attempt{Number: 1, StartedAt: time.Now(), Body: &what}
+	if err := env.Call.RecordAttempt(ctx, a); err != nil {
+		env.Log.Warn("recording the dry run failed", "error", err)
+	}
 }
 
 // attemptRecord is a call attempt as run_attempts stores it.
@@ -173,11 +182,13 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if err != nil {
 		return job.Stats{}, err
 	}
-	if env.Params.DryRun {
-		return job.Stats{}, nil // nothing is changed, and nothing can be counted without running
+	if env.Params.DryRun { // nothing is changed, and nothing can be counted without running
+		recordDryRun(ctx, env, fmt.Sprintf("dry run: would run %d bytes of statements in SQL target %s with %d vars, under marker key %s; nothing ran",
+			len(s.Statements), target.Name(), len(env.Params.Vars), env.Call.IdempotencyKey))
+		return job.Stats{}, nil
 	}
 	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Key(),
-		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Timeout: j.def.Timeout,
+		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Vars: env.Params.Vars, Timeout: j.def.Timeout,
 		Connected: func(ctx context.Context, pid uint32, started time.Time) error {
 			return env.Call.RecordBackend(ctx, store.SQLBackend{Target: target.Name(), PID: pid, BackendStart: started})
 		}})

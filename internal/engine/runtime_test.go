@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -153,7 +154,7 @@ func TestSecretValuesStayOutOfLogsAndAttempts(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var logs syncBuffer
 	rt := runtimeFor(t, "127.0.0.1/32")
-	rt.Secrets = map[string]string{"ECHO_TOKEN": secret}
+	rt.Secrets = secrets.New(map[string]string{"ECHO_TOKEN": secret}, nil, db.DB)
 	n := startNode(t, url, "a", nodeOptions{runtime: rt, pollInterval: 200 * time.Millisecond,
 		log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")

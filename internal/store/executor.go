@@ -61,6 +61,18 @@ type Executor interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	RevokeToken(ctx context.Context, id string) (Token, error)
 	ActiveToken(ctx context.Context, hash []byte) (t Token, ok bool, err error)
+	NamespaceCallLimits(ctx context.Context) (map[string]int, error)
+
+	// scheduler_secrets (secrets.go): sealed values, which only the leader's call and a key
+	// rotation read
+	PutSecret(ctx context.Context, s SealedSecret) (Secret, bool, error)
+	Secret(ctx context.Context, ns, name string) (Secret, error)
+	Secrets(ctx context.Context, ns string) ([]Secret, error)
+	SealedSecrets(ctx context.Context, ns string, names []string) ([]SealedSecret, error)
+	DeleteSecret(ctx context.Context, ns, name string) (Secret, error)
+	SecretsToReseal(ctx context.Context, keyID, afterNamespace, afterName string, limit int) ([]SealedSecret, error)
+	ResealSecret(ctx context.Context, s SealedSecret, keyID string, sealed []byte) (bool, error)
+	SecretKeyIDs(ctx context.Context) (map[string]int, error)
 
 	// scheduler_backfills (backfills.go)
 	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)

@@ -58,7 +58,7 @@ func (q queries) DeleteStaleInstances(ctx context.Context, olderThan time.Durati
 // row's word while its lock is held, not what each replica last reported: a leader that
 // crashed reports itself leader until its row goes stale, beside the one elected after it.
 func (q queries) Instances(ctx context.Context) ([]Instance, error) {
-	rows, err := q.q.Query(ctx, leaderNowCTE+`
+	rows, err := q.q.Query(ctx, `WITH `+leaderNowCTEs+`
 		SELECT i.instance_id, i.host, i.version, i.http_addr, i.started_at, i.last_seen_at,
 		       coalesce(i.instance_id = l.instance_id AND h.held, false)
 		FROM scheduler_instances i LEFT JOIN leader l ON true CROSS JOIN lock_held h

@@ -141,11 +141,11 @@ type ControlMessage struct {
 	CreatedAt time.Time
 }
 
-// leaderNowCTE names the leader row (leader) and whether its lock is held right now
-// (lock_held): the row outlives a crashed leader until the next election, so the row alone
-// would name a dead replica.
-const leaderNowCTE = `
-WITH leader AS (
+// leaderNowCTEs name the leader row (leader) and whether its lock is held right now
+// (lock_held), for a WITH: the row outlives a crashed leader until the next election, so
+// the row alone would name a dead replica.
+const leaderNowCTEs = `
+leader AS (
     SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1
 ),
 -- The leader lock's 64-bit key, as pg_locks shows it: high and low halves, objsubid 1.
@@ -160,7 +160,7 @@ lock_held AS (
 
 // currentLeaderSQL reads the leader row, and whether its lock is held right now: a request
 // to a dead leader would be answered 202 and do nothing.
-const currentLeaderSQL = leaderNowCTE + `
+const currentLeaderSQL = `WITH ` + leaderNowCTEs + `
 SELECT leader.epoch, coalesce(leader.instance_id, ''), coalesce(leader.since, now()), lock_held.held
 FROM leader, lock_held`
 

@@ -86,7 +86,8 @@ func (q queries) JobStates(ctx context.Context, jobs []string) (now time.Time, p
 		return now, nil, nil, err
 	}
 	// One index probe per job and day on job_runs_job_id_idx (the job range and order keep
-	// the planner off a backward primary-key walk; see listRunsSQL).
+	// the planner off a backward primary-key walk; see listRunsSQL). A dry run is not the
+	// job's last run: it would hide a real failure behind a run that did nothing.
 	last = make(map[string]*Run, len(jobs))
 	err = newestRunsFirst(jobs, func(jobs []string, from, before int64) ([]string, error) {
 		rows, err := q.q.Query(ctx, `
@@ -94,6 +95,7 @@ func (q queries) JobStates(ctx context.Context, jobs []string) (now time.Time, p
 			CROSS JOIN LATERAL (
 				SELECT `+runColumns+` FROM job_runs
 				WHERE job >= j.name AND job <= j.name AND id >= $2 AND id < $3
+				  AND NOT params @> '{"dry_run": true}'
 				ORDER BY job, id DESC LIMIT 1
 			) AS r`, jobs, from, before)
 		if err != nil {

@@ -41,7 +41,7 @@ func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, ret
 	a = Attempt{Number: n, StartedAt: time.Now()}
 	defer func() { a.Duration = time.Since(a.StartedAt) }()
 
-	req, err := http.NewRequestWithContext(attemptCtx, r.Method, r.URL, bytes.NewReader(r.Body))
+	req, err := http.NewRequestWithContext(withAllowedHosts(attemptCtx, r.AllowedHosts), r.Method, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
 		a.Error = fmt.Sprintf("cannot build the request: %v", err)
 		return a, 0
@@ -134,6 +134,7 @@ func isSuccess(success []int, code int) bool {
 func describeError(ctx, attemptCtx context.Context, err error, timeout time.Duration) (words string, retryable bool) {
 	var (
 		refused *RefusedError
+		notHere *HostNotAllowedError
 		dnsErr  *net.DNSError
 		certErr *tls.CertificateVerificationError
 		opErr   *net.OpError
@@ -142,6 +143,8 @@ func describeError(ctx, attemptCtx context.Context, err error, timeout time.Dura
 	switch {
 	case errors.As(err, &refused):
 		return refused.Error(), false
+	case errors.As(err, &notHere):
+		return notHere.Error(), false // the secret's hosts do not change by asking again
 	case ctx.Err() != nil:
 		return "stopped: " + context.Cause(ctx).Error(), false
 	case attemptCtx.Err() != nil:

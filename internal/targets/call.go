@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -58,9 +59,10 @@ func NewCaller(c Config) *Caller {
 	if c.JobConcurrency <= 0 {
 		c.JobConcurrency = jobConcurrencyDefault
 	}
+	caller := &Caller{guard: c.Guard, slots: newSlots(c.Concurrency, c.HostConcurrency, c.JobConcurrency), onCall: c.OnCall}
 	transport := &http.Transport{
 		Proxy:               nil, // a proxy from the environment would dial for us, past the guard
-		DialContext:         c.Guard.DialContext,
+		DialContext:         caller.dial,
 		TLSHandshakeTimeout: tlsHandshakeTimeout,
 		MaxIdleConns:        c.Concurrency,
 		MaxIdleConnsPerHost: c.HostConcurrency,
@@ -68,17 +70,13 @@ func NewCaller(c Config) *Caller {
 		IdleConnTimeout:     idleConnTimeout,
 		ForceAttemptHTTP2:   true,
 	}
-	return &Caller{
-		guard: c.Guard,
-		client: &http.Client{
-			Transport: transport,
-			// A redirect could lead anywhere; the guard would still check it, but the user
-			// asked for this URL, and a 3xx usually means a mistyped one (http for https).
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		slots:  newSlots(c.Concurrency, c.HostConcurrency, c.JobConcurrency),
-		onCall: c.OnCall,
+	caller.client = &http.Client{
+		Transport: allowedHostsTransport{next: transport},
+		// A redirect could lead anywhere; the guard would still check it, but the user
+		// asked for this URL, and a 3xx usually means a mistyped one (http for https).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	return caller
 }
 
 // Waiting is how many calls wait for a concurrency slot now (a gauge for metrics).
@@ -95,7 +93,14 @@ type RetryPolicy struct {
 type Request struct {
 	// Job names the job the call is made for: its calls share the job's bound
 	// (JobConcurrency). "" is a job of its own.
-	Job            string
+	Job string
+	// Namespace owns the job: its calls share the namespace's max_concurrent_calls
+	// (SetNamespaceLimits). "" has no bound of its own.
+	Namespace string
+	// AllowedHosts are the hosts each stored secret the call carries may be sent to: every
+	// connection the call makes must be to a host (and port) of every list, or the attempt
+	// is refused before anything is sent. Empty: no secret restricts the call.
+	AllowedHosts   []AllowedHosts
 	Method, URL    string
 	Header         http.Header // the user's headers plus auth, already resolved; never logged
 	Body           []byte
@@ -152,9 +157,11 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 		if n == 1 {
 			deadline = time.Time{}
 		}
-		release, err := c.slots.acquire(ctx, r.Job, host, deadline)
+		release, err := c.slots.acquire(ctx, slotRequest{job: r.Job, namespace: r.Namespace, host: host,
+			deadline: deadline, nsDeadline: r.Deadline})
 		if err != nil {
-			if ctx.Err() != nil {
+			var quota *QuotaError
+			if ctx.Err() != nil && !errors.As(err, &quota) {
 				res.Err = stopped(ctx, n-1)
 			} else {
 				res.Err = fmt.Errorf("gave up after %s: %w", attempts(n-1), err)

@@ -29,6 +29,11 @@ type slots struct {
 	// jobs keeps a semaphore per job while one of its calls holds or waits for it: a job
 	// renamed or deleted leaves nothing behind.
 	jobs map[string]*jobSlots
+	// limits are the namespaces' bounds (quota.go), inUse their calls holding a slot, and
+	// changed is closed when either changes, to wake the calls waiting.
+	limits  map[string]int
+	inUse   map[string]int
+	changed chan struct{}
 }
 
 type jobSlots struct {
@@ -38,39 +43,57 @@ type jobSlots struct {
 
 func newSlots(global, perHost, perJob int) *slots {
 	return &slots{global: make(chan struct{}, global), perHost: perHost, perJob: perJob,
-		hosts: map[string]chan struct{}{}, jobs: map[string]*jobSlots{}}
+		hosts: map[string]chan struct{}{}, jobs: map[string]*jobSlots{},
+		inUse: map[string]int{}, changed: make(chan struct{})}
 }
 
-// acquire takes a slot for job, one for host, and one of the global ones, waiting until ctx
-// ends or the deadline (zero: none) passes. The narrower slots are taken first: a call queued
-// behind its own job or a busy host then holds nothing the other calls need.
-func (s *slots) acquire(ctx context.Context, job, host string, deadline time.Time) (release func(), err error) {
-	if !deadline.IsZero() {
-		if !time.Now().Before(deadline) {
+// slotRequest is what one attempt asks slots of.
+type slotRequest struct {
+	job, namespace, host string
+	// deadline bounds the wait for every slot (zero: none); nsDeadline, the run's deadline
+	// whatever the attempt, the wait for the namespace's (quota.go).
+	deadline, nsDeadline time.Time
+}
+
+// acquire takes a slot for the job, one of its namespace's bound, one for the host, and one
+// of the global ones, waiting until ctx ends or the deadlines pass. The narrower slots are
+// taken first: a call queued behind its own job, its namespace or a busy host then holds
+// nothing the other calls need.
+func (s *slots) acquire(ctx context.Context, req slotRequest) (release func(), err error) {
+	if !req.deadline.IsZero() {
+		if !time.Now().Before(req.deadline) {
 			return nil, errNoSlotBeforeDeadline
 		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		ctx, cancel = context.WithDeadline(ctx, req.deadline)
 		defer cancel()
 	}
-	jobSem, leaveJob := s.job(job)
+	jobSem, leaveJob := s.job(req.job)
 	if err := s.take(ctx, jobSem); err != nil {
 		leaveJob()
 		return nil, err
 	}
-	hostSem := s.host(host)
+	leaveNamespace, err := s.takeNamespace(ctx, req.namespace, req.nsDeadline)
+	if err != nil {
+		<-jobSem
+		leaveJob()
+		return nil, err
+	}
+	hostSem := s.host(req.host)
 	if err := s.take(ctx, hostSem); err != nil {
+		leaveNamespace()
 		<-jobSem
 		leaveJob()
 		return nil, err
 	}
 	if err := s.take(ctx, s.global); err != nil {
 		<-hostSem
+		leaveNamespace()
 		<-jobSem
 		leaveJob()
 		return nil, err
 	}
-	return func() { <-s.global; <-hostSem; <-jobSem; leaveJob() }, nil
+	return func() { <-s.global; <-hostSem; leaveNamespace(); <-jobSem; leaveJob() }, nil
 }
 
 // job returns job's semaphore and the function that gives it up once the call is done with

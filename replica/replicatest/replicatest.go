@@ -30,6 +30,8 @@ type Options struct {
 	Paused []string
 	// Runtime configures runtime jobs (allowed addresses, secrets, the SQL role).
 	Runtime config.Runtime
+	// Log receives the replica's log (nil: discarded), for a test that reads it.
+	Log *slog.Logger
 }
 
 // Server is a running replica.
@@ -52,7 +54,10 @@ func Start(t testing.TB, o Options) *Server {
 			t.Fatalf("replicatest: pause %s: %v", name, err)
 		}
 	}
-	log := slog.New(slog.DiscardHandler)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	defaults := append(jobs.Defaults(), job.NewRegistry(o.Extra...).Defaults()...)
 	var conf []config.Job
 	for _, d := range defaults {

@@ -1,0 +1,138 @@
+// Package secrets resolves the secrets runtime jobs name, by the job's namespace. It is the
+// one place that decides where a name leads:
+//
+//   - in namespace default, an operator's secret from the environment
+//     (SCHEDULER_SECRET_<NAME>, which may go to any host) first, else one stored through the
+//     API in namespace default;
+//   - in any other namespace, only the secrets stored in that namespace.
+//
+// A stored secret goes only to the hosts its allowed_hosts list. So a team that may define
+// jobs in its namespace can send its own secrets to its own hosts, and nothing else: not the
+// operator's secrets, not another team's, not its own to a host it did not list.
+//
+// Values are read from the database (and opened with internal/secretbox) at every call, so
+// a secret stored, replaced or re-sealed is the one the next call sends, on every replica,
+// without a restart.
+package secrets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Store is what a Source reads: the store's secret queries.
+type Store interface {
+	SealedSecrets(ctx context.Context, ns string, names []string) ([]store.SealedSecret, error)
+	Secrets(ctx context.Context, ns string) ([]store.Secret, error)
+}
+
+// Source resolves secrets. It is safe for concurrent use.
+type Source struct {
+	operator map[string]string
+	box      *secretbox.Box
+	db       Store
+}
+
+var _ definition.SecretSource = (*Source)(nil)
+
+// New makes a Source of the operator's secrets (config's SCHEDULER_SECRET_<NAME>, by NAME),
+// the box that opens stored values, and the database they are stored in.
+func New(operator map[string]string, box *secretbox.Box, db Store) *Source {
+	if box == nil {
+		box = secretbox.New(nil)
+	}
+	return &Source{operator: operator, box: box, db: db}
+}
+
+// Box seals the values the API stores, and says whether it can.
+func (s *Source) Box() *secretbox.Box { return s.box }
+
+// operatorValue is the operator's secret name, which namespace default alone may use.
+func (s *Source) operatorValue(ns, name string) (string, bool) {
+	if ns != namespace.Default {
+		return "", false
+	}
+	v, ok := s.operator[name]
+	return v, ok && v != ""
+}
+
+// IsOperator reports whether namespace ns has the operator's secret name, which jobs use
+// before a stored secret of that name.
+func (s *Source) IsOperator(ns, name string) bool {
+	_, ok := s.operatorValue(ns, name)
+	return ok
+}
+
+// Resolve returns the values of the named secrets for a call of a job of namespace ns, with
+// the hosts each may go to; a secret the namespace lacks, or a stored one this replica cannot
+// open, is an error that says what to do.
+func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[string]definition.SecretValue, error) {
+	out := make(map[string]definition.SecretValue, len(names))
+	var stored []string
+	for _, name := range names {
+		if v, ok := s.operatorValue(ns, name); ok {
+			out[name] = definition.SecretValue{Value: v}
+		} else {
+			stored = append(stored, name)
+		}
+	}
+	if len(stored) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.SealedSecrets(ctx, ns, stored)
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range rows {
+		value, err := s.box.Open(row.Namespace, row.Name, row.KeyID, row.Sealed)
+		if err != nil {
+			return nil, err
+		}
+		out[row.Name] = definition.SecretValue{Value: string(value), AllowedHosts: hostsOf(row.Secret)}
+	}
+	for _, name := range stored {
+		if _, ok := out[name]; !ok {
+			return nil, errors.New(definition.SecretMissing(ns, name))
+		}
+	}
+	return out, nil
+}
+
+// Lookup returns what a definition check asks of namespace ns's secrets
+// (definition.Env.Secret): whether a name exists there and where it may go. It reads the
+// namespace's list once, without a value; a question about another namespace finds nothing.
+func (s *Source) Lookup(ctx context.Context, ns string) (func(ns, name string) ([]string, bool), error) {
+	list, err := s.db.Secrets(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("read the secrets of namespace %s: %w", ns, err)
+	}
+	hosts := make(map[string][]string, len(list))
+	for _, sec := range list {
+		hosts[sec.Name] = hostsOf(sec)
+	}
+	return func(asked, name string) ([]string, bool) {
+		if asked != ns {
+			return nil, false
+		}
+		if _, ok := s.operatorValue(ns, name); ok {
+			return nil, true
+		}
+		h, ok := hosts[name]
+		return h, ok
+	}, nil
+}
+
+// hostsOf is a stored secret's allowed hosts, never nil: nil means any host, which only an
+// operator's secret may go to. A row without hosts goes nowhere.
+func hostsOf(s store.Secret) []string {
+	if s.AllowedHosts == nil {
+		return []string{}
+	}
+	return s.AllowedHosts
+}

@@ -8,15 +8,17 @@
 -- authenticated. callback_accepted_at marks a run whose target answered 2xx: the rescuer
 -- leaves such a run alone (no goroutine owns it, by design), and the leader's watcher ends it
 -- at callback_deadline (the job's timeout) or when no heartbeat came within
--- callback_heartbeat_timeout of callback_heartbeat_at. output is the completion's output,
--- bounded as an attempt's body is (4 KiB).
+-- callback_heartbeat_timeout of callback_heartbeat_at. The completion's output (its first
+-- 4 KiB, as an attempt's body) goes into stats: a text column here made the planner's
+-- estimate of a job_runs row wide enough to read the active runs by a sequential scan
+-- instead of the one-active index (TestClaimReadsActiveRunsWithoutBitmapScan).
 ALTER TABLE job_runs
     ADD COLUMN callback_token_hash bytea,
     ADD COLUMN callback_accepted_at timestamptz,
     ADD COLUMN callback_heartbeat_at timestamptz,
     ADD COLUMN callback_heartbeat_timeout interval,
-    ADD COLUMN callback_deadline timestamptz,
-    ADD COLUMN output text;
+    ADD COLUMN callback_deadline timestamptz;
+
 
 -- The watcher's scan: only accepted runs still running, a handful at any time.
 CREATE INDEX job_runs_callbacks_idx ON job_runs (id)

@@ -9,7 +9,11 @@ import (
 // whose path (if any) prefixes the API's routes.
 func publicURL(env *Env, httpAddr string) string {
 	const name = "SCHEDULER_PUBLIC_URL"
-	v := strings.TrimSuffix(env.String(name, "http://"+httpAddr), "/")
+	if env.String(name, "") == "" {
+		// The default is not checked: a bad SCHEDULER_HTTP_ADDR is reported on its own.
+		return "http://" + httpAddr
+	}
+	v := strings.TrimSuffix(env.String(name, ""), "/")
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		env.Fail(name, v, "the URL targets reach this scheduler's API at, such as https://scheduler.example.com")

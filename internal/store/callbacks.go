@@ -187,7 +187,8 @@ func (db *DB) CompleteCallback(ctx context.Context, c Completion, instance strin
 			errText = &s
 		}
 		if _, err := tx.Exec(ctx, `
-			UPDATE job_runs SET status = $2, finished_at = now(), output = $3, error = $4
+			UPDATE job_runs SET status = $2, finished_at = now(), error = $4,
+			       stats = CASE WHEN $3::text IS NULL THEN stats ELSE coalesce(stats, '{}') || jsonb_build_object('output', $3::text) END
 			WHERE id = $1 AND status = 'running'`, c.RunID, c.Status, c.Output, errText); err != nil {
 			return fmt.Errorf("complete run %d: %w", c.RunID, err)
 		}
@@ -250,10 +251,11 @@ func (db *DB) HeartbeatCallback(ctx context.Context, id int64, tokenHash []byte)
 	return out, err
 }
 
-// RunOutput is the output a callback run's completion reported (nil when none).
+// RunOutput is the output a callback run's completion reported (nil when none), which
+// CompleteCallback keeps in the run's stats.
 func (q queries) RunOutput(ctx context.Context, id int64) (*string, error) {
 	var out *string
-	err := q.q.QueryRow(ctx, `SELECT output FROM job_runs WHERE id = $1`, id).Scan(&out)
+	err := q.q.QueryRow(ctx, `SELECT stats->>'output' FROM job_runs WHERE id = $1`, id).Scan(&out)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read run %d's output: %w", id, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"testing"
 	"time"
 
@@ -207,9 +208,14 @@ func TestDashboardIsServed(t *testing.T) {
 	assert.Contains(t, res.Header.Get("Content-Type"), "text/html")
 	assert.Contains(t, string(res.Body), `<script src="app.js"`)
 	assert.Contains(t, res.Header.Get("Content-Security-Policy"), "default-src 'self'")
-	res = a.do("GET", "/ui/app.js", "", noAuth)
-	require.Equal(t, http.StatusOK, res.Status)
-	assert.Contains(t, res.Header.Get("Content-Type"), "javascript")
+	// The console is a few scripts, each named by the page and served beside it.
+	scripts := regexp.MustCompile(`<script src="([a-z-]+\.js)"`).FindAllStringSubmatch(string(res.Body), -1)
+	require.NotEmpty(t, scripts)
+	for _, m := range scripts {
+		res = a.do("GET", "/ui/"+m[1], "", noAuth)
+		require.Equal(t, http.StatusOK, res.Status, "/ui/%s", m[1])
+		assert.Contains(t, res.Header.Get("Content-Type"), "javascript", "/ui/%s", m[1])
+	}
 	res = a.do("GET", "/ui/style.css", "", noAuth)
 	require.Equal(t, http.StatusOK, res.Status)
 	res = a.do("GET", "/ui/nothing.js", "", noAuth)

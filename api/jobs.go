@@ -210,6 +210,11 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		if err := ex.SetPaused(ctx, j.conf.Name, paused); err != nil {
 			return err
 		}
+		if paused {
+			if err := pauseEvent(ctx, ex, j, principalName(r), reason); err != nil {
+				return err
+			}
+		}
 		return ex.RecordAction(ctx, s.action(r, action, j.conf.Name, reason))
 	})
 	if err != nil {

@@ -206,6 +206,7 @@ func (s *Server) jobRoutes(r chi.Router, prefix string) {
 		r.Get(prefix+"/{name}", s.getJob)
 		r.Get(prefix+"/{name}/runs", s.listRuns)
 		r.Get(prefix+"/{name}/slots", s.listSlots)
+		r.Get(prefix+"/{name}/notifications", s.listNotifications)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(s.mayAct, s.mayEdit)

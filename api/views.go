@@ -8,6 +8,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -132,6 +133,9 @@ type Job struct {
 	// Definition is the normalised definition as stored: it names secrets and never holds
 	// their values (it has none to hold).
 	Definition *definition.Definition `json:"definition,omitzero"`
+	// Notify are a built-in job's notification rules (SCHEDULER_JOB_<NAME>_NOTIFY_*); a
+	// runtime job's are in its Definition.
+	Notify []notify.Rule `json:"notify,omitzero"`
 	// DefinitionError says why a stored definition no longer passes the check (a row
 	// written by hand, or under older rules); such a job does not run until replaced.
 	DefinitionError string `json:"definition_error,omitzero"`
@@ -157,6 +161,8 @@ func staticJobView(j *jobRef) Job {
 	}
 	if j.stored != nil {
 		addRuntimeView(&v, j)
+	} else {
+		v.Notify = c.Notify
 	}
 	return v
 }

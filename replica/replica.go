@@ -65,6 +65,9 @@ type Config struct {
 	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_* with the key that seals stored secrets,
 	// SCHEDULER_MAX_JOBS).
 	Runtime config.Runtime
+	// Notifications are the jobs' notifications' settings (SCHEDULER_PUBLIC_URL,
+	// SCHEDULER_NOTIFY_INTERVAL); zero: their defaults.
+	Notifications config.Notifications
 	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
 	// the SQL targets' markers of the slots they committed; 0: 30 days.
 	RunRetention time.Duration
@@ -112,11 +115,17 @@ func New(c Config) (*Replica, error) {
 		Drop:           c.DB.DropRunDays,
 	})
 	registry := job.NewRegistry(append(business, c.Extra...)...)
-	// One source of secrets, by namespace, for the leader's calls and the API's checks.
+	// One source of secrets, by namespace, for the leader's calls, its notifications and
+	// the API's checks.
 	secretSource := secrets.New(c.Runtime.Secrets, c.Runtime.SecretBox, c.DB)
+	notifications, err := buildNotifications(c, guard, secretSource)
+	if err != nil {
+		return nil, err
+	}
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
-		Runtime: &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets}})
+		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets},
+		Notifications: notifications})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}

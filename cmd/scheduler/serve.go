@@ -111,7 +111,8 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
 		ReadToken: cfg.APIReadToken, OIDC: cfg.OIDC, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr, PublicURL: cfg.PublicURL,
-		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow})
+		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow,
+		Notifications: cfg.Notifications})
 	if err != nil {
 		log.Error("cannot build the replica", "error", err)
 		return exitFailure

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
@@ -57,7 +58,7 @@ const maxInstanceID = 63 - len("scheduler:")
 const jobPrefix = "SCHEDULER_JOB_"
 
 // jobSuffixes are the per-job settings, SCHEDULER_JOB_<NAME>_<suffix>.
-var jobSuffixes = []string{"SCHEDULE", "ENABLED", "TIMEOUT", "CATCHUP", "MIN_GAP"}
+var jobSuffixes = append([]string{"SCHEDULE", "ENABLED", "TIMEOUT", "CATCHUP", "MIN_GAP"}, notifySuffixes...)
 
 // JobDefaults is a job's built-in configuration, which the environment can override.
 type JobDefaults struct {
@@ -78,6 +79,9 @@ type Job struct {
 	Timeout  time.Duration // maximum runtime (ShedLock's lockAtMostFor); > 0
 	Catchup  time.Duration // how old a missed slot may be and still run once; 0 disables; default: the schedule's period
 	MinGap   time.Duration // minimum time between the starts of two runs (ShedLock's lockAtLeastFor)
+	// Notify says whom to tell of the job's failures, misses, recovery and pauses: a
+	// runtime job's definition's "notify", a built-in job's SCHEDULER_JOB_<NAME>_NOTIFY_*.
+	Notify []notify.Rule
 }
 
 // Config is the validated configuration of one scheduler process.
@@ -106,7 +110,8 @@ type Config struct {
 	NoShowGrace     time.Duration // no-show-detection: how long after its start an appointment not checked in is a no-show
 	Jobs            []Job         // in the order of the defaults given to LoadJobs
 	Runtime         Runtime
-	OIDC            OIDC // sign-in with an OIDC issuer's tokens; off when OIDC.Issuer is ""
+	OIDC            OIDC          // sign-in with an OIDC issuer's tokens; off when OIDC.Issuer is ""
+	Notifications   Notifications // the jobs' notifications: console URL, coalescing interval
 }
 
 // DatabaseURL reads and checks DATABASE_URL alone, for the subcommands that
@@ -204,6 +209,7 @@ func Load(env *Env) *Config {
 	c.SendConcurrency, c.SendRate = loadSend(env)
 	c.Runtime = loadRuntime(env)
 	c.OIDC = loadOIDC(env)
+	c.Notifications = loadNotifications(env, c.HTTPAddr)
 	return c
 }
 
@@ -286,6 +292,7 @@ func loadJobs(env *Env, defaults []JobDefaults, now time.Time) ([]Job, error) {
 		atLeast(env, prefix+"CATCHUP", j.Catchup, 0, `a duration of 0 (no catch-up) or more such as "1h"`)
 		j.MinGap = env.Duration(prefix+"MIN_GAP", d.MinGap)
 		atLeast(env, prefix+"MIN_GAP", j.MinGap, 0, `a duration of 0 or more such as "30s"`)
+		j.Notify = jobNotify(env, prefix)
 		jobs = append(jobs, j)
 	}
 

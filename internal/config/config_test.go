@@ -167,7 +167,10 @@ func TestBadVariable(t *testing.T) {
 		{"SCHEDULER_JOB_PLAN_CHANGE_CATCHUP=-1h", []string{`SCHEDULER_JOB_PLAN_CHANGE_CATCHUP="-1h" is not valid: want a duration of 0 (no catch-up) or more`}},
 		{"SCHEDULER_JOB_PLAN_CHANGE_MIN_GAP=-1s", []string{`SCHEDULER_JOB_PLAN_CHANGE_MIN_GAP="-1s" is not valid: want a duration of 0 or more`}},
 		{"SCHEDULER_JOB_PLAN_CHANG_SCHEDULE=0 2 * * *", []string{`SCHEDULER_JOB_PLAN_CHANG_SCHEDULE="0 2 * * *" is not valid: want a known job in place of "PLAN_CHANG": one of PLAN_CHANGE, ROUNDS_OPEN, TICK`}},
-		{"SCHEDULER_JOB_PLAN_CHANGE_TIMEOUTS=5m", []string{`SCHEDULER_JOB_PLAN_CHANGE_TIMEOUTS="5m" is not valid: want one of the settings SCHEDULER_JOB_PLAN_CHANGE_{SCHEDULE,ENABLED,TIMEOUT,CATCHUP,MIN_GAP}`}},
+		{"SCHEDULER_JOB_PLAN_CHANGE_TIMEOUTS=5m", []string{`SCHEDULER_JOB_PLAN_CHANGE_TIMEOUTS="5m" is not valid: want one of the settings SCHEDULER_JOB_PLAN_CHANGE_{SCHEDULE,ENABLED,TIMEOUT,CATCHUP,MIN_GAP,NOTIFY_URL,NOTIFY_ON,NOTIFY_SIGNING_SECRET,NOTIFY_SLACK_URL_SECRET}`}},
+		{"SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_URL=ftp://alerts.example.com", []string{`SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_URL="ftp://alerts.example.com"`, "an http(s) URL"}},
+		{"SCHEDULER_PUBLIC_URL=scheduler.example.com", []string{`SCHEDULER_PUBLIC_URL="scheduler.example.com"`, "http(s) URL"}},
+		{"SCHEDULER_NOTIFY_INTERVAL=100ms", []string{`SCHEDULER_NOTIFY_INTERVAL="100ms"`, "at least 1s"}},
 		{"SCHEDULER_JOB_TICK=1", []string{`SCHEDULER_JOB_TICK="1" is not valid: want SCHEDULER_JOB_TICK_<SETTING> with SETTING one of SCHEDULE`}},
 	}
 	for _, tt := range tests {
@@ -337,4 +340,41 @@ func TestReadAndNextTokens(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "SCHEDULER_API_READ_TOKEN")
 	assert.NotContains(t, err.Error(), "same", "a token is never printed")
+}
+
+// A built-in job's notifications come from SCHEDULER_JOB_<NAME>_NOTIFY_*: a webhook and a
+// Slack URL secret, both on the events NOTIFY_ON names (every event by default).
+func TestBuiltinJobNotifications(t *testing.T) {
+	c, err := load(t, "SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_URL=https://alerts.example.com/ops",
+		"SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_SIGNING_SECRET=OPS_SIGNING", "SCHEDULER_SECRET_OPS_SIGNING=whsec_abc",
+		"SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_ON=failed, recovered", "SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_SLACK_URL_SECRET=OPS_SLACK",
+		"SCHEDULER_SECRET_OPS_SLACK=https://hooks.slack.com/services/T/B/x", "SCHEDULER_PUBLIC_URL=https://scheduler.example.com/")
+	require.NoError(t, err)
+	var plan config.Job
+	for _, j := range c.Jobs {
+		if j.Name == "plan-change" {
+			plan = j
+		}
+	}
+	require.Len(t, plan.Notify, 2)
+	assert.Equal(t, []string{"failed", "recovered"}, plan.Notify[0].On)
+	assert.Equal(t, "https://alerts.example.com/ops", plan.Notify[0].Webhook.URL)
+	assert.Equal(t, "OPS_SIGNING", plan.Notify[0].Webhook.SigningSecret)
+	assert.Equal(t, "OPS_SLACK", plan.Notify[1].Slack.URLSecret)
+	assert.Equal(t, "https://scheduler.example.com", c.Notifications.PublicURL)
+	assert.Equal(t, config.NotifyIntervalDefault, c.Notifications.Interval)
+
+	c, err = load(t)
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:8080", c.Notifications.PublicURL, "the default is the listen address")
+
+	// Every wrong variable at once, each named.
+	_, err = load(t, "SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_URL=https://alerts.example.com/ops",
+		"SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_ON=failed,exploded", "SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_SLACK_URL_SECRET=OPS_SLACK",
+		"SCHEDULER_JOB_ROUNDS_OPEN_NOTIFY_ON=failed")
+	require.Error(t, err)
+	assert.Len(t, lines(err), 3, err.Error())
+	assert.Contains(t, err.Error(), `SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_ON="failed,exploded" is not valid: want "exploded" is not an event`)
+	assert.Contains(t, err.Error(), `SCHEDULER_JOB_PLAN_CHANGE_NOTIFY_SLACK_URL_SECRET="OPS_SLACK" is not valid: want secret OPS_SLACK is not set: set SCHEDULER_SECRET_OPS_SLACK`)
+	assert.Contains(t, err.Error(), `SCHEDULER_JOB_ROUNDS_OPEN_NOTIFY_URL is not set: want a webhook URL`)
 }

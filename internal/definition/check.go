@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
@@ -180,6 +181,22 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	}
 	if d.PauseAfterFailures < 0 || d.PauseAfterFailures > maxPauseAfterFailures {
 		c.fail("pause_after_failures", "%d is out of range: want 0 (never pause) to %d", d.PauseAfterFailures, maxPauseAfterFailures)
+	}
+
+	ns := namespace.Of(def.Key())
+	hasSecret := func(name string) bool {
+		if env.Secret == nil {
+			return true // a stored definition: its secrets are checked when it runs
+		}
+		_, ok := env.Secret(ns, name)
+		return ok
+	}
+	for _, p := range notify.Check("notify", d.Notify, notify.Checker{CheckURL: env.CheckURL, HasSecret: hasSecret,
+		SecretHint: func(name string) string {
+			_, how, _ := strings.Cut(SecretMissing(ns, name), ": ")
+			return "in namespace " + ns + "; " + how
+		}}) {
+		c.fail(p.Field, "%s", p.Message)
 	}
 
 	switch {

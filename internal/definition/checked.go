@@ -31,7 +31,7 @@ type RetryPolicy struct {
 // Config is the job's part that the engine shares with built-in jobs.
 func (j *Checked) Config() config.Job {
 	return config.Job{Name: j.Def.Key(), Schedule: j.Schedule, Enabled: j.Def.IsEnabled(),
-		Timeout: j.Timeout, Catchup: j.Catchup, MinGap: j.MinGap}
+		Timeout: j.Timeout, Catchup: j.Catchup, MinGap: j.MinGap, Notify: j.Def.Notify}
 }
 
 // Offset is the job's fixed jitter: where in [0, Jitter) its calls start after each slot,

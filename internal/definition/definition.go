@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/notify"
 )
 
 // Kinds of runtime job (the API's `kind`; built-in jobs are "builtin").
@@ -56,6 +57,9 @@ type Definition struct {
 	PauseAfterFailures int         `json:"pause_after_failures,omitempty"`
 	HTTP               *HTTPTarget `json:"http,omitempty"`
 	SQL                *SQLTarget  `json:"sql,omitempty"`
+	// Notify says whom to tell when a run fails, times out or misses its slot, when the job
+	// recovers or is paused (internal/notify).
+	Notify []notify.Rule `json:"notify,omitempty"`
 }
 
 // Retry is an HTTP job's retry policy within one run.
@@ -133,10 +137,10 @@ func (d *Definition) IsEnabled() bool { return d.Enabled == nil || *d.Enabled }
 
 // Secrets lists the secret names the definition uses, in a stable order.
 func (d *Definition) Secrets() []string {
+	names := notify.Secrets(d.Notify)
 	if d.HTTP == nil {
-		return nil
+		return names
 	}
-	var names []string
 	if a := d.HTTP.Auth; a != nil {
 		for _, n := range []string{a.BearerSecret, a.HeaderSecret} {
 			if n != "" {

@@ -99,8 +99,10 @@ func (e *Engine) callbackLoop(ctx context.Context, term leader.Term, log *slog.L
 		var ended []store.Expired
 		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 			var err error
-			ended, err = tx.ExpireCallbacks(ctx)
-			return err
+			if ended, err = tx.ExpireCallbacks(ctx); err != nil {
+				return err
+			}
+			return e.expiredEvents(ctx, tx, ended)
 		})
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, store.ErrNotLeader) {
@@ -116,4 +118,17 @@ func (e *Engine) callbackLoop(ctx context.Context, term leader.Term, log *slog.L
 			}
 		}
 	}
+}
+
+// expiredEvents records, in the transaction that ended them, the timed_out notification of
+// the callback runs whose job's rules want it, as the finisher does for the other runs.
+func (e *Engine) expiredEvents(ctx context.Context, tx *store.Tx, ended []store.Expired) error {
+	var events []store.NotificationEvent
+	for _, x := range ended {
+		if en := e.entry(x.Job); en != nil && x.Status == store.StatusTimedOut && en.notifyOn().Has(x.Status) {
+			events = append(events, store.NotificationEvent{Job: x.Job, Event: x.Status, RunID: x.ID})
+		}
+	}
+	_, err := tx.RecordNotifications(ctx, events)
+	return err
 }

@@ -290,7 +290,11 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 			return err
 		}
 		if len(missedSlots) > 0 {
-			if _, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID); err != nil {
+			written, err := tx.RecordMissedSlots(ctx, missedJobs, missedSlots, e.conf.InstanceID)
+			if err != nil {
+				return err
+			}
+			if err := e.missedEvents(ctx, tx, written); err != nil {
 				return err
 			}
 		}
@@ -328,12 +332,15 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 // recordMissed records a slot that could not be claimed in its period as missed, as soon as
 // the database answers again, so it is never silently lost.
 func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
-	var n int64
+	var n int
 	err := retryWhileLeading(ctx, func() error {
 		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
-			var err error
-			n, err = tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
-			return err
+			ids, err := tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
+			if err != nil {
+				return err
+			}
+			n = len(ids)
+			return e.missedEvents(ctx, tx, map[string][]int64{en.conf.Name: ids})
 		})
 	}, func(err error, d time.Duration) error {
 		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)

@@ -26,6 +26,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -70,6 +71,8 @@ type Config struct {
 	Runtime *definition.Runtime
 	// PublicURL is where a callback job's target reaches the API (SCHEDULER_PUBLIC_URL).
 	PublicURL string
+	// Notifications, when set, sends the jobs' notifications while this replica leads.
+	Notifications *deliver.Service
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's
@@ -289,6 +292,10 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	go func() {
 		defer wg.Done()
 		e.backfillLoop(termCtx, log)
+	}()
+	go func() {
+		defer wg.Done()
+		e.sendNotifications(termCtx, term, log)
 	}()
 	go func() {
 		defer wg.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -22,7 +23,10 @@ type finisher struct {
 type finishRequest struct {
 	term store.Fence
 	f    store.Finish
-	done chan error
+	// job and notify: the run's job and the events its rules want, recorded with the end.
+	job    string
+	notify notify.Events
+	done   chan error
 }
 
 func newFinisher(db *store.DB) *finisher {
@@ -31,9 +35,9 @@ func newFinisher(db *store.DB) *finisher {
 
 // finish records one run's end with the others ending with it. A run that was no longer
 // running gives store.ErrNotRunning.
-func (f *finisher) finish(ctx context.Context, term store.Fence, fin store.Finish) error {
+func (f *finisher) finish(ctx context.Context, term store.Fence, fin store.Finish, job string, on notify.Events) error {
 	done := make(chan error, 1)
-	return submit(ctx, f.requests, &finishRequest{term: term, f: fin, done: done}, done)
+	return submit(ctx, f.requests, &finishRequest{term: term, f: fin, job: job, notify: on, done: done}, done)
 }
 
 // run records batches until ctx ends; the engine ends it once every run has finished.
@@ -61,8 +65,11 @@ func (f *finisher) record(term store.Fence, rs []*finishRequest) {
 	var done map[int64]bool
 	err := f.db.Fenced(ctx, term, func(tx *store.Tx) error {
 		var err error
-		done, err = tx.FinishRuns(ctx, finishes)
-		return err
+		if done, err = tx.FinishRuns(ctx, finishes); err != nil {
+			return err
+		}
+		// The events commit with the ends they report, or neither does.
+		return finishEvents(ctx, tx, rs, done)
 	})
 	for _, r := range rs {
 		switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -183,6 +184,8 @@ type nodeOptions struct {
 	log            *slog.Logger        // default: stderr, errors only unless TEST_LOG is set
 	metrics        *metrics.Metrics    // default: none
 	runtime        *definition.Runtime // runtime jobs; nil: none run
+	// notifications builds the node's delivery of notifications on its own pool; nil: none.
+	notifications func(db *store.DB) *deliver.Service
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
@@ -213,8 +216,12 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	notes := notifier.New(db.DB, log)
 	el, err := leader.New(leader.Config{DB: db.DB, Notifier: notes, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
+	var sender *deliver.Service
+	if opts.notifications != nil {
+		sender = opts.notifications(db.DB)
+	}
 	var en *Engine
-	en, err = New(Config{DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
+	en, err = New(Config{Notifications: sender, DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
 		SlotAuditInterval: opts.slotAudit, SlotAuditGrace: opts.slotAudit,
 		Runtime: opts.runtime})

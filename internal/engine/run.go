@@ -14,6 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
+	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -89,7 +90,7 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	}
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
-	fin := finishing{version: en.versionRef()}
+	fin := finishing{version: en.versionRef(), notify: en.notifyOn()}
 	params, err := job.ParseParams(run.Params)
 	if err != nil {
 		e.finish(ctx, term, log, run, job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started, &fin)
@@ -141,6 +142,8 @@ type finishing struct {
 	status  string
 	// pending are call attempts recorded with the run's end rather than on their own.
 	pending []store.Attempt
+	// notify are the events the job's rules want, recorded with the run's end.
+	notify notify.Events
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
@@ -187,8 +190,11 @@ func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog
 		job, runID := en.conf.Name, run.ID
 		reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
 		paused = true
-		return tx.RecordAction(ctx, store.Action{Action: store.ActionAutoPause, Job: &job, RunID: &runID,
-			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: e.conf.InstanceID})
+		if err := tx.RecordAction(ctx, store.Action{Action: store.ActionAutoPause, Job: &job, RunID: &runID,
+			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: e.conf.InstanceID}); err != nil {
+			return err
+		}
+		return pausedEvent(ctx, tx, en, run.ID, n)
 	})
 	switch {
 	case err != nil:
@@ -288,7 +294,7 @@ func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.L
 	status string, stats json.RawMessage, errText *string, fin *finishing) bool {
 	err := retryWhileLeading(ctx, func() error {
 		err := e.finishes.finish(ctx, term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
-			Error: errText, Version: fin.version, Attempts: fin.pending})
+			Error: errText, Version: fin.version, Attempts: fin.pending}, run.Job, fin.notify)
 		if errors.Is(err, store.ErrNotRunning) {
 			// Only this goroutine finishes its run while the term lasts, so an earlier
 			// attempt committed and its answer was lost.

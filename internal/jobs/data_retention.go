@@ -132,6 +132,10 @@ func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error
 		{"leads", expiredLeadsSQL, deleteLeadsSQL, env.Now.Add(-j.s.Leads), nil},
 		{"operator_actions", store.PurgeOperatorActions.ReadExpired, store.PurgeOperatorActions.Delete,
 			env.Now.Add(-j.s.OperatorActions), nil},
+		{"scheduler_notifications", store.PurgeNotifications.ReadExpired, store.PurgeNotifications.Delete,
+			env.Now.Add(-j.s.JobRuns), nil},
+		{"scheduler_notification_deliveries", store.PurgeNotificationDeliveries.ReadExpired, store.PurgeNotificationDeliveries.Delete,
+			env.Now.Add(-j.s.JobRuns), nil},
 	}
 	for _, p := range purges {
 		args := pgx.NamedArgs{"cutoff": p.cutoff}

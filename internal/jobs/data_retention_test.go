@@ -102,6 +102,20 @@ func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 		`INSERT INTO operator_actions (at, action, token_kind, reason, request_id, remote_addr)
 		 SELECT $1::timestamptz - interval '364 days', 'resume', 'full', 'keep', 'r', '127.0.0.1'
 		 FROM generate_series(1, 2) i`,
+		// Notifications (with the runs' window, 30 days): 3 old events and 2 old messages;
+		// kept: a new event, an old event still waiting, a new message and an old one pending.
+		`INSERT INTO scheduler_notifications (job, event, detail, created_at, grouped_at)
+		 SELECT 'j', 'paused', 'old', $1::timestamptz - interval '31 days', $1::timestamptz - interval '31 days'
+		 FROM generate_series(1, 3) i`,
+		`INSERT INTO scheduler_notifications (job, event, detail, created_at, grouped_at)
+		 VALUES ('j', 'paused', 'keep', $1::timestamptz - interval '1 day', $1::timestamptz - interval '1 day'),
+		        ('j', 'paused', 'keep', $1::timestamptz - interval '31 days', NULL)`,
+		`INSERT INTO scheduler_notification_deliveries (job, event, kind, url, run_ids, count, body, status, created_at)
+		 SELECT 'j', 'paused', 'webhook', 'old', '{}', 1, '{}', 'sent', $1::timestamptz - interval '31 days'
+		 FROM generate_series(1, 2) i`,
+		`INSERT INTO scheduler_notification_deliveries (job, event, kind, url, run_ids, count, body, status, created_at)
+		 VALUES ('j', 'paused', 'webhook', 'keep', '{}', 1, '{}', 'failed', $1::timestamptz - interval '1 day'),
+		        ('j', 'paused', 'webhook', 'keep', '{}', 1, '{}', 'pending', $1::timestamptz - interval '31 days')`,
 	} {
 		var args []any
 		if strings.Contains(q, "$1") {
@@ -110,7 +124,8 @@ func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 		_, err := pool.Exec(ctx, q, args...)
 		require.NoError(t, err, q)
 	}
-	return map[string]int64{"idempotency_keys": 13, "job_runs": 11, "message_deliveries": 7, "leads": 9, "operator_actions": 5}
+	return map[string]int64{"idempotency_keys": 13, "job_runs": 11, "message_deliveries": 7, "leads": 9, "operator_actions": 5,
+		"scheduler_notifications": 3, "scheduler_notification_deliveries": 2}
 }
 
 // remaining counts each table's rows by marker: what is left of the 'old' rows and the 'keep' ones.
@@ -118,11 +133,13 @@ func remaining(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	t.Helper()
 	var out = map[string]int64{}
 	for table, q := range map[string]string{
-		"idempotency_keys":   `SELECT count(*) FILTER (WHERE scope = 'old'), count(*) FILTER (WHERE scope = 'keep') FROM idempotency_keys`,
-		"job_runs":           `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM job_runs`,
-		"message_deliveries": `SELECT count(*) FILTER (WHERE template = 'old'), count(*) FILTER (WHERE template = 'keep') FROM message_deliveries`,
-		"leads":              `SELECT count(*) FILTER (WHERE session_id LIKE 'old-%'), count(*) FILTER (WHERE session_id LIKE 'keep-%') FROM leads`,
-		"operator_actions":   `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM operator_actions`,
+		"idempotency_keys":                  `SELECT count(*) FILTER (WHERE scope = 'old'), count(*) FILTER (WHERE scope = 'keep') FROM idempotency_keys`,
+		"job_runs":                          `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM job_runs`,
+		"message_deliveries":                `SELECT count(*) FILTER (WHERE template = 'old'), count(*) FILTER (WHERE template = 'keep') FROM message_deliveries`,
+		"leads":                             `SELECT count(*) FILTER (WHERE session_id LIKE 'old-%'), count(*) FILTER (WHERE session_id LIKE 'keep-%') FROM leads`,
+		"operator_actions":                  `SELECT count(*) FILTER (WHERE reason = 'old'), count(*) FILTER (WHERE reason = 'keep') FROM operator_actions`,
+		"scheduler_notifications":           `SELECT count(*) FILTER (WHERE detail = 'old'), count(*) FILTER (WHERE detail = 'keep') FROM scheduler_notifications`,
+		"scheduler_notification_deliveries": `SELECT count(*) FILTER (WHERE url = 'old'), count(*) FILTER (WHERE url = 'keep') FROM scheduler_notification_deliveries`,
 	} {
 		var old, keep int64
 		require.NoError(t, pool.QueryRow(context.Background(), q).Scan(&old, &keep))
@@ -158,8 +175,8 @@ func TestDataRetentionDeletesExactlyTheExpiredRowsInBatches(t *testing.T) {
 		sum += n
 	}
 	assert.Equal(t, sum, st.Changed)
-	// 4 rows a batch: 13 → 4 batches, 7 → 2, 9 → 3, 5 → 2; job_runs lost a day whole.
-	assert.EqualValues(t, 11, st.Detail["batches"], "deleted in several bounded batches")
+	// 4 rows a batch: 13 → 4 batches, 7 → 2, 9 → 3, 5 → 2, 3 → 1, 2 → 1; job_runs lost a day whole.
+	assert.EqualValues(t, 13, st.Detail["batches"], "deleted in several bounded batches")
 	assert.EqualValues(t, 1, st.Detail["job_runs_days"], "the day of the 11 old runs is dropped")
 	assert.EqualValues(t, 1, st.Detail["job_runs_days_active"], "the day with a queued run is kept")
 	var day *string

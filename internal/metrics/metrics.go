@@ -85,6 +85,7 @@ type Metrics struct {
 	targetCallDuration *prometheus.HistogramVec
 
 	controlIgnoredTotal *prometheus.CounterVec // control.go
+	notifications       notificationCounters   // notify.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -201,6 +202,7 @@ func New() *Metrics {
 			Buckets: httpDurationBuckets,
 		}, []string{"class"}),
 		controlIgnoredTotal: newControlIgnoredTotal(),
+		notifications:       newNotificationCounters(),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
 			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
@@ -218,7 +220,7 @@ func New() *Metrics {
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
 		m.httpRequestsTotal, m.httpRequestDuration,
 		m.targetCallsTotal, m.targetCallDuration,
-		m.controlIgnoredTotal,
+		m.controlIgnoredTotal, m.notifications.sent, m.notifications.failed,
 	)
 	return m
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Completion by callback (issue 33, migration 0019): the run of an HTTP job whose definition
+// Completion by callback (issue 33, migration 0020): the run of an HTTP job whose definition
 // says "completion": "callback" stays running once its target accepted the call, until the
 // target posts the outcome (CompleteCallback, on any replica), its heartbeats stop, or its
 // deadline passes (ExpireCallbacks, on the leader).

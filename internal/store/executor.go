@@ -98,6 +98,12 @@ type Executor interface {
 	Actions(ctx context.Context, beforeID int64, limit int, namespaces []string) ([]Action, error)
 	RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error)
 
+	// scheduler_notifications and their deliveries (notifications.go)
+	RecordNotifications(ctx context.Context, events []NotificationEvent) (int64, error)
+	Waiting(ctx context.Context, job string) ([]WaitingNotification, error)
+	Deliveries(ctx context.Context, job string, limit int) ([]Delivery, error)
+	DueDeliveries(ctx context.Context, limit int, busy []string) ([]Delivery, error)
+
 	// pg_locks and scheduler_locks (locks.go)
 	Locks(ctx context.Context) ([]Lock, error)
 

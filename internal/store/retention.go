@@ -33,11 +33,29 @@ WHERE at < @cutoff AND id > @after_id
 ORDER BY id LIMIT @limit
 FOR UPDATE SKIP LOCKED`
 	deleteOperatorActionsSQL = `DELETE FROM operator_actions WHERE id = ANY(@ids)`
+
+	// Notifications go with the runs they report (SCHEDULER_RETENTION_JOB_RUNS); an event
+	// still waiting for its message, and a message still pending, stay.
+	expiredNotificationsSQL = `
+SELECT id FROM scheduler_notifications
+WHERE created_at < @cutoff AND grouped_at IS NOT NULL AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteNotificationsSQL = `DELETE FROM scheduler_notifications WHERE id = ANY(@ids)`
+
+	expiredNotificationDeliveriesSQL = `
+SELECT id FROM scheduler_notification_deliveries
+WHERE created_at < @cutoff AND status <> 'pending' AND id > @after_id
+ORDER BY id LIMIT @limit
+FOR UPDATE SKIP LOCKED`
+	deleteNotificationDeliveriesSQL = `DELETE FROM scheduler_notification_deliveries WHERE id = ANY(@ids)`
 )
 
 // The scheduler's tables' purges.
 var (
-	PurgeIdempotencyKeys   = Purge{expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL}
-	PurgeMessageDeliveries = Purge{expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL}
-	PurgeOperatorActions   = Purge{expiredOperatorActionsSQL, deleteOperatorActionsSQL}
+	PurgeIdempotencyKeys        = Purge{expiredIdempotencyKeysSQL, deleteIdempotencyKeysSQL}
+	PurgeMessageDeliveries      = Purge{expiredMessageDeliveriesSQL, deleteMessageDeliveriesSQL}
+	PurgeOperatorActions        = Purge{expiredOperatorActionsSQL, deleteOperatorActionsSQL}
+	PurgeNotifications          = Purge{expiredNotificationsSQL, deleteNotificationsSQL}
+	PurgeNotificationDeliveries = Purge{expiredNotificationDeliveriesSQL, deleteNotificationDeliveriesSQL}
 )

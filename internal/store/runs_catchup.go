@@ -72,25 +72,27 @@ func (tx *Tx) RecordedSlotsIn(ctx context.Context, ranges []SlotRange) (map[stri
 }
 
 // RecordMissedSlots records each (jobs[i], slots[i]) as missed, leaving the slots that
-// already have a row alone, and returns how many rows it wrote per job.
-func (tx *Tx) RecordMissedSlots(ctx context.Context, jobs []string, slots []time.Time, instanceID string) (map[string]int, error) {
+// already have a row alone, and returns the ids of the rows it wrote, by job (the engine
+// records their notifications in the same transaction).
+func (tx *Tx) RecordMissedSlots(ctx context.Context, jobs []string, slots []time.Time, instanceID string) (map[string][]int64, error) {
 	rows, err := tx.Query(ctx, `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
 		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, now(), $3, $4
 		FROM unnest($1::text[], $2::timestamptz[]) AS c (job, slot)
 		ON CONFLICT DO NOTHING
-		RETURNING job`, jobs, slots, instanceID, tx.epoch)
+		RETURNING id, job`, jobs, slots, instanceID, tx.epoch)
 	if err != nil {
 		return nil, fmt.Errorf("record %d missed slots: %w", len(slots), err)
 	}
 	defer rows.Close()
-	written := map[string]int{}
+	written := map[string][]int64{}
 	for rows.Next() {
+		var id int64
 		var job string
-		if err := rows.Scan(&job); err != nil {
+		if err := rows.Scan(&id, &job); err != nil {
 			return nil, fmt.Errorf("record %d missed slots: %w", len(slots), err)
 		}
-		written[job]++
+		written[job] = append(written[job], id)
 	}
 	return written, rows.Err()
 }

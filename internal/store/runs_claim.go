@@ -160,19 +160,24 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 }
 
 // RecordMissed records slots as missed (docs/design.md guarantee 3: older misses are recorded,
-// not silently lost); slots that already have a row are left alone. It returns how many
-// rows it wrote.
-func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string) (int64, error) {
+// not silently lost); slots that already have a row are left alone. It returns the ids of
+// the rows it wrote.
+func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string) ([]int64, error) {
 	const insert = `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
 		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, now(), $3, $4
 		FROM unnest($2::timestamptz[]) AS slot
-		ON CONFLICT DO NOTHING`
-	tag, err := tx.Exec(ctx, insert, job, slots, instanceID, tx.epoch)
+		ON CONFLICT DO NOTHING
+		RETURNING id`
+	rows, err := tx.Query(ctx, insert, job, slots, instanceID, tx.epoch)
 	if err != nil {
-		return 0, fmt.Errorf("record missed slots of %s: %w", job, err)
+		return nil, fmt.Errorf("record missed slots of %s: %w", job, err)
 	}
-	return tag.RowsAffected(), nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("record missed slots of %s: %w", job, err)
+	}
+	return ids, nil
 }
 
 // FinishRun records a run's end. Called inside the run's fenced transaction, so a deposed

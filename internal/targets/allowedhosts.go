@@ -48,9 +48,15 @@ func withAllowedHosts(ctx context.Context, lists []AllowedHosts) context.Context
 	return context.WithValue(ctx, allowedHostsKey{}, lists)
 }
 
-// checkAllowedHosts refuses addr ("host:port") unless every list of ctx allows it.
-func checkAllowedHosts(ctx context.Context, addr string) error {
+// allowedHostsOf returns the lists withAllowedHosts put in ctx; none for a call that
+// carries no stored secret, which is then checked no further.
+func allowedHostsOf(ctx context.Context) []AllowedHosts {
 	lists, _ := ctx.Value(allowedHostsKey{}).([]AllowedHosts)
+	return lists
+}
+
+// checkAllowedHosts refuses addr ("host:port") unless every one of lists allows it.
+func checkAllowedHosts(lists []AllowedHosts, addr string) error {
 	if len(lists) == 0 {
 		return nil
 	}
@@ -68,7 +74,7 @@ func checkAllowedHosts(ctx context.Context, addr string) error {
 
 // dial is the transport's DialContext: the allowed hosts, then the outbound guard.
 func (c *Caller) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if err := checkAllowedHosts(ctx, addr); err != nil {
+	if err := checkAllowedHosts(allowedHostsOf(ctx), addr); err != nil {
 		return nil, err
 	}
 	return c.guard.DialContext(ctx, network, addr)
@@ -79,11 +85,13 @@ func (c *Caller) dial(ctx context.Context, network, addr string) (net.Conn, erro
 type allowedHostsTransport struct{ next http.RoundTripper }
 
 func (t allowedHostsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := checkAllowedHosts(req.Context(), requestAddr(req.URL)); err != nil {
-		if req.Body != nil {
-			req.Body.Close() // a RoundTripper closes the body, even on error
+	if lists := allowedHostsOf(req.Context()); len(lists) > 0 {
+		if err := checkAllowedHosts(lists, requestAddr(req.URL)); err != nil {
+			if req.Body != nil {
+				req.Body.Close() // a RoundTripper closes the body, even on error
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	return t.next.RoundTrip(req)
 }

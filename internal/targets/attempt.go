@@ -107,7 +107,9 @@ func attemptHeader(r *Request, n int, at time.Time) http.Header {
 	timestamp := at.Unix()
 	h.Set("User-Agent", "scheduler")
 	h.Set("Idempotency-Key", r.IdempotencyKey)
-	h.Set("X-Scheduler-Run-Id", strconv.FormatInt(r.RunID, 10))
+	if r.RunID != 0 { // a notification is about runs, not made by one
+		h.Set("X-Scheduler-Run-Id", strconv.FormatInt(r.RunID, 10))
+	}
 	h.Set("X-Scheduler-Attempt", strconv.Itoa(n))
 	if !r.ScheduledAt.IsZero() {
 		h.Set("X-Scheduler-Scheduled-At", r.ScheduledAt.UTC().Format(time.RFC3339Nano))

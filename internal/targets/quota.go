@@ -62,6 +62,9 @@ func (s *slots) takeNamespace(ctx context.Context, ns string, deadline time.Time
 	counted := false
 	defer func() {
 		if counted {
+			s.mu.Lock()
+			s.nsWaiting--
+			s.mu.Unlock()
 			s.waiting.Add(-1)
 		}
 	}()
@@ -74,11 +77,12 @@ func (s *slots) takeNamespace(ctx context.Context, ns string, deadline time.Time
 			return func() { s.releaseNamespace(ns) }, nil
 		}
 		changed := s.changed
-		s.mu.Unlock()
 		if !counted {
+			s.nsWaiting++ // under s.mu, so a release sees it and wakes this call
 			s.waiting.Add(1)
 			counted = true
 		}
+		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-expired:
@@ -102,7 +106,11 @@ func (s *slots) releaseNamespace(ns string) {
 }
 
 // wakeLocked wakes every call waiting for a namespace's slot, to look again; s.mu is held.
+// Without one waiting (the usual case: no namespace at its bound) it costs nothing.
 func (s *slots) wakeLocked() {
+	if s.nsWaiting == 0 {
+		return
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

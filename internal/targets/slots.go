@@ -30,10 +30,11 @@ type slots struct {
 	// renamed or deleted leaves nothing behind.
 	jobs map[string]*jobSlots
 	// limits are the namespaces' bounds (quota.go), inUse their calls holding a slot, and
-	// changed is closed when either changes, to wake the calls waiting.
-	limits  map[string]int
-	inUse   map[string]int
-	changed chan struct{}
+	// changed is closed when either changes, to wake the nsWaiting calls waiting.
+	limits    map[string]int
+	inUse     map[string]int
+	changed   chan struct{}
+	nsWaiting int
 }
 
 type jobSlots struct {

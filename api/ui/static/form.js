@@ -1,0 +1,501 @@
+// A runtime job's form: create, preview, replace.
+"use strict";
+
+const HTTP_METHODS = ["POST", "GET", "PUT", "PATCH", "DELETE", "HEAD"];
+const SECRET_HINT = "A secret's NAME, never its value: each replica reads the value from SCHEDULER_SECRET_<NAME>.";
+// How long the form waits after the last keystroke before it asks the server for a preview.
+const PREVIEW_DEBOUNCE_MS = 700;
+
+// The zones the browser knows, offered as suggestions; the server decides what is valid.
+function timeZones() {
+  const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+  return zones.includes("UTC") ? zones : ["UTC", ...zones];
+}
+
+// parseLines reads "Name: value" (or "key=value") lines into an object; bad lines become errors
+// of field, worded as the server words its own.
+function parseLines(text, field, seps, what, errors) {
+  const out = {};
+  const seen = new Map();
+  text.split("\n").forEach((raw, i) => {
+    const line = raw.trim();
+    if (!line) return;
+    const at = Math.min(...seps.map((s) => line.indexOf(s)).filter((n) => n >= 0));
+    if (!Number.isFinite(at) || at === 0) {
+      errors.push({ field, detail: `line ${i + 1} is not ${what}` });
+      return;
+    }
+    const key = line.slice(0, at).trim();
+    const lower = key.toLowerCase();
+    if (seen.has(lower)) {
+      errors.push({ field, detail: `line ${i + 1} sets ${key} again (line ${seen.get(lower)} set it first)` });
+      return;
+    }
+    seen.set(lower, i + 1);
+    out[key] = line.slice(at + 1).trim();
+  });
+  return out;
+}
+
+function wholeNumber(text, field, errors) {
+  const t = text.trim();
+  if (t === "") return undefined;
+  if (!/^\d+$/.test(t)) { errors.push({ field, detail: `“${t}” is not a whole number` }); return undefined; }
+  return Number(t);
+}
+
+// jobFormPage is the form that creates a runtime job (name null) or replaces one. It sends
+// the definition as the API takes it; Preview sends it with ?dry_run=true, which checks it
+// and answers the job it would be (its next five runs among the rest) without storing it.
+// The server's validation errors name fields by path ("http.url", "http.headers.X-Token"):
+// each lands beside the input that fills that path, and those the form has no input for are
+// listed at the top.
+function jobFormPage(ns, name) {
+  const editing = name !== null;
+  const path = editing ? jobPath(ns, name) : jobsPath(ns);
+  // A token that may not change the namespace reads the definition here, and its Preview
+  // and Save say why they are unavailable (a preview is a write the server checks too).
+  const whyEdit = whyNotEdit(ns);
+  const why = whyNote("form-why");
+  const fields = new Map(); // definition path -> {path, label, input, hint, err, box, prefix}
+  const aliases = new Map(); // further paths whose errors an input shows
+  const touched = new Set(); // paths edited since the form opened
+  let base = {}; // the definition being edited, so nothing the form does not show is lost
+  let version = null;
+  let loaded = !editing;
+  let saving = false;
+  let refused = !!whyEdit; // the server refuses this token every write, previews included
+  let previewSeq = 0;
+  let debounce = null;
+
+  function field(path, label, control, opts = {}) {
+    const id = "jf-" + path.replace(/[^a-z0-9]+/gi, "-");
+    control.id = id;
+    control.name = path;
+    const hint = opts.hint ? h("p", { class: "hint", id: `${id}-hint` }, opts.hint) : null;
+    const err = h("p", { class: "field-error", id: `${id}-error`, hidden: true });
+    const f = { path, label, input: control, hint, err, prefix: !!opts.prefix, box: null };
+    describe(f, false);
+    const check = control.type === "checkbox";
+    const lab = h("label", { for: id }, check ? [control, " "] : null, label,
+      opts.optional ? h("span", { class: "muted" }, " (optional)") : null);
+    f.box = h("div", { class: `field${check ? " check" : ""}${opts.full ? " full" : ""}`, "data-field": path },
+      lab, check ? null : control, hint, err);
+    fields.set(path, f);
+    for (const a of opts.aliases || []) aliases.set(a, f);
+    return f.box;
+  }
+
+  // describe ties the input to its error (read first) and its hint.
+  function describe(f, invalid) {
+    const ids = [invalid ? f.err.id : null, f.hint ? f.hint.id : null].filter(Boolean);
+    if (ids.length) f.input.setAttribute("aria-describedby", ids.join(" "));
+    else f.input.removeAttribute("aria-describedby");
+    if (invalid) f.input.setAttribute("aria-invalid", "true");
+    else f.input.removeAttribute("aria-invalid");
+  }
+
+  const text = (attrs) => h("input", { type: "text", autocomplete: "off", spellcheck: "false", ...attrs });
+  const area = (attrs) => h("textarea", { spellcheck: "false", rows: 3, ...attrs });
+  const select = (options, attrs) => h("select", attrs || {}, options.map(([v, t]) => h("option", { value: v }, t)));
+
+  const nameIn = text({ required: true, maxlength: 63, readonly: editing || null });
+  const scheduleIn = text({ required: true, class: "mono", placeholder: "*/5 * * * *" });
+  const tzIn = text({ list: "jf-zones", placeholder: "UTC" });
+  const descIn = area({ rows: 2, maxlength: 1000, spellcheck: "true" });
+  const labelsIn = area({ rows: 2, class: "mono", placeholder: "team=billing" });
+  const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"]]);
+  const enabledIn = h("input", { type: "checkbox", checked: true });
+  const timeoutIn = text({ placeholder: "1m", class: "short" });
+  const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"]]);
+  const methodIn = select(HTTP_METHODS.map((m) => [m, m]));
+  const urlIn = h("input", { type: "url", autocomplete: "off", spellcheck: "false", class: "mono", placeholder: "https://billing.internal/reports/daily" });
+  const headersIn = area({ class: "mono", placeholder: "Content-Type: application/json" });
+  const bodyIn = area({ class: "mono", rows: 4 });
+  const authIn = select([["", "none"], ["bearer", "bearer token (Authorization: Bearer …)"], ["header", "a header of your choice"]]);
+  const authHeaderIn = text({ placeholder: "X-Api-Key" });
+  const authSecretIn = text({ class: "mono", placeholder: "BILLING_TOKEN" });
+  const signingIn = text({ class: "mono", placeholder: "BILLING_SIGNING" });
+  const successIn = text({ placeholder: "any 2xx", inputmode: "numeric" });
+  const attemptsIn = text({ placeholder: "3", inputmode: "numeric", class: "short" });
+  const attemptTimeoutIn = text({ placeholder: "30s", class: "short" });
+  const initialBackoffIn = text({ placeholder: "1s", class: "short" });
+  const maxBackoffIn = text({ placeholder: "1m", class: "short" });
+  const sqlTargetIn = text({ class: "mono short", placeholder: "APP" });
+  const statementsIn = area({ class: "mono", rows: 6, placeholder: "REFRESH MATERIALIZED VIEW daily_totals" });
+  const catchupIn = text({ placeholder: "one period", class: "short" });
+  const minGapIn = text({ placeholder: "0s", class: "short" });
+  const jitterIn = text({ placeholder: "0s", class: "short" });
+  const pauseAfterIn = text({ placeholder: "0", inputmode: "numeric", class: "short" });
+
+  const authHeaderBox = field("http.auth.header", "Header name", authHeaderIn, { hint: "The header that carries the secret's value." });
+  const authSecretBox = field("http.auth.bearer_secret", "Secret name", authSecretIn, { hint: SECRET_HINT, aliases: ["http.auth.header_secret"] });
+  const httpSet = h("fieldset", { class: "kind-fields", id: "jf-http" }, h("legend", {}, "HTTP call"),
+    h("div", { class: "grid" },
+      field("http.method", "Method", methodIn),
+      field("http.url", "URL", urlIn, { full: true, hint: "http:// or https://. Private and loopback addresses are refused unless an operator allows them (SCHEDULER_HTTP_ALLOW)." }),
+      field("http.headers", "Headers", headersIn, { full: true, optional: true, prefix: true,
+        hint: "One per line, as Name: value. No credentials here: headers are stored and shown as written; use Authentication below." }),
+      field("http.body", "Body", bodyIn, { full: true, optional: true }),
+      field("http.auth", "Authentication", authIn, { prefix: true }),
+      authHeaderBox, authSecretBox,
+      field("http.signing_secret", "Signing secret name", signingIn, { optional: true,
+        hint: "Signs each call as Standard Webhooks do. " + SECRET_HINT }),
+      field("http.success", "Success statuses", successIn, { optional: true, hint: "e.g. 200, 204. Empty: any 2xx status." }),
+      field("retry.max_attempts", "Attempts", attemptsIn, { aliases: ["retry"], hint: "Calls per run, the first included; 1: no retry. Empty: 3." }),
+      field("retry.initial_backoff", "First retry after", initialBackoffIn, { hint: "Doubles at each retry. Empty: 1s." }),
+      field("retry.max_backoff", "Longest wait", maxBackoffIn, { hint: "Empty: 1m." }),
+      field("http.timeout", "Attempt timeout", attemptTimeoutIn, { hint: "One call's limit. Empty: 30s, or the job's timeout if shorter." })));
+  const sqlSet = h("fieldset", { class: "kind-fields", id: "jf-sql", hidden: true }, h("legend", {}, "SQL statements"),
+    h("div", { class: "grid" },
+      field("sql.target", "Target", sqlTargetIn, { hint: "The database and login an operator declared for SQL jobs (SCHEDULER_SQL_TARGET_<NAME>), such as APP." }),
+      field("sql.statements", "Statements", statementsIn, { full: true,
+        hint: "Run in the target with its login, in one transaction; each slot commits once." })));
+  const more = h("details", { class: "more" }, h("summary", {}, "More settings: catch-up, gap, jitter, automatic pause"),
+    h("div", { class: "grid" },
+      field("catchup", "Catch-up window", catchupIn, { hint: "Slots missed while no replica led run late if still this recent; 0s: never. Empty: one period of the schedule." }),
+      field("min_gap", "Minimum gap", minGapIn, { hint: "The least time between the end of a run and the start of the next." }),
+      field("jitter", "Jitter", jitterIn, { hint: "Spreads the calls of jobs on the same slot: each starts at a fixed offset below this." }),
+      field("pause_after_failures", "Pause after failures", pauseAfterIn, { hint: "Pause the job after this many failed runs in a row. Empty or 0: never." })));
+
+  const problems = h("div", { class: "form-problems", id: "form-problems", tabindex: "-1", hidden: true });
+  const previewBtn = h("button", { type: "button", id: "preview-btn" }, "Preview");
+  const saveBtn = h("button", { type: "submit", class: "primary", id: "save", "aria-disabled": loaded ? "false" : "true" }, editing ? "Save changes" : "Create job");
+  const previewStatus = h("p", { id: "preview-status", role: "status" },
+    "Preview checks the job on the server and shows its next runs; nothing is saved.");
+  const previewEl = h("div", { id: "preview" });
+
+  const form = h("form", { class: "job-form", novalidate: true, "aria-labelledby": "form-h" },
+    problems,
+    h("div", { class: "grid" },
+      field("name", "Name", nameIn, { hint: editing
+        ? "A job's name cannot change: to rename it, create a job under the new name and delete this one."
+        : "1 to 63 lower-case letters, digits and -, e.g. daily-report." }),
+      field("kind", "Kind", kindIn, { aliases: ["http", "sql"] }),
+      field("schedule", "Schedule", scheduleIn, { hint: "Cron (\"0 2 * * *\"; 6 fields with seconds first), \"@every 10m\", or \"@at 2026-12-01T09:00:00Z\" for one run." }),
+      field("time_zone", "Time zone", tzIn, { optional: true, hint: "The zone of the schedule's times, e.g. Europe/Paris. Empty: UTC." }),
+      field("description", "Description", descIn, { full: true, optional: true }),
+      field("labels", "Labels", labelsIn, { optional: true, prefix: true, hint: "One per line, key=value. The overview's filter finds jobs by them." }),
+      field("timeout", "Timeout", timeoutIn, { hint: "A run's limit, every attempt included. Empty: 1m." }),
+      field("overlap", "When a slot comes while a run is still running", overlapIn),
+      field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
+    httpSet, sqlSet, more,
+    h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
+    h("div", { class: "buttons form-buttons" },
+      h("a", { href: editing ? jobHash(ns, name) : hashFor(ns, ""), class: "button" }, "Cancel"),
+      previewBtn, saveBtn));
+
+  gate(previewBtn, true, whyEdit, why);
+  gate(saveBtn, loaded, whyEdit, why);
+  showWhy(why, whyEdit);
+  replace(main,
+    h("p", {}, editing ? h("a", { href: jobHash(ns, name) }, `← ${name}`) : h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
+    h("h1", { tabindex: "-1", id: "form-h" }, editing ? `Edit ${name}` : ns === DEFAULT_NS ? "New job" : `New job in ${ns}`),
+    why,
+    h("div", { class: "editor" }, form,
+      h("aside", { class: "preview", "aria-labelledby": "preview-h" }, h("h2", { id: "preview-h" }, "Preview"), previewStatus, previewEl)));
+
+  function showKind() {
+    httpSet.hidden = kindIn.value !== "http";
+    sqlSet.hidden = kindIn.value !== "sql";
+    authHeaderBox.hidden = authIn.value !== "header";
+    authSecretBox.hidden = authIn.value === "";
+  }
+  kindIn.addEventListener("change", showKind);
+  authIn.addEventListener("change", showKind);
+
+  function fill(d) {
+    base = d;
+    nameIn.value = d.name || "";
+    scheduleIn.value = d.schedule || "";
+    tzIn.value = d.time_zone || "";
+    descIn.value = d.description || "";
+    labelsIn.value = Object.keys(d.labels || {}).sort().map((k) => `${k}=${d.labels[k]}`).join("\n");
+    kindIn.value = d.sql ? "sql" : "http";
+    enabledIn.checked = d.enabled !== false;
+    timeoutIn.value = d.timeout || "";
+    overlapIn.value = d.overlap || "skip";
+    catchupIn.value = d.catchup || "";
+    minGapIn.value = d.min_gap || "";
+    jitterIn.value = d.jitter || "";
+    pauseAfterIn.value = d.pause_after_failures ? String(d.pause_after_failures) : "";
+    const hp = d.http || {};
+    methodIn.value = hp.method || "POST";
+    urlIn.value = hp.url || "";
+    headersIn.value = Object.keys(hp.headers || {}).sort().map((k) => `${k}: ${hp.headers[k]}`).join("\n");
+    bodyIn.value = hp.body || "";
+    const auth = hp.auth || {};
+    authIn.value = auth.bearer_secret ? "bearer" : auth.header ? "header" : "";
+    authHeaderIn.value = auth.header || "";
+    authSecretIn.value = auth.bearer_secret || auth.header_secret || "";
+    signingIn.value = hp.signing_secret || "";
+    successIn.value = (hp.success || []).join(", ");
+    attemptTimeoutIn.value = hp.timeout || "";
+    const r = d.retry || {};
+    attemptsIn.value = r.max_attempts ? String(r.max_attempts) : "";
+    initialBackoffIn.value = r.initial_backoff || "";
+    maxBackoffIn.value = r.max_backoff || "";
+    sqlTargetIn.value = (d.sql && d.sql.target) || "";
+    statementsIn.value = (d.sql && d.sql.statements) || "";
+    if (d.catchup || d.min_gap || d.jitter || d.pause_after_failures) more.open = true;
+    showKind();
+  }
+
+  // readForm builds the definition the API takes; what cannot be parsed here (a header line
+  // without a colon) comes back as errors worded as the server's.
+  function readForm() {
+    const errors = [];
+    const d = structuredClone(base);
+    const set = (obj, k, v) => { if (v === undefined || v === "") delete obj[k]; else obj[k] = v; };
+    d.name = nameIn.value.trim();
+    d.schedule = scheduleIn.value.trim();
+    set(d, "time_zone", tzIn.value.trim());
+    set(d, "description", descIn.value.trim());
+    const labels = parseLines(labelsIn.value, "labels", ["=", ":"], "key=value", errors);
+    set(d, "labels", Object.keys(labels).length ? labels : undefined);
+    d.enabled = enabledIn.checked;
+    set(d, "timeout", timeoutIn.value.trim());
+    d.overlap = overlapIn.value;
+    set(d, "catchup", catchupIn.value.trim());
+    set(d, "min_gap", minGapIn.value.trim());
+    set(d, "jitter", jitterIn.value.trim());
+    set(d, "pause_after_failures", wholeNumber(pauseAfterIn.value, "pause_after_failures", errors));
+    if (kindIn.value === "http") {
+      delete d.sql;
+      const hp = { ...(d.http || {}) };
+      hp.method = methodIn.value;
+      hp.url = urlIn.value.trim();
+      const headers = parseLines(headersIn.value, "http.headers", [":"], "Name: value", errors);
+      set(hp, "headers", Object.keys(headers).length ? headers : undefined);
+      set(hp, "body", bodyIn.value);
+      set(hp, "timeout", attemptTimeoutIn.value.trim());
+      const secret = authSecretIn.value.trim();
+      if (authIn.value === "bearer") hp.auth = { bearer_secret: secret };
+      else if (authIn.value === "header") hp.auth = { header: authHeaderIn.value.trim(), header_secret: secret };
+      else delete hp.auth;
+      set(hp, "signing_secret", signingIn.value.trim());
+      const success = [];
+      for (const s of successIn.value.split(/[\s,]+/).filter(Boolean)) {
+        if (/^\d+$/.test(s)) success.push(Number(s));
+        else errors.push({ field: "http.success", detail: `“${s}” is not a status: write numbers such as 200, 204` });
+      }
+      set(hp, "success", success.length ? success : undefined);
+      d.http = hp;
+      const attempts = wholeNumber(attemptsIn.value, "retry.max_attempts", errors);
+      const initial = initialBackoffIn.value.trim();
+      const longest = maxBackoffIn.value.trim();
+      if (attempts === undefined && !initial && !longest) delete d.retry;
+      else {
+        d.retry = { max_attempts: attempts ?? 3 };
+        set(d.retry, "initial_backoff", initial);
+        set(d.retry, "max_backoff", longest);
+      }
+    } else {
+      delete d.http;
+      delete d.retry; // a SQL job commits once: it has no retries
+      d.sql = { target: sqlTargetIn.value.trim(), statements: statementsIn.value };
+    }
+    return { def: d, errors };
+  }
+
+  // fieldFor finds the input that shows the errors of path, and what of the path it leaves
+  // unsaid ("X-Token" of "http.headers.X-Token"); null when no input shows it now.
+  function fieldFor(p) {
+    let hit = fields.get(p) || aliases.get(p) ? { f: fields.get(p) || aliases.get(p), rest: "" } : null;
+    if (!hit) {
+      for (const f of fields.values()) if (f.prefix && p.startsWith(f.path + ".")) hit = { f, rest: p.slice(f.path.length + 1) };
+    }
+    if (hit && hit.f.box.closest("[hidden]")) return null;
+    return hit;
+  }
+
+  function clearErrors() {
+    for (const f of fields.values()) {
+      f.err.hidden = true;
+      f.err.textContent = "";
+      describe(f, false);
+    }
+    problems.hidden = true;
+    replace(problems);
+  }
+
+  // showErrors puts each error beside its input and the others at the top. only, when set,
+  // keeps those of the fields it names (a preview while typing shows no error yet about a
+  // field not filled in). Returns how many it showed.
+  function showErrors(list, only) {
+    // What is already shown stays shown until fixed, touched or not.
+    const shown = new Set([...fields.values()].filter((f) => !f.err.hidden).map((f) => f.path));
+    const topShown = !problems.hidden;
+    clearErrors();
+    const byField = new Map();
+    const top = [];
+    for (const e of list) {
+      const detail = e.detail || e.message || "is invalid";
+      const hit = fieldFor(e.field || "");
+      if (hit && only && !only.has(hit.f.path) && !shown.has(hit.f.path)) continue;
+      if (!hit && only && !topShown) continue;
+      if (!hit) { top.push(e); continue; }
+      if (!byField.has(hit.f)) byField.set(hit.f, []);
+      byField.get(hit.f).push(hit.rest ? `${hit.rest}: ${detail}` : detail);
+    }
+    for (const [f, msgs] of byField) {
+      f.err.textContent = `✗ ${msgs.join(" · ")}`;
+      f.err.hidden = false;
+      describe(f, true);
+      const d = f.box.closest("details");
+      if (d) d.open = true;
+    }
+    // In the order they appear, as the focus will go through them.
+    const marked = [...fields.values()].filter((f) => byField.has(f)).sort((a, b) =>
+      a.input.compareDocumentPosition(b.input) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1);
+    if (top.length || marked.length) {
+      problems.hidden = false;
+      const n = top.length + [...byField.values()].reduce((a, m) => a + m.length, 0);
+      replace(problems,
+        h("h2", {}, n === 1 ? "1 problem to fix" : `${n} problems to fix`),
+        top.length ? h("ul", { id: "form-problems-top" }, top.map((e) =>
+          h("li", {}, e.field ? [h("code", {}, e.field), ": "] : null, e.detail || e.message || ""))) : null,
+        marked.length ? h("p", {}, top.length ? "And beside their fields: " : "Beside their fields: ",
+          marked.map((f, i) => [i ? ", " : "", h("a", {
+            href: `#${f.input.id}`, onclick: (ev) => { ev.preventDefault(); f.input.focus(); },
+          }, f.label)]), ".") : null);
+    }
+    return top.length + byField.size;
+  }
+
+  // problem shows one message at the top, for a refusal that is about no field.
+  function problem(text, extra) {
+    clearErrors();
+    problems.hidden = false;
+    replace(problems, h("p", {}, `✗ ${text}`), extra || null);
+  }
+
+  function ifMatch() { return editing && version !== null ? { "If-Match": `"${version}"` } : undefined; }
+
+  function showPreview(v) {
+    const next = v.next_runs || [];
+    update(previewStatus, `✓ The server accepts this job${editing ? "" : "; it is not created until you save it"}.`);
+    replace(previewEl,
+      h("dl", { class: "facts" },
+        h("dt", {}, "When"), h("dd", { id: "preview-when" }, v.schedule_text || v.schedule),
+        h("dt", {}, "Target"), h("dd", { class: "mono target" }, v.target || "—")),
+      h("h3", {}, "Next five runs"),
+      next.length
+        ? h("ol", { class: "next-runs", id: "preview-runs" }, next.map((t) => h("li", {}, when(t))))
+        : h("p", { class: "muted" }, v.enabled === false ? "None: the job would be disabled." : "None to come."));
+  }
+
+  // failure shows why the server refused a preview or a save. A save's failure moves the
+  // focus to what needs fixing: the first marked input, else the list at the top.
+  function failure(e, what, focus, auto) {
+    let marked = 0;
+    if (e.status === 409 && e.body && String(e.body.type || "").endsWith("/job-exists") && !(e.body.errors || []).length) {
+      e.body.errors = [{ field: "name", detail: e.body.detail || e.body.title }];
+    }
+    if ((e.status === 422 || e.status === 409 || e.status === 400) && e.body && Array.isArray(e.body.errors) && e.body.errors.length) {
+      marked = showErrors(e.body.errors, auto ? touched : null);
+      const n = e.body.errors.length;
+      update(previewStatus, `✗ ${n === 1 ? "1 problem" : `${n} problems`}: ${auto && !marked ? "Preview lists them" : "see the marked fields"}.`);
+    } else if (e.status === 412) {
+      const reload = h("button", { type: "button", id: "reload-job", onclick: () => { loaded = false; refreshNow(); } }, "Reload the job");
+      problem(`Someone else changed this job since you opened it; reload it to see their version, then make your changes again. ${what} did nothing.`, reload);
+      update(previewStatus, "✗ Someone else changed this job.");
+    } else if (e.status === 403) {
+      refused = true;
+      problem(`Refused: ${e.message}`);
+      reloadPowers();
+      update(previewStatus, "✗ Refused.");
+    } else if (e.status !== 401) {
+      problem(`${what} failed — ${e.message}`);
+      update(previewStatus, `✗ ${what} failed.`);
+    }
+    if (e.status === 422 || e.status === 412 || e.status === 403) replace(previewEl);
+    if (focus) {
+      const first = form.querySelector('[aria-invalid="true"]');
+      (first || problems).focus();
+    }
+  }
+
+  async function preview(auto) {
+    clearTimeout(debounce);
+    if (!loaded || whyEdit) return;
+    const { def, errors } = readForm();
+    const seq = ++previewSeq;
+    if (errors.length) {
+      showErrors(errors, auto ? touched : null);
+      update(previewStatus, `✗ ${errors.length === 1 ? "1 problem" : `${errors.length} problems`}: see the marked fields.`);
+      return;
+    }
+    if (!auto) update(previewStatus, "Checking…");
+    try {
+      const res = editing
+        ? await api("PUT", `${path}?dry_run=true`, def, ifMatch())
+        : await api("POST", `${jobsPath(ns)}?dry_run=true`, def);
+      if (seq !== previewSeq) return; // an older answer than the one shown
+      clearErrors();
+      showPreview(res.data);
+    } catch (e) {
+      if (seq === previewSeq) failure(e, "Preview", false, auto);
+    }
+  }
+
+  async function save() {
+    clearTimeout(debounce);
+    if (!loaded || saving || whyEdit) return;
+    previewSeq++; // a preview still on its way would only repeat what this says
+    const { def, errors } = readForm();
+    if (errors.length) {
+      showErrors(errors, null);
+      (form.querySelector('[aria-invalid="true"]') || problems).focus();
+      return;
+    }
+    saving = true;
+    gate(saveBtn, false, whyEdit, why);
+    try {
+      const res = editing ? await api("PUT", path, def, ifMatch()) : await api("POST", path, def);
+      const v = res.data && res.data.version;
+      navigate(jobHash(ns, def.name),
+        editing ? `Saved ${def.name}${v ? ` (version ${v})` : ""}.` : `Created ${def.name}.`);
+    } catch (e) {
+      failure(e, editing ? "Saving" : "Creating the job", true, false);
+    } finally {
+      saving = false;
+      gate(saveBtn, loaded, whyEdit, why);
+    }
+  }
+
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); save(); });
+  previewBtn.addEventListener("click", () => preview(false));
+  const edited = (ev) => {
+    const box = ev.target.closest && ev.target.closest("[data-field]");
+    if (box) touched.add(box.dataset.field);
+    clearTimeout(debounce);
+    if (!refused) debounce = setTimeout(() => preview(true), PREVIEW_DEBOUNCE_MS);
+  };
+  form.addEventListener("input", edited);
+  form.addEventListener("change", edited);
+  showKind();
+
+  // The form is filled once; refreshing it would overwrite what is being typed. Reload
+  // (after a 412) fills it again from the server.
+  async function refresh() {
+    if (loaded) return;
+    const { data: job } = await api("GET", path);
+    if (!isRuntime(job)) {
+      replace(main, h("p", {}, h("a", { href: jobHash(ns, name) }, `← ${name}`)),
+        h("h1", { tabindex: "-1" }, `${name} cannot be edited`),
+        h("p", {}, `${name} is a built-in job: its definition is compiled into the scheduler. Its schedule, timeout and catch-up are set with SCHEDULER_JOB_<NAME>_* variables on the replicas.`));
+      loaded = true;
+      return;
+    }
+    version = job.version ?? null;
+    clearErrors();
+    replace(previewEl);
+    update(previewStatus, `Version ${version ?? "?"} as stored. Preview checks your changes; nothing is saved until you save.`);
+    fill(job.definition || {});
+    loaded = true;
+    gate(saveBtn, true, whyEdit, why);
+  }
+  return { refresh, live: () => false };
+}
+

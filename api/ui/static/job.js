@@ -1,0 +1,202 @@
+// A job's page: its schedule, definition, actions and history.
+"use strict";
+
+// jobFacts renders the job's schedule and next runs; before the job arrives (job null) it
+// renders the same boxes with placeholders, so nothing moves when the data lands.
+function jobFacts(job) {
+  const v = (f) => (job ? f(job) : "…");
+  const next = job ? job.next_runs || [] : ["", "", "", "", ""];
+  return h("div", { class: "cards" },
+    h("div", { class: "card" }, h("h2", {}, "Schedule"),
+      h("dl", { class: "facts" },
+        h("dt", {}, "When"), h("dd", { id: "schedule-text" }, v((j) => j.schedule_text)),
+        h("dt", {}, "Expression"), h("dd", { class: "mono" }, v((j) => j.schedule)),
+        h("dt", {}, "Time zone"), h("dd", {}, v((j) => j.time_zone)),
+        h("dt", {}, "Timeout"), h("dd", {}, v((j) => j.timeout)),
+        h("dt", {}, "Catch-up window"), h("dd", {}, v((j) => j.catchup)),
+        h("dt", {}, "Minimum gap"), h("dd", {}, v((j) => j.min_gap)))),
+    h("div", { class: "card" }, h("h2", {}, "Next runs"),
+      next.length
+        ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t) : "…")))
+        : h("p", { class: "muted" }, job.paused ? "None while paused." : "None: the job is disabled.")),
+    isRuntime(job) ? definitionCard(job) : null);
+}
+
+// definitionCard shows what a runtime job does. Every value is text the job's author
+// wrote: it goes into text nodes only (h), never into markup.
+function definitionCard(job) {
+  const d = job.definition || {};
+  const http = d.http;
+  const dt = (k, v, id) => [h("dt", {}, k), h("dd", { id }, v)];
+  const auth = http && http.auth
+    ? (http.auth.bearer_secret ? `bearer token from secret ${http.auth.bearer_secret}` : `${http.auth.header} from secret ${http.auth.header_secret}`)
+    : null;
+  return h("div", { class: "card wide" }, h("h2", {}, "Definition"),
+    job.definition_error ? h("p", { class: "problem", role: "note" }, `✗ This definition no longer passes the check, so the job does not run: ${job.definition_error}`) : null,
+    h("dl", { class: "facts" },
+      dt("Kind", KIND_WORD[job.kind]),
+      dt("Target", h("span", { class: "mono target" }, job.target || "—"), "job-target"),
+      dt("Description", job.description ? h("span", { class: "prose" }, job.description) : h("span", { class: "muted" }, "—"), "job-description"),
+      dt("Labels", labelsText(job.labels) || h("span", { class: "muted" }, "—")),
+      dt("Version", job.version ?? "—"),
+      dt("Overlap", job.overlap === "queue-one" ? "queue one run behind a running one" : "skip a slot while a run is still running"),
+      http ? [
+        dt("Headers", Object.keys(http.headers || {}).length ? h("span", { class: "mono" }, Object.keys(http.headers).sort().join(", ")) : "—"),
+        dt("Authentication", auth || "none"),
+        dt("Signing", http.signing_secret ? `Standard Webhooks signature, secret ${http.signing_secret}` : "none"),
+        dt("Success", (http.success || []).length ? http.success.join(", ") : "any 2xx status"),
+        dt("Attempts", d.retry ? `${d.retry.max_attempts}, backing off ${d.retry.initial_backoff} to ${d.retry.max_backoff}` : "—"),
+        dt("Attempt timeout", http.timeout || "—"),
+      ] : null));
+}
+
+function jobPage(ns, name) {
+  const path = jobPath(ns, name);
+  // The heading holds the name from the address at once, so the actions below it do not
+  // move when the job arrives; only the badges come later.
+  const badgesEl = h("span");
+  const facts = h("div");
+  const historyEl = h("div");
+  const statusSel = h("select", { id: "f-status", name: "status" }, h("option", { value: "" }, "any"), STATUSES.map((s) => h("option", { value: s }, s)));
+  const triggerSel = h("select", { id: "f-trigger", name: "trigger" }, h("option", { value: "" }, "any"), TRIGGERS.map((s) => h("option", { value: s }, s)));
+  const reason = h("input", { type: "text", id: "reason", name: "reason", maxlength: 500, placeholder: "why (kept in the audit log)" });
+  const dry = h("input", { type: "checkbox", id: "dry-run", name: "dry_run" });
+  const runNowBtn = h("button", { type: "submit", class: "primary", id: "run-now" }, "Run now");
+  const pauseBtn = h("button", { type: "button", id: "pause", "aria-disabled": "true" }, "Pause");
+  const resumeBtn = h("button", { type: "button", id: "resume", "aria-disabled": "true" }, "Resume");
+  // A runtime job's own actions; a built-in job's definition is compiled in, so it has none.
+  const editLink = h("a", { class: "button", id: "edit", hidden: true }, "Edit");
+  const deleteBtn = h("button", { type: "button", class: "danger", id: "delete", hidden: true }, "Delete");
+  const why = whyNote("job-why");
+  let version = null;
+  let cursors = []; // cursors of the pages before the one shown; [] = newest page (live)
+  let cursor = null;
+  let nextCursor = null;
+  const pager = newPager({
+    newest: () => { cursors = []; cursor = null; },
+    newer: () => { cursor = cursors.pop() || null; if (!cursors.length) cursor = null; },
+    older: () => { cursors.push(cursor); cursor = nextCursor; },
+  });
+
+  // powers marks the actions the token may not take. Before the job arrives its kind is
+  // unknown, so only the namespace's grant can say why, and nothing acts yet: a built-in
+  // job's button must not work for the moment an editor's would.
+  function powers(job) {
+    const whyAct = whyNotAct(ns, job);
+    const whyEdit = whyNotEdit(ns);
+    gate(runNowBtn, !!job, whyAct, why);
+    gate(pauseBtn, !!job && !job.paused, whyAct, why);
+    gate(resumeBtn, !!job && job.paused, whyAct, why);
+    gateLink(editLink, jobHash(ns, name, "/edit"), whyEdit, why);
+    gate(deleteBtn, true, whyEdit, why);
+    reason.disabled = dry.disabled = !!whyAct;
+    showWhy(why, whyAct);
+  }
+  // The reason given goes with every action, into the audit log.
+  const body = () => (reason.value.trim() ? { reason: reason.value.trim() } : undefined);
+
+  const runNow = h("form", {
+    class: "actions", "aria-label": "Job actions",
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      if (!isUsable(runNowBtn)) return;
+      const b = { params: { dry_run: dry.checked }, ...body() };
+      act(`Run ${name} now?`, dry.checked ? "A dry run counts what it would change and changes nothing." : "The job runs once now on the leader, besides its schedule.",
+        "Run now", async () => {
+          const { status: code, data } = await api("POST", `${path}/runs`, b);
+          reason.value = "";
+          return code === 202 ? `Queued run ${data.id}.` : `Run ${data.id} is already ${data.status}; no second run was queued.`;
+        });
+    },
+  },
+  h("label", { for: "reason" }, "Reason", reason),
+  h("label", { class: "check", for: "dry-run" }, dry, "Dry run"),
+  runNowBtn, pauseBtn, resumeBtn, h("span", { class: "spacer" }), editLink, deleteBtn, why);
+
+  deleteBtn.addEventListener("click", async () => {
+    if (!isUsable(deleteBtn)) return;
+    if (!(await confirmAction(`Delete ${name}?`,
+      `${name} stops at once: no run of it is scheduled any more and its definition is removed. Its runs stay in the history. This cannot be undone.`,
+      "Delete job"))) return;
+    try {
+      // If-Match: a job someone changed since this page showed it is not deleted unseen.
+      await api("DELETE", path, undefined, version ? { "If-Match": `"${version}"` } : undefined);
+      navigate(hashFor(ns, ""), `Deleted ${name}.`);
+    } catch (e) {
+      if (e.status === 412) say(`Not deleted: someone else changed ${name} since this page showed it; look at it again, then delete it.`, true);
+      else sayFailure("Delete job", e);
+      refreshNow();
+    }
+  });
+
+  const setPaused = (paused) => async () => {
+    const b = body();
+    await api("POST", `${path}/${paused ? "pause" : "resume"}`, b);
+    reason.value = "";
+    return `${name} is ${paused ? "paused" : "resumed"}.`;
+  };
+  pauseBtn.addEventListener("click", () => isUsable(pauseBtn) && act(`Pause ${name}?`,
+    "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause", setPaused(true)));
+  resumeBtn.addEventListener("click", () => isUsable(resumeBtn) && act(`Resume ${name}?`,
+    "Scheduled runs start again from the next slot.", "Resume", setPaused(false)));
+
+  const onFilter = () => { cursors = []; cursor = null; refreshNow(); };
+  statusSel.addEventListener("change", onFilter);
+  triggerSel.addEventListener("change", onFilter);
+
+  powers(null);
+  replace(facts, jobFacts(null));
+  replace(main,
+    h("p", {}, h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
+    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts,
+    h("h2", { id: "history-h" }, "History"),
+    h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
+      h("label", { for: "f-status" }, "Status", statusSel),
+      h("label", { for: "f-trigger" }, "Trigger", triggerSel)),
+    historyEl, pager.el);
+
+  async function refresh() {
+    const q = new URLSearchParams({ limit: "25" });
+    if (statusSel.value) q.set("status", statusSel.value);
+    if (triggerSel.value) q.set("trigger", triggerSel.value);
+    if (cursor) q.set("cursor", cursor);
+    const [j, runs] = await Promise.all([api("GET", path), api("GET", `${path}/runs?${q}`)]);
+    const job = j.data;
+    update(badgesEl, kindTag(job), badges(job));
+    editLink.hidden = deleteBtn.hidden = !isRuntime(job);
+    version = job.version ?? null;
+    powers(job);
+    update(facts, jobFacts(job));
+
+    const rows = runs.data.runs.map((r) => h("tr", { "data-run": r.id, "data-status": r.status, "data-key": r.id },
+      td("Run", h("a", { href: hashFor(ns, `runs/${r.id}`) }, `#${r.id}`)),
+      td("Status", status(r.status)),
+      td("Trigger", r.trigger),
+      td("Slot / created", when(r.scheduled_at || r.created_at)),
+      td("Duration", duration(r.duration_ms)),
+      td("Reason", r.reason || r.error || "")));
+    update(historyEl, table("stack history", ["Run", "Status", "Trigger", "Slot / created", "Duration", "Reason / error"], rows, "No runs match."));
+    nextCursor = runs.data.next_cursor;
+    pager.show(cursors.length > 0, !!nextCursor);
+  }
+  // Older pages do not change under the reader; only the newest one is live.
+  return { refresh, live: () => cursors.length === 0 };
+}
+
+// newPager builds a history pager's buttons once; show only hides and shows them, so the
+// focus stays on Older while the newest page refreshes.
+function newPager(moves) {
+  const go = (move) => () => { move(); refreshNow(); };
+  const newest = h("button", { type: "button", hidden: true, onclick: go(moves.newest) }, "Newest");
+  const newer = moves.newer ? h("button", { type: "button", hidden: true, onclick: go(moves.newer) }, "Newer") : null;
+  const older = h("button", { type: "button", id: "older", hidden: true, onclick: go(moves.older) }, "Older");
+  return {
+    el: h("div", { class: "pager" }, newest, newer, older),
+    show(back, more) {
+      newest.hidden = !back;
+      if (newer) newer.hidden = !back;
+      older.hidden = !more;
+    },
+  };
+}
+

@@ -1,0 +1,2 @@
+DROP TABLE scheduler_notification_deliveries;
+DROP TABLE scheduler_notifications;

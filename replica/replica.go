@@ -58,9 +58,6 @@ type Config struct {
 	FailoverWindow time.Duration
 	// Version and HTTPAddr describe the replica in scheduler_instances.
 	Version, HTTPAddr string
-	// PublicURL is where targets reach the API (config's SCHEDULER_PUBLIC_URL); "" means
-	// http://<HTTPAddr>.
-	PublicURL string
 	// Runtime configures the jobs users define at runtime (config's SCHEDULER_HTTP_*,
 	// SCHEDULER_SQL_TARGET_*, SCHEDULER_SECRET_* with the key that seals stored secrets,
 	// SCHEDULER_MAX_JOBS).
@@ -202,10 +199,11 @@ func (r *Replica) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete.
+// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete:
+// SCHEDULER_PUBLIC_URL, which the notifications' links use too, else http://<HTTPAddr>.
 func publicURL(c Config) string {
-	if c.PublicURL != "" {
-		return c.PublicURL
+	if c.Notifications.PublicURL != "" {
+		return c.Notifications.PublicURL
 	}
 	return "http://" + c.HTTPAddr
 }

@@ -94,10 +94,7 @@ type Config struct {
 	APIReadToken string // may read every /v1 route and change nothing
 	// APIHosts are the Host names besides loopback and localhost that a replica without a
 	// token answers (SCHEDULER_API_HOSTS): anything else may be a DNS-rebinding page.
-	APIHosts []string
-	// PublicURL is where targets reach the API (SCHEDULER_PUBLIC_URL): a callback job's run
-	// sends <PublicURL>/v1/runs/{id}/complete. Default http://<SCHEDULER_HTTP_ADDR>.
-	PublicURL       string
+	APIHosts        []string
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
 	LeaseTimeout    time.Duration
@@ -151,7 +148,6 @@ func Load(env *Env) *Config {
 		NoShowGrace:     env.Duration("SCHEDULER_NO_SHOW_GRACE", NoShowGraceDefault),
 	}
 
-	c.PublicURL = publicURL(env, c.HTTPAddr)
 	loopback, ok := checkHTTPAddr(c.HTTPAddr)
 	if !ok {
 		env.Fail("SCHEDULER_HTTP_ADDR", c.HTTPAddr, "host:port such as 127.0.0.1:8080 or 0.0.0.0:8080")

@@ -161,6 +161,8 @@ func (s *Server) Handler() http.Handler {
 	r.Head("/readyz", s.readyz)
 	r.Method(http.MethodHead, "/ui/", dashboard)
 
+	// Authenticated by each run's own token, not by an API token (callbacks.go).
+	s.callbackRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
 		r.Use(s.authenticate, conditionalGET)

@@ -163,6 +163,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		}
 		v := newRunView(run)
 		v.Attempts = newAttemptViews(attempts)
+		if v.Output, err = s.cfg.DB.RunOutput(ctx, run.ID); err != nil {
+			s.databaseProblem(w, r, err)
+			return
+		}
 		writeJSON(w, http.StatusOK, v)
 	}
 }

@@ -41,6 +41,9 @@ type Run struct {
 	// Attempts are a runtime HTTP job's call attempts: GET /v1/runs/{id} always sets them
 	// (empty for other jobs); lists of runs leave them out.
 	Attempts []Attempt `json:"attempts,omitzero"`
+	// Output is what a callback job's target reported with its completion (its first
+	// 4 KiB); GET /v1/runs/{id} sets it when there is one.
+	Output *string `json:"output,omitempty"`
 }
 
 // Attempt is one call attempt of a runtime HTTP job's run.

@@ -120,7 +120,7 @@ func New(c Config) (*Replica, error) {
 		return nil, err
 	}
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
-		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow,
+		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
 		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets},
 		Notifications: notifications})
 	if err != nil {
@@ -197,4 +197,13 @@ func (r *Replica) Run(ctx context.Context) {
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()
 	wg.Wait()
+}
+
+// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete:
+// SCHEDULER_PUBLIC_URL, which the notifications' links use too, else http://<HTTPAddr>.
+func publicURL(c Config) string {
+	if c.Notifications.PublicURL != "" {
+		return c.Notifications.PublicURL
+	}
+	return "http://" + c.HTTPAddr
 }

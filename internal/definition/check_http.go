@@ -78,6 +78,7 @@ func (c *checker) http(j *Checked) {
 		// host makes the scheduler a signing oracle for whoever runs it.
 		c.secret("http.signing_secret", ns, h.SigningSecret, h.URL)
 	}
+	c.completion(j, &h)
 	j.Retry = c.retry(j.Def.Retry)
 	j.Def.Retry = &Retry{MaxAttempts: j.Retry.MaxAttempts,
 		InitialBackoff: short(j.Retry.InitialBackoff), MaxBackoff: short(j.Retry.MaxBackoff)}
@@ -152,4 +153,31 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// completion checks how an HTTP job's run ends: by the answer (the default, "response"), or
+// by the target's callback, whose heartbeats must come within heartbeat_timeout.
+func (c *checker) completion(j *Checked, h *HTTPTarget) {
+	switch h.Completion {
+	case "", CompletionResponse:
+		// Written as left out, so every definition from before callbacks keeps its normal
+		// form (and its version when applied again).
+		h.Completion = ""
+	case CompletionCallback:
+	default:
+		c.fail("http.completion", "%q is not a completion mode: want %q (the answer ends the run) or %q (the target posts the outcome to the run's callback URL)",
+			h.Completion, CompletionResponse, CompletionCallback)
+		return
+	}
+	if h.Completion != CompletionCallback {
+		if h.HeartbeatTimeout != "" {
+			c.fail("http.heartbeat_timeout", "only a callback job has heartbeats: set \"completion\": %q, or remove heartbeat_timeout", CompletionCallback)
+		}
+		return
+	}
+	j.HeartbeatTimeout = c.duration("http.heartbeat_timeout", h.HeartbeatTimeout, min(HeartbeatTimeoutDefault, j.Timeout), time.Second, maxTimeout)
+	if j.HeartbeatTimeout > j.Timeout && j.Timeout > 0 {
+		c.fail("http.heartbeat_timeout", "%s is above the job's timeout (%s), which ends the run whatever its heartbeats", short(j.HeartbeatTimeout), short(j.Timeout))
+	}
+	h.HeartbeatTimeout = short(j.HeartbeatTimeout)
 }

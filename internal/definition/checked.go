@@ -18,6 +18,8 @@ type Checked struct {
 	Jitter         time.Duration
 	AttemptTimeout time.Duration
 	Retry          RetryPolicy
+	// HeartbeatTimeout is a callback job's longest wait between heartbeats (0 otherwise).
+	HeartbeatTimeout time.Duration
 }
 
 // RetryPolicy is Retry parsed.

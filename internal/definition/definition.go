@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
@@ -86,6 +87,26 @@ type HTTPTarget struct {
 	SigningSecret string `json:"signing_secret,omitempty"`
 	// Success lists the statuses that count as success; empty: any 2xx.
 	Success []int `json:"success,omitempty"`
+	// Completion is CompletionResponse (the answer ends the run) or CompletionCallback
+	// (a success answer only accepts it; the target posts the outcome later, callbacks.go).
+	Completion string `json:"completion,omitempty"`
+	// HeartbeatTimeout bounds the time between a callback run's heartbeats.
+	HeartbeatTimeout string `json:"heartbeat_timeout,omitempty"`
+}
+
+// Completion modes of an HTTP job.
+const (
+	CompletionResponse = "response"
+	CompletionCallback = "callback"
+)
+
+// HeartbeatTimeoutDefault is a callback job's heartbeat_timeout when it names none (or its
+// timeout, when shorter).
+const HeartbeatTimeoutDefault = 5 * time.Minute
+
+// IsCallback reports whether the job's runs end by the target's callback.
+func (j *Checked) IsCallback() bool {
+	return j.Def.HTTP != nil && j.Def.HTTP.Completion == CompletionCallback
 }
 
 // Auth names the secret the call authenticates with: a bearer token, or a header's value.

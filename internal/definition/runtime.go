@@ -80,6 +80,13 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			secrets = append(secrets, v)
 		}
 	}
+	if cb := env.Call.Callback; cb != nil {
+		// The token authenticates the target's completion of this run only; it is redacted
+		// like a secret, so an echoing target does not put it into the run's attempts.
+		header.Set("X-Scheduler-Callback-Url", cb.URL)
+		header.Set("X-Scheduler-Callback-Token", cb.Token)
+		secrets = append(secrets, cb.Token)
+	}
 	var signingKey []byte
 	if h.SigningSecret != "" {
 		v := values[h.SigningSecret]

@@ -69,6 +69,8 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
 	Runtime *definition.Runtime
+	// PublicURL is where a callback job's target reaches the API (SCHEDULER_PUBLIC_URL).
+	PublicURL string
 	// Notifications, when set, sends the jobs' notifications while this replica leads.
 	Notifications *deliver.Service
 }
@@ -285,6 +287,10 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	go func() {
 		defer wg.Done()
 		e.rescueLoop(termCtx, term, log)
+	}()
+	go func() {
+		defer wg.Done()
+		e.callbackLoop(termCtx, term, log)
 	}()
 	go func() {
 		defer wg.Done()

@@ -111,12 +111,23 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 			e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)
 			return
 		}
+		if en.def.IsCallback() && !params.DryRun {
+			if env.Call.Callback, err = e.armCallback(runCtx, term, run); err != nil {
+				e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)
+				return
+			}
+		}
 	}
 	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
 	stats, runErr := runJob(runCtx, en.job, env)
 	var cause error
 	if runCtx.Err() != nil {
 		cause = context.Cause(runCtx)
+	}
+	if env.Call.Callback != nil && runErr == nil && cause == nil {
+		// Accepted, not finished: the target completes the run (callbacks.go).
+		e.accept(ctx, term, log, en, run, stats, started, &fin)
+		return
 	}
 	e.finish(ctx, term, log, run, stats, runErr, cause, started, &fin)
 	if en.def != nil && en.def.Def.PauseAfterFailures > 0 && (fin.status == store.StatusFailed || fin.status == store.StatusTimedOut) {

@@ -84,6 +84,14 @@ type Call struct {
 	// record once the backend ended with the run.
 	RecordBackend func(ctx context.Context, b store.SQLBackend) error
 	ForgetBackend func(ctx context.Context)
+	// Callback is set for the run of a callback job (nil otherwise): the URL the target
+	// posts the outcome to and the run's token, sent with the call and nowhere else.
+	Callback *Callback
+}
+
+// Callback is how a callback job's target reaches its run.
+type Callback struct {
+	URL, Token string
 }
 
 // Params are what a manual trigger may pass to a job.

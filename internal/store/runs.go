@@ -230,9 +230,10 @@ func (q queries) CancelRequested(ctx context.Context, epoch int64) ([]int64, err
 }
 
 // RunningRuns lists the running runs of epoch: the rescuer compares them with the runs the
-// leader owns.
+// leader owns. An accepted callback run is owned by no goroutine on purpose (its target
+// completes it), so it is not listed.
 func (q queries) RunningRuns(ctx context.Context, epoch int64) ([]int64, error) {
-	rows, err := q.q.Query(ctx, `SELECT id FROM job_runs WHERE status = 'running' AND epoch = $1`, epoch)
+	rows, err := q.q.Query(ctx, `SELECT id FROM job_runs WHERE status = 'running' AND epoch = $1 AND callback_accepted_at IS NULL`, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("list running runs: %w", err)
 	}

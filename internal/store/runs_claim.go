@@ -258,6 +258,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, er
 		                 THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
 		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
 		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
+		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
 		RETURNING id, job, trigger, epoch, params`
 	// Queued, so the leader's queue picks it up like a manual run. A job that already has a
 	// queued run gets none: that run does the recovering.

@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// Completion by callback (issue 33). A callback job's run sends its target a URL and a token
+// of its own; a success answer only accepts the run, which stays running, owned by no
+// goroutine, until the target posts its outcome to any replica (api/callbacks.go), its
+// heartbeats stop, or the job's timeout passes. The state lives in job_runs alone
+// (store/callbacks.go), so a new leader neither abandons nor calls again an accepted run, and
+// its watcher (callbackLoop) keeps the deadlines the old leader would have kept.
+
+// callbackWatchInterval spaces the watcher's passes: a run whose heartbeats stopped ends
+// within heartbeat_timeout and this interval (plus a commit).
+const callbackWatchInterval = time.Second
+
+// statusAccepted labels, in metrics only, a callback run whose target accepted it: this
+// replica's part ends there, and the run's outcome is counted where it is recorded.
+const statusAccepted = "accepted"
+
+// callbackPath is the completion route of run id, after the public URL.
+func callbackPath(id int64) string { return fmt.Sprintf("/v1/runs/%d/complete", id) }
+
+// armCallback draws the run's token and stores its hash before the call is made.
+func (e *Engine) armCallback(ctx context.Context, term leader.Term, run *store.Run) (*job.Callback, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("drawing the run's callback token: %w", err)
+	}
+	token := "schcb_" + base64.RawURLEncoding.EncodeToString(b)
+	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+		return tx.ArmCallback(ctx, run.ID, store.CallbackTokenHash(token))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing the run's callback token: %w", err)
+	}
+	return &job.Callback{URL: strings.TrimSuffix(e.conf.PublicURL, "/") + callbackPath(run.ID), Token: token}, nil
+}
+
+// accept records that the target accepted a callback run, with its successful attempt and
+// stats, retrying while this replica leads, as finish does; the run's goroutine then ends.
+func (e *Engine) accept(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, run *store.Run,
+	stats job.Stats, started time.Time, fin *finishing) {
+	status := statusAccepted
+	defer func() {
+		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, time.Since(started))
+		e.testSignals.finished.Send(run.ID)
+	}()
+	deadline := run.StartedAt.Add(en.conf.Timeout)
+	var accepted bool
+	err := retryWhileLeading(ctx, func() error {
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+			var err error
+			accepted, err = tx.AcceptCallback(ctx, store.Accept{RunID: run.ID, Stats: statsJSON(stats), Version: fin.version,
+				Attempts: fin.pending, HeartbeatTimeout: en.def.HeartbeatTimeout, Deadline: deadline})
+			return err
+		})
+	}, func(err error, d time.Duration) error {
+		log.Warn("recording the callback run accepted failed; retrying while this replica leads", "error", err, "retry_in", d)
+		return nil
+	})
+	switch {
+	case err != nil:
+		// Not accepted in the database: the next leader abandons the run and its recovery
+		// calls again under the same Idempotency-Key, with a token of its own.
+		status = statusInterrupted
+		log.Warn("recording the callback run accepted failed as the term ended; the next leader recovers it", "error", err)
+	case !accepted:
+		log.Info("the target completed the run before its acceptance was recorded")
+	default:
+		log.Info("call accepted; the run waits for the target's completion",
+			"heartbeat_timeout", en.def.HeartbeatTimeout, "deadline", deadline)
+	}
+}
+
+// callbackLoop ends, for the whole term, the accepted callback runs that were cancelled,
+// whose heartbeats stopped or whose timeout passed, whichever leader accepted them.
+func (e *Engine) callbackLoop(ctx context.Context, term leader.Term, log *slog.Logger) {
+	ticker := time.NewTicker(callbackWatchInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		var ended []store.Expired
+		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+			var err error
+			if ended, err = tx.ExpireCallbacks(ctx); err != nil {
+				return err
+			}
+			return e.expiredEvents(ctx, tx, ended)
+		})
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrNotLeader) {
+				log.Warn("ending expired callback runs failed; retrying", "error", err, "retry_in", callbackWatchInterval)
+			}
+			continue
+		}
+		for _, x := range ended {
+			e.conf.Metrics.RunRecorded(x.Job, x.Status, x.Trigger)
+			log.Warn("callback run ended without its completion", "run_id", x.ID, "job", x.Job, "status", x.Status)
+			if en := e.entry(x.Job); en != nil && en.def != nil && en.def.Def.PauseAfterFailures > 0 && x.Status == store.StatusTimedOut {
+				e.pauseIfFailing(ctx, term, log, en, &store.Run{ID: x.ID, Job: x.Job})
+			}
+		}
+	}
+}
+
+// expiredEvents records, in the transaction that ended them, the timed_out notification of
+// the callback runs whose job's rules want it, as the finisher does for the other runs.
+func (e *Engine) expiredEvents(ctx context.Context, tx *store.Tx, ended []store.Expired) error {
+	var events []store.NotificationEvent
+	for _, x := range ended {
+		if en := e.entry(x.Job); en != nil && x.Status == store.StatusTimedOut && en.notifyOn().Has(x.Status) {
+			events = append(events, store.NotificationEvent{Job: x.Job, Event: x.Status, RunID: x.ID})
+		}
+	}
+	_, err := tx.RecordNotifications(ctx, events)
+	return err
+}

@@ -189,3 +189,12 @@ func (e *Engine) setPeriod(en *entry) {
 	}
 	e.conf.Metrics.SetJobPeriod(en.conf.Name, period)
 }
+
+// versionRef is the definition version a run of the entry records (nil: built-in).
+func (en *entry) versionRef() *int64 {
+	if en.def == nil {
+		return nil
+	}
+	v := en.version
+	return &v
+}

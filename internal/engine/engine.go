@@ -93,15 +93,6 @@ type entry struct {
 	spentFrom atomic.Int64
 }
 
-// versionRef is the definition version a run of the entry records (nil: built-in).
-func (en *entry) versionRef() *int64 {
-	if en.def == nil {
-		return nil
-	}
-	v := en.version
-	return &v
-}
-
 // queueOne reports the queue-one overlap policy.
 func (en *entry) queueOne() bool {
 	return en.def != nil && en.def.Def.Overlap == definition.OverlapQueueOne

@@ -266,35 +266,17 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	// Queued runs and cancel requests wake the queue; so does the notifier's resync.
 	wake := make(chan struct{}, 1)
 	defer e.conf.Notifier.Listen(store.RunsChannel, notifier.Wake(wake))()
+	// The term's services, each a loop until the term ends; wg.Go counts them, so adding
+	// one cannot leave the count behind (it did once, and the term's end panicked).
 	var wg sync.WaitGroup
 	if timers != nil && e.conf.Runtime != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.watchDefinitions(termCtx, term, log, timers)
-		}()
+		wg.Go(func() { e.watchDefinitions(termCtx, term, log, timers) })
 	}
-	wg.Add(4)
-	go func() {
-		defer wg.Done()
-		e.rescueLoop(termCtx, term, log)
-	}()
-	go func() {
-		defer wg.Done()
-		e.callbackLoop(termCtx, term, log)
-	}()
-	go func() {
-		defer wg.Done()
-		e.backfillLoop(termCtx, log)
-	}()
-	go func() {
-		defer wg.Done()
-		e.sendNotifications(termCtx, term, log)
-	}()
-	go func() {
-		defer wg.Done()
-		e.slotAuditLoop(termCtx, log)
-	}()
+	wg.Go(func() { e.rescueLoop(termCtx, term, log) })
+	wg.Go(func() { e.callbackLoop(termCtx, term, log) })
+	wg.Go(func() { e.backfillLoop(termCtx, log) })
+	wg.Go(func() { e.sendNotifications(termCtx, term, log) })
+	wg.Go(func() { e.slotAuditLoop(termCtx, log) })
 	e.queueLoop(termCtx, term, log, wake)
 	wg.Wait()
 	log.Info("stopped leading")

@@ -245,11 +245,15 @@ func TestSlotsDueTogetherAreClaimedInBatches(t *testing.T) {
 		       coalesce(array_agg(scheduled_at || ': ' || per_slot) FILTER (WHERE per_slot <> $1 AND scheduled_at < $2), '{}')
 		FROM (SELECT scheduled_at, count(*) AS per_slot FROM job_runs
 		      WHERE job LIKE 'together-%' AND scheduled_at >= (
-		          SELECT min(scheduled_at) FROM job_runs WHERE job LIKE 'together-%' AND trigger = 'schedule')
+		          SELECT min(scheduled_at) FROM job_runs WHERE job LIKE 'together-%' AND trigger = 'schedule'
+		                                                   AND status <> 'missed')
 		      GROUP BY scheduled_at) s`, jobs, stoppedAt.Add(-time.Second)).Scan(&slots, &bad))
 	assert.GreaterOrEqual(t, slots, 3)
 	// Every slot the timers claimed has a row for every job, but those due in the last
-	// second before the stop, which it may have cut. (The election's slot is the catch-up's:
+	// second before the stop, which it may have cut. (Slots before the election are the
+	// catch-up's, which records the older ones missed, with trigger schedule, for the jobs
+	// whose definition held then: a loaded machine creating 300 jobs crosses a second, so
+	// not all of them. The election's slot is the catch-up's too:
 	// a job with no run yet has it caught up only if the catch-up reached the job before
 	// the next slot came due, so on a loaded machine only some jobs have it.)
 	assert.Empty(t, bad, "slots without exactly one row per job (slot: rows); all: %v", slotCounts(t, db))

@@ -236,7 +236,7 @@ func TestPolicyPrevNextAgree(t *testing.T) {
 					s, err := schedule.New([]string{"CRON_TZ=" + zone + " " + spec}, schedule.Options{DST: schedule.DST{Gap: gap, Repeat: repeat}})
 					require.NoError(t, err)
 					for _, start := range starts {
-						for at := start; at.Before(start.Add(12 * time.Hour)); at = at.Add(7*time.Minute + 30*time.Second) {
+						for at := start; at.Before(start.Add(8 * time.Hour)); at = at.Add(13*time.Minute + 30*time.Second) {
 							prev, next := s.Prev(at), s.Next(at)
 							name := fmt.Sprintf("%s %s %s/%s at %s", zone, spec, gap, repeat, at)
 							require.False(t, prev.After(at), name)

@@ -115,8 +115,8 @@ func TestStoredSecretValueAppearsNowhereButInTheCall(t *testing.T) {
 	do("POST", "/v1/namespaces/billing/jobs", `{"name": "echo", "schedule": "0 0 1 1 *",
 		"retry": {"max_attempts": 2, "initial_backoff": "100ms"},
 		"http": {"url": "`+target.URL+`/echo", "auth": {"bearer_secret": "TOKEN"}, "signing_secret": "TOKEN"}}`, http.StatusCreated)
-	// The leader picks the definition up within a second; a trigger before that is queued
-	// for a job it has not loaded yet and waits for it, so ?wait covers both.
+	// The trigger may reach the leader before its watch has followed the create; the
+	// queue then loads the definition itself (engine test TestRunQueuedBeforeTheDefinition…).
 	var runIDs []string
 	for i := range values {
 		if i > 0 {

@@ -132,6 +132,8 @@ func (e *Engine) syncDefinitions(ctx context.Context, log *slog.Logger, t *timer
 // reloadDefinition makes the named runtime job follow its stored definition: a new timer for
 // a new or changed one, none for a deleted or disabled one.
 func (e *Engine) reloadDefinition(ctx context.Context, log *slog.Logger, t *timers, name string) error {
+	e.reloading.Lock()
+	defer e.reloading.Unlock()
 	sd, err := e.conf.DB.Definition(ctx, name)
 	var en *entry
 	switch {

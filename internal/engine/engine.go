@@ -130,6 +130,10 @@ type Engine struct {
 	// the built-in ones (jobs, order) never change.
 	runtimeMu sync.RWMutex
 	runtime   map[string]*entry
+	// reloading makes reloads of a definition (the watch's, and the queue's for a run of a
+	// job it has not loaded yet) one at a time, so a slower reload never installs an older
+	// version over a newer one.
+	reloading sync.Mutex
 
 	// claiming is held for reading from before a run becomes running in the database
 	// (a claim, a pick-up) until it is in running, and for writing by the rescuer while it
@@ -277,7 +281,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	wg.Go(func() { e.backfillLoop(termCtx, log) })
 	wg.Go(func() { e.sendNotifications(termCtx, term, log) })
 	wg.Go(func() { e.slotAuditLoop(termCtx, log) })
-	e.queueLoop(termCtx, term, log, wake)
+	e.queueLoop(termCtx, term, log, timers, wake)
 	wg.Wait()
 	log.Info("stopped leading")
 }

@@ -19,13 +19,13 @@ const queueCooldown = 25 * time.Millisecond
 
 // queueLoop starts queued runs and applies cancel requests, when woken (a notification on
 // store.RunsChannel, or the notifier's resync) and every PollInterval, until the term ends.
-func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logger, wake <-chan struct{}) {
+func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logger, t *timers, wake <-chan struct{}) {
 	ticker := time.NewTicker(e.conf.PollInterval)
 	defer ticker.Stop()
 	for {
 		last := time.Now()
 		e.testSignals.queuePass.Send(term.Epoch)
-		e.startQueued(ctx, term, log)
+		e.startQueued(ctx, term, log, t)
 		e.applyCancelRequests(ctx, term, log)
 		select {
 		case <-ctx.Done():
@@ -41,7 +41,10 @@ func (e *Engine) queueLoop(ctx context.Context, term leader.Term, log *slog.Logg
 }
 
 // startQueued moves every queued run to running under this term's epoch and starts it.
-func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Logger) {
+// A run of a job this replica has not loaded may be of a job defined a moment ago (a
+// trigger right after the create, before the watch followed it): its definition is
+// loaded now, and only a job that is not defined at all fails.
+func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Logger, t *timers) {
 	for ctx.Err() == nil {
 		run, unknown, err := e.pickQueued(ctx, term)
 		if err != nil {
@@ -52,6 +55,15 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 		}
 		if run == nil {
 			return
+		}
+		if unknown && t != nil && e.conf.Runtime != nil {
+			if err := e.reloadDefinition(ctx, log, t, run.Job); err != nil && ctx.Err() == nil {
+				log.Warn("loading the job of a queued run failed", "job", run.Job, "run_id", run.ID, "error", err)
+			}
+			if en := e.entry(run.Job); en != nil {
+				e.start(ctx, term, en, run)
+				continue
+			}
 		}
 		if unknown {
 			// finish lowers the running gauge, so the run is announced first.

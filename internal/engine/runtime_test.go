@@ -273,3 +273,41 @@ func slotCounts(t *testing.T, db *testdb.DB) []string {
 	require.NoError(t, err)
 	return out
 }
+
+// A run queued for a job defined a moment ago, before the leader's watch has followed the
+// definition, runs it instead of failing as a job the leader does not know: the create
+// and the trigger come from different replicas, and nothing orders the watch before the
+// queue. The definition is stored with its notification suppressed and the poll a
+// minute away, so only the queue can load it.
+func TestRunQueuedBeforeTheDefinitionIsFollowedRunsTheJob(t *testing.T) {
+	db, url := newDB(t)
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(srv.Close)
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: time.Minute})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+
+	j := checkDefinition(t, `{"name": "fresh", "schedule": "0 0 1 1 *", "http": {"url": "`+srv.URL+`"}}`)
+	b, err := json.Marshal(j.Def)
+	require.NoError(t, err)
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SET LOCAL session_replication_role = replica`) // no NOTIFY trigger
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO job_definitions (name, kind, definition) VALUES ('fresh', $1, $2)`, j.Def.Kind(), b)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Nil(t, n.en.entry("fresh"), "the leader has not followed the definition")
+
+	r := awaitFinished(t, db, queueRun(t, db, "fresh"))
+	assert.Equal(t, store.StatusSucceeded, r.Status, "%v", r.Error)
+	assert.Equal(t, int64(1), calls.Load())
+	assert.NotNil(t, n.en.entry("fresh"), "the job is loaded for its slots too")
+
+	// A job that is not defined at all still fails, saying so.
+	r = awaitFinished(t, db, queueRun(t, db, "never-defined"))
+	assert.Equal(t, store.StatusFailed, r.Status)
+	require.NotNil(t, r.Error)
+	assert.Contains(t, *r.Error, "not configured on the leader")
+}

@@ -24,7 +24,7 @@ const (
 var (
 	runStatuses = []string{store.StatusQueued, store.StatusRunning, store.StatusSucceeded, store.StatusFailed,
 		store.StatusSkipped, store.StatusTimedOut, store.StatusAbandoned, store.StatusCancelled, store.StatusMissed}
-	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery}
+	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery, store.TriggerRerun, store.TriggerBackfill}
 )
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {

@@ -18,7 +18,13 @@ const benchJobs = 10_000
 // with a last run, as the scale bench's replicas answer it (issue 30: about 390 ms there):
 //
 //	go test ./api/ -run '^$' -bench JobList -benchtime 20x
-func BenchmarkJobList(b *testing.B) {
+func BenchmarkJobList(b *testing.B) { benchJobList(b, "/v1/jobs") }
+
+// BenchmarkJobListCounts measures the overview's request over the same jobs: its first page
+// of 100 with the namespace's health, which reads the state of every job (issue 34).
+func BenchmarkJobListCounts(b *testing.B) { benchJobList(b, "/v1/jobs?limit=100&counts=true") }
+
+func benchJobList(b *testing.B, path string) {
 	a := newTestAPI(b)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(b), APIToken: testToken,
 		Recorder: metrics.New(), MaxJobs: benchJobs, Runtime: definition.Env{}})
@@ -35,7 +41,7 @@ func BenchmarkJobList(b *testing.B) {
 	a.exec(`ANALYZE`)
 
 	get := func() int {
-		req, err := http.NewRequest(http.MethodGet, a.http.URL+"/v1/jobs", nil)
+		req, err := http.NewRequest(http.MethodGet, a.http.URL+path, nil)
 		require.NoError(b, err)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		res, err := a.http.Client().Do(req)

@@ -102,25 +102,22 @@ func jobNotFound(w http.ResponseWriter, r *http.Request, name string) {
 // listJobs lists the built-in jobs in configuration order, then the runtime jobs by name;
 // with ?limit, one page of them, which the next_cursor of the answer continues. The runtime
 // jobs' views come from the replica's cache (jobViews), so a request reads their versions
-// and state, not their definitions.
+// and state, not their definitions. Filters and counts are listFilteredJobs's.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	q, ok := queryParams(w, r)
 	if !ok {
 		return
 	}
-	limit, ok := queryLimit(w, r, q, 0) // 0: every job
-	if !ok {
+	f, bad := parseJobListQuery(q)
+	if len(bad) > 0 {
+		badJobListQuery(w, r, bad)
 		return
 	}
-	var after string
-	if v := q.Get("cursor"); v != "" {
-		name, ok := decodeJobCursor(v)
-		if !ok {
-			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/jobs")
-			return
-		}
-		after = name
+	if f.filtered() {
+		s.listFilteredJobs(w, r, routeNamespace(r), f)
+		return
 	}
+	limit, after := f.limit, f.after
 
 	// The built-in jobs the page holds: those after the cursor when it names one, none when
 	// it names a runtime job (they come first).
@@ -174,7 +171,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		ran, err = ranRuns(ctx, s.cfg.DB, list)
 	}
 	if err == nil {
-		err = writeJobList(w, list, now, paused, last, ran, next)
+		err = writeJobList(w, list, now, paused, last, ran, next, nil)
 	}
 	if err != nil {
 		s.databaseProblem(w, r, err)

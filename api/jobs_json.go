@@ -59,9 +59,10 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 	return append(b, '}'), nil
 }
 
-// writeJobList answers a page of jobs: {"jobs": [...], "next_cursor": next}.
+// writeJobList answers a page of jobs: {"jobs": [...], "next_cursor": next}, and
+// "counts": counts when counts is not empty (JSON of JobCounts).
 func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
-	ran map[string]store.RanRuns, next *string) error {
+	ran map[string]store.RanRuns, next *string, counts []byte) error {
 	b := make([]byte, 0, 1536*len(list)+64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
@@ -80,6 +81,10 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 	}
 	b = append(b, `],"next_cursor":`...)
 	b = append(b, cursor...)
+	if len(counts) > 0 {
+		b = append(b, `,"counts":`...)
+		b = append(b, counts...)
+	}
 	writeRawJSON(w, http.StatusOK, append(b, '}'))
 	return nil
 }

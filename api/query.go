@@ -55,14 +55,24 @@ func malformedParam(raw string) (string, error) {
 // queryLimit reads a page's ?limit (1 to limitMax), or answers 400 and returns false; without
 // one it returns def.
 func queryLimit(w http.ResponseWriter, r *http.Request, q url.Values, def int) (int, bool) {
-	v := q.Get("limit")
-	if v == "" {
-		return def, true
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > limitMax {
-		fieldProblem(w, r, probInvalidRequest, "limit", fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v))
+	n, bad := parseLimit(q, def)
+	if bad != nil {
+		fieldProblem(w, r, probInvalidRequest, bad.Field, bad.Detail)
 		return 0, false
 	}
 	return n, true
+}
+
+// parseLimit is queryLimit for a handler that lists every wrong parameter at once: it
+// returns the field error instead of answering it.
+func parseLimit(q url.Values, def int) (int, *FieldError) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > limitMax {
+		return 0, &FieldError{Field: "limit", Detail: fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v)}
+	}
+	return n, nil
 }

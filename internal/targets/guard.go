@@ -141,6 +141,11 @@ func NewGuard(allow []string) (*Guard, error) {
 // or https only; a host is required; no userinfo (user:pass@); a literal IP host, or the names
 // "localhost"/"*.localhost", refused unless allowed. Each error says what to do.
 func (g *Guard) CheckURL(raw string) error {
+	if !strings.Contains(raw, "://") {
+		// Without one, Go's parser reads "host:8080/x" as a scheme or fails on it in its
+		// own words (issue 34).
+		return fmt.Errorf("the url needs a scheme, e.g. https://%s", strings.TrimLeft(raw, "/"))
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("url %q does not parse: %w", raw, err)
@@ -168,13 +173,36 @@ func (g *Guard) CheckURL(raw string) error {
 		return nil
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return urlRefusal(host, "a loopback name")
+		return g.loopbackNameRefusal(u, host)
 	}
 	if !validHostName(host) || numericLabel(host[strings.LastIndexByte(host, '.')+1:]) {
 		// "127.1" or "2130706433" are not names: some resolvers read them as addresses.
 		return fmt.Errorf("url host %s is neither a host name nor an IP address", host)
 	}
 	return nil
+}
+
+// loopbackNameRefusal refuses a localhost name. An allow list that lets a loopback address
+// through does not let the names through (what they resolve to is the resolver's to say), so
+// the refusal names the address to write instead.
+func (g *Guard) loopbackNameRefusal(u *url.URL, host string) error {
+	for _, a := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()} {
+		for _, p := range g.allowPrefixes {
+			if p.Contains(a) {
+				at := *u
+				at.Host = a.String()
+				if a.Is6() {
+					at.Host = "[" + at.Host + "]"
+				}
+				if port := u.Port(); port != "" {
+					at.Host += ":" + port
+				}
+				return fmt.Errorf("url host %s is refused: localhost names are refused even where SCHEDULER_HTTP_ALLOW allows %s; use the address it names: %s",
+					host, p, at.String())
+			}
+		}
+	}
+	return fmt.Errorf("url host %s is a loopback name: localhost names are refused; %s, or use an address it allows", host, allowHint)
 }
 
 func urlRefusal(host, reason string) error {

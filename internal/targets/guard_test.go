@@ -50,6 +50,8 @@ func TestCheckURL(t *testing.T) {
 		"http://127.1/":                          "is neither a host name nor an IP address",
 		"http://0x7f.0x1/":                       "is neither a host name nor an IP address",
 		"http://exa mple.com/":                   "does not parse",
+		"billing.internal:8080/reports":          "the url needs a scheme, e.g. https://billing.internal:8080/reports",
+		"billing.internal/reports":               "the url needs a scheme, e.g. https://billing.internal/reports",
 		"http://under_score-ok.example.com/%zz":  "does not parse",
 		"http://[fe80::1%25eth0]:8080/something": "url host fe80::1%eth0 is a link-local address",
 	} {
@@ -71,6 +73,14 @@ func TestCheckURL(t *testing.T) {
 	assert.NoError(t, allowing.CheckURL("http://[::1]:8080/"))
 	assert.Error(t, allowing.CheckURL("http://api.localhost/"), "an exact name, not its subdomains")
 	assert.Error(t, allowing.CheckURL("http://127.0.0.1/"))
+
+	// localhost names stay refused where the loopback address is allowed, and the refusal
+	// says which address to write instead.
+	loopback := mustGuard(t, "127.0.0.1/32")
+	assert.NoError(t, loopback.CheckURL("http://127.0.0.1:8080/hook"))
+	err := loopback.CheckURL("http://localhost:8080/hook?x=1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "localhost names are refused even where SCHEDULER_HTTP_ALLOW allows 127.0.0.1/32; use the address it names: http://127.0.0.1:8080/hook?x=1")
 }
 
 func TestDefaultGuardRefusesNonPublicAddresses(t *testing.T) {

@@ -40,12 +40,9 @@ async function refreshNow() {
       if (h1) h1.focus();
     }
     main.dataset.refreshes = String(Number(main.dataset.refreshes || 0) + 1);
-    if (flash.dataset.stale) { clearSay(); delete flash.dataset.stale; }
+    markCurrent();
   } catch (e) {
-    if (e.status !== 401 && current === page) {
-      say(`Could not refresh — ${e.message}`, true);
-      flash.dataset.stale = "1";
-    }
+    if (e.status !== 401 && current === page) markStale(e);
   } finally {
     inFlight = false;
     if (again) {
@@ -53,6 +50,54 @@ async function refreshNow() {
       refreshNow();
     }
   }
+}
+
+// ---- when the replica stops answering -----------------------------------------------------
+//
+// A page whose refresh fails keeps what it showed, marked as not current: a banner says since
+// when, and offers the cluster's other replicas (as GET /v1/instances last listed them), each
+// with the address its console answers on when its listening address names one.
+
+const staleEl = document.getElementById("stale");
+let answeredAt = null; // when this page's replica last answered a refresh
+
+function markCurrent() {
+  answeredAt = new Date();
+  if (staleEl.hidden) return;
+  staleEl.hidden = true;
+  replace(staleEl);
+  main.classList.remove("not-current");
+  document.title = document.title.replace(/^\(not current\) /, "");
+}
+
+function markStale(e) {
+  main.classList.add("not-current");
+  if (!document.title.startsWith("(not current) ")) document.title = `(not current) ${document.title}`;
+  const others = replicas.filter((i) => !i.is_self);
+  const since = answeredAt ? `What this page shows is from ${absTime(answeredAt.toISOString())}` : "This page has nothing from it yet";
+  update(staleEl,
+    h("p", {}, h("strong", {}, "Not current. "), `${since}: this page's replica has not answered since (${e.message}). The page keeps asking.`),
+    others.length
+      ? [h("p", {}, "The cluster's other replicas serve the same console:"), h("ul", { id: "other-replicas" }, others.map(replicaItem))]
+      : h("p", {}, "No other replica is known to this page: open /ui/ on another replica's address."));
+  staleEl.hidden = false;
+}
+
+function replicaItem(i) {
+  const url = replicaURL(i);
+  return h("li", { "data-key": i.instance_id },
+    url ? h("a", { href: url }, i.instance_id) : h("span", { class: "mono" }, i.instance_id), i.is_leader ? " (leader)" : "",
+    url ? ` at ${url}` : ` on host ${i.host}: ${i.http_addr ? `it listens on ${i.http_addr}` : "its address is not known"}; open /ui/ on that host's address`);
+}
+
+// replicaURL is replica i's console at the same page, when its listening address names a
+// host (one listening on every address is reached by its host name), else "".
+function replicaURL(i) {
+  const m = /^(.*):(\d+)$/.exec(i.http_addr || "");
+  if (!m) return "";
+  let host = m[1];
+  if (["", "0.0.0.0", "[::]", "::"].includes(host)) host = i.host;
+  return host ? `${location.protocol}//${host}:${m[2]}/ui/${location.hash}` : "";
 }
 
 // schedule ticks: a live page refreshes (while the tab is visible) every second, or every
@@ -138,12 +183,26 @@ async function route() {
   document.title = title;
   currentView = view;
   renderNav();
-  if (arrived) {
-    say(arrived, false);
-    const h1 = main.querySelector("h1");
-    if (h1) h1.focus();
+  if (arrived) say(arrived, false);
+  if (view !== "overview" && !replicas.length) {
+    // The replicas to offer should this one stop answering (the overview reads them itself).
+    api("GET", "/v1/instances").then(({ data }) => { replicas = data.instances; }, () => {});
   }
-  refreshNow().then(() => { if (page && seq === routeSeq) schedule(); });
+  // Each page change hands the focus to the new page's heading, where a screen reader
+  // starts reading it, not to the body (issue 34); once more after the first refresh when
+  // the page draws its heading then. The namespace picker keeps it: its arrow keys go on
+  // choosing.
+  if (document.activeElement !== document.getElementById("ns-picker")) focusHeading();
+  refreshNow().then(() => {
+    if (seq !== routeSeq) return;
+    if (document.activeElement === document.body || !document.activeElement) focusHeading();
+    if (page) schedule();
+  });
+}
+
+function focusHeading() {
+  const h1 = main.querySelector("h1");
+  if (h1) h1.focus({ preventScroll: true });
 }
 
 // sessionFailed says that the token's grants could not be read (the replica is down, say)

@@ -164,9 +164,27 @@ function relTime(iso) {
   return s > 0 ? `in ${t}` : `${t} ago`;
 }
 
+// zoneTime is the instant in zone (the job's), as "2026-11-26 03:00 Europe/Paris", or ""
+// for UTC or a zone this browser does not know.
+function zoneTime(iso, zone) {
+  if (!zone || zone === "UTC" || zone === "Etc/UTC") return "";
+  try {
+    const parts = {};
+    for (const p of new Intl.DateTimeFormat("en-GB", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", hourCycle: "h23" }).formatToParts(new Date(iso))) parts[p.type] = p.value;
+    return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${zone}`;
+  } catch (e) {
+    return "";
+  }
+}
+
+// when shows an instant in UTC with how far it is from now; opts.zone adds it in that zone
+// (a job's), beside UTC.
 function when(iso, opts) {
   if (!iso) return h("span", { class: "muted" }, (opts && opts.none) || "—");
-  return h("time", { datetime: iso, title: iso }, absTime(iso), h("span", { class: "muted rel" }, ` (${relTime(iso)})`));
+  const local = zoneTime(iso, opts && opts.zone);
+  return h("time", { datetime: iso, title: iso }, absTime(iso),
+    local ? h("span", { class: "zone" }, ` · ${local}`) : null, h("span", { class: "muted rel" }, ` (${relTime(iso)})`));
 }
 
 // tickTimes keeps relative times true on a page that no longer polls.
@@ -221,10 +239,11 @@ function table(cls, heads, rows, empty) {
       h("tbody", {}, rows)));
 }
 
-function say(text, isError) {
+// say shows a message: a text, or nodes (a link to the run an action queued).
+function say(message, isError) {
   flash.className = "flash" + (isError ? " error" : "");
   flash.setAttribute("role", isError ? "alert" : "status");
-  flash.textContent = text;
+  replace(flash, message);
 }
 
 function clearSay() { flash.textContent = ""; flash.className = "flash"; }

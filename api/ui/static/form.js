@@ -100,33 +100,33 @@ function jobFormPage(ns, name) {
   const select = (options, attrs) => h("select", attrs || {}, options.map(([v, t]) => h("option", { value: v }, t)));
 
   const nameIn = text({ required: true, maxlength: 63, readonly: editing || null });
-  const scheduleIn = text({ required: true, class: "mono", placeholder: "*/5 * * * *" });
-  const tzIn = text({ list: "jf-zones", placeholder: "UTC" });
+  const scheduleIn = text({ required: true, class: "mono", placeholder: "e.g. */5 * * * *" });
+  const tzIn = text({ list: "jf-zones", placeholder: "empty: UTC" });
   const descIn = area({ rows: 2, maxlength: 1000, spellcheck: "true" });
-  const labelsIn = area({ rows: 2, class: "mono", placeholder: "team=billing" });
+  const labelsIn = area({ rows: 2, class: "mono", placeholder: "e.g. team=billing" });
   const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"]]);
   const enabledIn = h("input", { type: "checkbox", checked: true });
-  const timeoutIn = text({ placeholder: "1m", class: "short" });
+  const timeoutIn = text({ placeholder: "empty: 1m", class: "short" });
   const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"]]);
   const methodIn = select(HTTP_METHODS.map((m) => [m, m]));
-  const urlIn = h("input", { type: "url", autocomplete: "off", spellcheck: "false", class: "mono", placeholder: "https://billing.internal/reports/daily" });
-  const headersIn = area({ class: "mono", placeholder: "Content-Type: application/json" });
+  const urlIn = h("input", { type: "url", autocomplete: "off", spellcheck: "false", class: "mono", placeholder: "e.g. https://billing.internal/reports/daily" });
+  const headersIn = area({ class: "mono", placeholder: "e.g. Content-Type: application/json" });
   const bodyIn = area({ class: "mono", rows: 4 });
   const authIn = select([["", "none"], ["bearer", "bearer token (Authorization: Bearer …)"], ["header", "a header of your choice"]]);
-  const authHeaderIn = text({ placeholder: "X-Api-Key" });
-  const authSecretIn = text({ class: "mono", placeholder: "BILLING_TOKEN" });
-  const signingIn = text({ class: "mono", placeholder: "BILLING_SIGNING" });
-  const successIn = text({ placeholder: "any 2xx", inputmode: "numeric" });
-  const attemptsIn = text({ placeholder: "3", inputmode: "numeric", class: "short" });
-  const attemptTimeoutIn = text({ placeholder: "30s", class: "short" });
-  const initialBackoffIn = text({ placeholder: "1s", class: "short" });
-  const maxBackoffIn = text({ placeholder: "1m", class: "short" });
-  const sqlTargetIn = text({ class: "mono short", placeholder: "APP" });
-  const statementsIn = area({ class: "mono", rows: 6, placeholder: "REFRESH MATERIALIZED VIEW daily_totals" });
-  const catchupIn = text({ placeholder: "one period", class: "short" });
-  const minGapIn = text({ placeholder: "0s", class: "short" });
-  const jitterIn = text({ placeholder: "0s", class: "short" });
-  const pauseAfterIn = text({ placeholder: "0", inputmode: "numeric", class: "short" });
+  const authHeaderIn = text({ placeholder: "e.g. X-Api-Key" });
+  const authSecretIn = text({ class: "mono", placeholder: "e.g. BILLING_TOKEN" });
+  const signingIn = text({ class: "mono", placeholder: "e.g. BILLING_SIGNING" });
+  const successIn = text({ placeholder: "empty: any 2xx", inputmode: "numeric" });
+  const attemptsIn = text({ placeholder: "empty: 3", inputmode: "numeric", class: "short" });
+  const attemptTimeoutIn = text({ placeholder: "empty: 30s", class: "short" });
+  const initialBackoffIn = text({ placeholder: "empty: 1s", class: "short" });
+  const maxBackoffIn = text({ placeholder: "empty: 1m", class: "short" });
+  const sqlTargetIn = text({ class: "mono short", placeholder: "e.g. APP" });
+  const statementsIn = area({ class: "mono", rows: 6, placeholder: "e.g. REFRESH MATERIALIZED VIEW daily_totals" });
+  const catchupIn = text({ placeholder: "empty: one period", class: "short" });
+  const minGapIn = text({ placeholder: "empty: 0s", class: "short" });
+  const jitterIn = text({ placeholder: "empty: 0s", class: "short" });
+  const pauseAfterIn = text({ placeholder: "empty: 0", inputmode: "numeric", class: "short" });
 
   const authHeaderBox = field("http.auth.header", "Header name", authHeaderIn, { hint: "The header that carries the secret's value." });
   const authSecretBox = field("http.auth.bearer_secret", "Secret name", authSecretIn, { hint: SECRET_HINT, aliases: ["http.auth.header_secret"] });
@@ -160,12 +160,12 @@ function jobFormPage(ns, name) {
 
   const problems = h("div", { class: "form-problems", id: "form-problems", tabindex: "-1", hidden: true });
   const previewBtn = h("button", { type: "button", id: "preview-btn" }, "Preview");
-  const saveBtn = h("button", { type: "submit", class: "primary", id: "save", "aria-disabled": loaded ? "false" : "true" }, editing ? "Save changes" : "Create job");
+  const saveBtn = h("button", { type: "submit", form: "job-form", class: "primary", id: "save", "aria-disabled": loaded ? "false" : "true" }, editing ? "Save changes" : "Create job");
   const previewStatus = h("p", { id: "preview-status", role: "status" },
     "Preview checks the job on the server and shows its next runs; nothing is saved.");
   const previewEl = h("div", { id: "preview" });
 
-  const form = h("form", { class: "job-form", novalidate: true, "aria-labelledby": "form-h" },
+  const form = h("form", { class: "job-form", id: "job-form", novalidate: true, "aria-labelledby": "form-h" },
     problems,
     h("div", { class: "grid" },
       field("name", "Name", nameIn, { hint: editing
@@ -180,10 +180,12 @@ function jobFormPage(ns, name) {
       field("overlap", "When a slot comes while a run is still running", overlapIn),
       field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
     httpSet, sqlSet, more,
-    h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
-    h("div", { class: "buttons form-buttons" },
-      h("a", { href: editing ? jobHash(ns, name) : hashFor(ns, ""), class: "button" }, "Cancel"),
-      previewBtn, saveBtn));
+    h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))));
+  // The buttons follow the preview (Save is the form's by its form attribute): on a phone,
+  // where the preview comes below the fields, it is read before Save, not after it.
+  const buttons = h("div", { class: "buttons form-buttons" },
+    h("a", { href: editing ? jobHash(ns, name) : hashFor(ns, ""), class: "button" }, "Cancel"),
+    previewBtn, saveBtn);
 
   gate(previewBtn, true, whyEdit, why);
   gate(saveBtn, loaded, whyEdit, why);
@@ -193,7 +195,8 @@ function jobFormPage(ns, name) {
     h("h1", { tabindex: "-1", id: "form-h" }, editing ? `Edit ${name}` : ns === DEFAULT_NS ? "New job" : `New job in ${ns}`),
     why,
     h("div", { class: "editor" }, form,
-      h("aside", { class: "preview", "aria-labelledby": "preview-h" }, h("h2", { id: "preview-h" }, "Preview"), previewStatus, previewEl)));
+      h("aside", { class: "preview", "aria-labelledby": "preview-h" }, h("h2", { id: "preview-h" }, "Preview"), previewStatus, previewEl),
+      buttons));
 
   function showKind() {
     httpSet.hidden = kindIn.value !== "http";

@@ -17,7 +17,7 @@ function jobFacts(job) {
         h("dt", {}, "Minimum gap"), h("dd", {}, v((j) => j.min_gap)))),
     h("div", { class: "card" }, h("h2", {}, "Next runs"),
       next.length
-        ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t) : "…", dstNote(job, t))))
+        ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t, { zone: job && job.time_zone }) : "…", dstNote(job, t))))
         : h("p", { class: "muted" }, job.finished ? "None: its schedule is over (finished)." : job.paused ? "None while paused." : "None: the job is disabled."),
       clockChanges(job)),
     isRuntime(job) ? definitionCard(job) : null);
@@ -124,7 +124,8 @@ function jobPage(ns, name) {
         "Run now", async () => {
           const { status: code, data } = await api("POST", `${path}/runs`, b);
           reason.value = "";
-          return code === 202 ? `Queued run ${data.id}.` : `Run ${data.id} is already ${data.status}; no second run was queued.`;
+          const run = h("a", { href: hashFor(ns, `runs/${data.id}`), id: "queued-run" }, `run ${data.id}`);
+          return code === 202 ? ["Queued ", run, "."] : ["Not queued: ", run, ` is already ${data.status}.`];
         });
     },
   },

@@ -83,6 +83,10 @@ function jobPage(ns, name) {
   const editLink = h("a", { class: "button", id: "edit", hidden: true }, "Edit");
   const deleteBtn = h("button", { type: "button", class: "danger", id: "delete", hidden: true }, "Delete");
   const why = whyNote("job-why");
+  // What became of its slots, its backfill and its notifications (slots.js, backfill.js, notify.js).
+  const slotsPart = slotsSection(ns, name, path);
+  const backfillPart = backfillSection(ns, name, path);
+  const notifyPart = notifySection(ns, path);
   let version = null;
   let gone = false; // the job is deleted (or was never there)
   let deletion; // its delete's audit row (null: none found), once asked
@@ -167,7 +171,7 @@ function jobPage(ns, name) {
   replace(facts, jobFacts(null));
   replace(main,
     h("p", {}, h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
-    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts,
+    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts, slotsPart.el, backfillPart.el, notifyPart.el,
     h("h2", { id: "history-h" }, "History"),
     h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
       h("label", { for: "f-status" }, "Status", statusSel),
@@ -185,7 +189,7 @@ function jobPage(ns, name) {
     if (!job) {
       if (deletion === undefined) deletion = await lastDeletion(ns, name);
       gone = true;
-      runNow.hidden = true;
+      runNow.hidden = slotsPart.el.hidden = backfillPart.el.hidden = notifyPart.el.hidden = true;
       update(badgesEl, deletion ? h("span", { class: "badge deleted", "data-badge": "deleted" }, "deleted") : null);
       update(facts, deletedCard(ns, name, deletion));
       showHistory(runs ? runs.data : { runs: [], next_cursor: null });
@@ -193,12 +197,13 @@ function jobPage(ns, name) {
     }
     gone = false;
     deletion = undefined;
-    runNow.hidden = false;
+    runNow.hidden = slotsPart.el.hidden = backfillPart.el.hidden = notifyPart.el.hidden = false;
     update(badgesEl, kindTag(job), badges(job));
     editLink.hidden = deleteBtn.hidden = !isRuntime(job);
     version = job.version ?? null;
     powers(job);
     update(facts, jobFacts(job));
+    await Promise.all([slotsPart.refresh(job), backfillPart.refresh(job), notifyPart.refresh(job)]);
     showHistory(runs.data);
   }
 

@@ -61,7 +61,7 @@ func TestRefusedRequestsAreAuditedWithinABound(t *testing.T) {
 	res = a.do("POST", "/v1/jobs/plan-change/pause", "", header{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
 	require.Equal(t, http.StatusForbidden, res.Status)
 
-	actions, err := a.db.Actions(context.Background(), 0, 10, nil)
+	actions, err := a.db.Actions(context.Background(), store.ActionFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, actions, 3)
 	got := map[string]string{}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,40 +37,57 @@ type actionView struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// auditCursorScope ties audit cursors to this route, so a run-history cursor is refused here.
+// auditCursorScope ties audit cursors to this route, so a run-history cursor is refused here;
+// a filtered list's cursors also carry its filters (auditScope).
 const auditCursorScope = "audit"
+
+// auditActions are the actions an audit row may name (store.Action*), for ?action=.
+var auditActions = []string{store.ActionTrigger, store.ActionCancel, store.ActionPause, store.ActionResume,
+	store.ActionStepDown, store.ActionRefused, store.ActionCreate, store.ActionUpdate, store.ActionDelete,
+	store.ActionAutoPause, store.ActionFailover, store.ActionNamespace, store.ActionTokenCreate,
+	store.ActionTokenRevoke, store.ActionSecretPut, store.ActionSecretDelete, store.ActionRerun,
+	store.ActionBackfill, store.ActionBackfillCancel}
+
+// maxTokenFilter bounds ?token=: a token's id, name or kind is far shorter.
+const maxTokenFilter = 200
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	q, ok := queryParams(w, r)
 	if !ok {
 		return
 	}
-	limit, ok := queryLimit(w, r, q, limitDefault)
-	if !ok {
-		return
-	}
 	// A caller who may not read every namespace reads its namespaces' rows only.
 	p := principal(r.Context())
-	namespaces := p.Readable()
+	f := store.ActionFilter{Namespaces: p.Readable()}
 	if ns := q.Get("namespace"); ns != "" {
 		if !p.CanRead(ns) {
 			s.forbid(w, r, "read namespace "+ns+"'s audit log")
 			return
 		}
-		namespaces = []string{ns}
+		f.Namespaces = []string{ns}
 	}
-	var before int64
+	f, fields := auditFilter(q, f)
+	if len(fields) > 0 {
+		writeProblem(w, r, http.StatusBadRequest, probInvalidRequest, auditFilterDetail(fields), fields...)
+		return
+	}
+	limit, ok := queryLimit(w, r, q, limitDefault)
+	if !ok {
+		return
+	}
+	scope := auditScope(f)
 	if v := q.Get("cursor"); v != "" {
-		id, ok := decodeCursor(v, auditCursorScope)
+		id, ok := decodeCursor(v, scope)
 		if !ok {
-			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/audit")
+			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/audit with the same filters")
 			return
 		}
-		before = id
+		f.BeforeID = id
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	list, err := s.cfg.DB.Actions(ctx, before, limit+1, namespaces)
+	f.Limit = limit + 1
+	list, err := s.cfg.DB.Actions(ctx, f)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -76,7 +95,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	var next *string
 	if len(list) > limit {
 		list = list[:limit]
-		c := encodeCursor(list[len(list)-1].ID, auditCursorScope)
+		c := encodeCursor(list[len(list)-1].ID, scope)
 		next = &c
 	}
 	views := make([]actionView, len(list))
@@ -90,6 +109,57 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
+}
+
+// auditFilter reads ?job=, ?action=, ?token=, ?since= and ?until= into f, and lists every
+// value it refuses at once.
+func auditFilter(q url.Values, f store.ActionFilter) (store.ActionFilter, []FieldError) {
+	var fields []FieldError
+	bad := func(field, detail string) { fields = append(fields, FieldError{Field: field, Detail: detail}) }
+	if f.Job = q.Get("job"); f.Job != "" && !namespace.Valid(f.Job) {
+		bad("job", fmt.Sprintf("job must be a job's name (lower-case letters, digits and '-'); got %q", f.Job))
+	}
+	if f.Action = q.Get("action"); f.Action != "" && !slices.Contains(auditActions, f.Action) {
+		bad("action", fmt.Sprintf("action must be one of %s; got %q", strings.Join(auditActions, ", "), f.Action))
+	}
+	if f.Token = q.Get("token"); utf8.RuneCountInString(f.Token) > maxTokenFilter || !utf8.ValidString(f.Token) || strings.ContainsRune(f.Token, 0) {
+		bad("token", fmt.Sprintf("token must be a token's id, name or kind: valid UTF-8 without NUL of at most %d characters", maxTokenFilter))
+	}
+	for _, t := range []struct {
+		name string
+		dst  **time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				bad(t.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", t.name, v))
+				continue
+			}
+			*t.dst = &at
+		}
+	}
+	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
+		bad("since", fmt.Sprintf("since (%s) is not before until (%s); the range would be empty",
+			f.Since.Format(time.RFC3339Nano), f.Until.Format(time.RFC3339Nano)))
+	}
+	return f, fields
+}
+
+// auditFilterDetail is the problem's detail for the refused filters.
+func auditFilterDetail(fields []FieldError) string {
+	if len(fields) == 1 {
+		return fields[0].Detail
+	}
+	return fmt.Sprintf("%d filters are not valid; errors lists each", len(fields))
+}
+
+// auditScope is the cursor scope of an audit list: its filters' fingerprint, so a cursor
+// reused with other filters is refused instead of skipping rows.
+func auditScope(f store.ActionFilter) string {
+	if f.Job == "" && f.Action == "" && f.Token == "" && f.Since == nil && f.Until == nil {
+		return auditCursorScope
+	}
+	return auditCursorScope + "-" + filterFingerprint(store.RunFilter{Job: f.Job, Status: f.Action, Trigger: f.Token, Since: f.Since, Until: f.Until})
 }
 
 // action is the audit row of an action the request takes: the caller records it with
@@ -159,6 +229,25 @@ func actionReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
 		return nil, false
 	}
 	return checkReason(w, r, req.Reason)
+}
+
+// reasonHeader is the header that carries the reason of a runtime job's create, replace or
+// delete, whose body is the definition (or none): UTF-8, percent-encoded as
+// encodeURIComponent writes it, so that any reason fits in a header.
+const reasonHeader = "X-Reason"
+
+// headerReason reads the optional X-Reason header, or answers 400.
+func headerReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
+	v := r.Header.Get(reasonHeader)
+	if v == "" {
+		return nil, true
+	}
+	reason, err := url.PathUnescape(v)
+	if err != nil {
+		fieldProblem(w, r, probInvalidRequest, reasonHeader, "X-Reason must be percent-encoded UTF-8 (as encodeURIComponent writes it), such as incident%207; "+err.Error())
+		return nil, false
+	}
+	return checkReason(w, r, &reason)
 }
 
 // checkReason drops an empty reason and refuses one that is too long or not UTF-8.

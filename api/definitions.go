@@ -109,6 +109,10 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	reason, ok := headerReason(w, r)
+	if !ok {
+		return
+	}
 	d, ok := readDefinition(w, r)
 	if !ok {
 		return
@@ -142,7 +146,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		view, err = s.recordChange(ctx, ex, r, store.ActionCreate, nil, &sd)
+		view, err = s.recordChange(ctx, ex, r, store.ActionCreate, reason, nil, &sd)
 		return err
 	})
 	if err != nil {
@@ -170,6 +174,10 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dryRun, ok := parseDryRun(w, r, q)
+	if !ok {
+		return
+	}
+	reason, ok := headerReason(w, r)
 	if !ok {
 		return
 	}
@@ -213,7 +221,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 				if after, err = ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs); err != nil {
 					return err
 				}
-				view, err = s.recordChange(ctx, ex, r, store.ActionCreate, nil, &after)
+				view, err = s.recordChange(ctx, ex, r, store.ActionCreate, reason, nil, &after)
 				return err
 			case err != nil:
 				return err
@@ -225,7 +233,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			changed = true
-			view, err = s.recordChange(ctx, ex, r, store.ActionUpdate, &before, &after)
+			view, err = s.recordChange(ctx, ex, r, store.ActionUpdate, reason, &before, &after)
 			return err
 		})
 		switch {
@@ -266,6 +274,10 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	reason, ok := headerReason(w, r)
+	if !ok {
+		return
+	}
 	if !namespace.Valid(name) {
 		jobNotFound(w, r, name)
 		return
@@ -290,7 +302,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		_, err = s.recordChange(ctx, ex, r, store.ActionDelete, &before, nil)
+		_, err = s.recordChange(ctx, ex, r, store.ActionDelete, reason, &before, nil)
 		return err
 	})
 	switch {
@@ -311,7 +323,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 // recordChange writes a definition change's audit row, with the definition before and after
 // in its detail, and returns the job's view after the change (none after a delete), read in
 // the same transaction.
-func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Request, action string, before, after *store.StoredDefinition) (Job, error) {
+func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Request, action string, reason *string, before, after *store.StoredDefinition) (Job, error) {
 	var change struct {
 		Before json.RawMessage `json:"before"`
 		After  json.RawMessage `json:"after"`
@@ -323,7 +335,7 @@ func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Re
 	if after != nil {
 		change.After, name = after.Definition, after.Name
 	}
-	a := s.action(r, action, name, nil)
+	a := s.action(r, action, name, reason)
 	a.Detail, _ = json.Marshal(change)
 	if err := ex.RecordAction(ctx, a); err != nil || after == nil {
 		return Job{}, err

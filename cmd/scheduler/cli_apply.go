@@ -79,7 +79,9 @@ func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	file := fs.String("f", "", "the YAML file of jobs (jobs: [...]); - reads stdin")
 	prune := fs.Bool("prune", false, "also delete the runtime jobs of the file's namespaces that it does not define (other namespaces and built-in jobs are never touched)")
 	dryRun := fs.Bool("dry-run", false, "change nothing: show field by field what apply would change")
+	reason := fs.String("reason", "", "why (kept in the audit log of each job created, updated or deleted)")
 	return func(ctx context.Context, x *cli, _ []string) int {
+		x.c.reason = *reason
 		if *file == "" {
 			fmt.Fprintln(x.stderr, "scheduler apply: -f FILE is required (-f - reads stdin)")
 			return exitUsage
@@ -193,7 +195,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 				// rename): deleting it now would leave neither running.
 				unpruned = append(unpruned, gone.label())
 			default:
-				_, err := x.c.do(ctx, "DELETE", jobPath(ns, v.Name), nil, nil, ifMatch(v.Version), nil)
+				_, err := x.c.do(ctx, "DELETE", jobPath(ns, v.Name), nil, nil, x.c.changeHeader(ifMatch(v.Version)), nil)
 				switch {
 				case refused(err):
 					return x.fail(ctx, err)

@@ -100,7 +100,7 @@ func (c *client) writeJob(ctx context.Context, method, path string, d definition
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	for k, v := range ifMatch(version) {
+	for k, v := range c.changeHeader(ifMatch(version)) {
 		req.Header.Set(k, v)
 	}
 	res, err := c.http.Do(req)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -245,8 +246,9 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 	}
 	v1 := file("v1.yaml", jobs("daily-report", "0 0 1 1 *", "weekly-sync", "0 0 2 1 *"))
 
-	code, out, stderr := cli("apply", "-f", v1)
+	code, out, stderr := cli("apply", "-f", v1, "--reason", "first import ✓")
 	require.Equal(t, exitOK, code, "%s%s", out, stderr)
+	assert.Equal(t, []string{"first import ✓", "first import ✓"}, auditReasons(t, srv, "create"))
 	assert.Regexp(t, `^created daily-report \(version \d+\)\ncreated weekly-sync \(version \d+\)\n$`, out)
 	before := versions()
 	require.Len(t, before, 2)
@@ -365,9 +367,10 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 	})
 
 	t.Run("delete", func(t *testing.T) {
-		code, out, stderr := cli("delete", "new-job")
+		code, out, stderr := cli("delete", "new-job", "--reason", "50% done, then dropped")
 		require.Equal(t, exitOK, code, stderr)
 		assert.Equal(t, "deleted new-job\n", out)
+		assert.Equal(t, "50% done, then dropped", auditReasons(t, srv, "delete")[0])
 		code, out, stderr = cli("delete", "new-job")
 		assert.Equal(t, exitFailure, code)
 		assert.Empty(t, out)
@@ -385,6 +388,17 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 		code, _, _ = runCLI(t, read, "delete", "daily-report")
 		assert.Equal(t, exitRefused, code)
 	})
+}
+
+// auditReasons are the reasons of the audit rows of action, newest first.
+func auditReasons(t *testing.T, srv *replicatest.Server, action string) []string {
+	t.Helper()
+	rows, err := srv.DB.Pool.Query(context.Background(),
+		`SELECT coalesce(reason, '') FROM operator_actions WHERE action = $1 ORDER BY id DESC`, action)
+	require.NoError(t, err)
+	reasons, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return reasons
 }
 
 func sortedNames(m map[string]float64) []string {

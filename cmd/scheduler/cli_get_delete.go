@@ -39,9 +39,11 @@ func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	}
 }
 
-func deleteFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+func deleteFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	reason := fs.String("reason", "", "why (kept in the audit log)")
 	return func(ctx context.Context, x *cli, args []string) int {
-		if _, err := x.c.do(ctx, "DELETE", jobPath(x.ns, args[0]), nil, nil, nil, nil); err != nil {
+		x.c.reason = *reason
+		if _, err := x.c.do(ctx, "DELETE", jobPath(x.ns, args[0]), nil, nil, x.c.changeHeader(nil), nil); err != nil {
 			if refused(err) {
 				return x.fail(ctx, err)
 			}

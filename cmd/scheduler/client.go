@@ -23,6 +23,22 @@ type client struct {
 	base  string
 	token string
 	http  *http.Client
+	// reason (apply's and delete's --reason) goes with every definition change, in the
+	// X-Reason header, to the change's audit row.
+	reason string
+}
+
+// changeHeader is header with the X-Reason of a definition change added, percent-encoded
+// as the API reads it.
+func (c *client) changeHeader(header map[string]string) map[string]string {
+	if c.reason == "" {
+		return header
+	}
+	out := map[string]string{"X-Reason": url.PathEscape(c.reason)}
+	for k, v := range header {
+		out[k] = v
+	}
+	return out
 }
 
 // apiError is an answer that is not a success: a problem (RFC 9457), or a failure to reach

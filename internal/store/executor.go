@@ -96,7 +96,7 @@ type Executor interface {
 
 	// operator_actions and step-down requests (operator.go)
 	RecordAction(ctx context.Context, a Action) error
-	Actions(ctx context.Context, beforeID int64, limit int, namespaces []string) ([]Action, error)
+	Actions(ctx context.Context, f ActionFilter) ([]Action, error)
 	RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error)
 
 	// scheduler_notifications and their deliveries (notifications.go)

@@ -80,23 +80,46 @@ func (q queries) RecordAction(ctx context.Context, a Action) error {
 	return nil
 }
 
+// ActionFilter selects the audit rows GET /v1/audit lists. Every field is optional.
+type ActionFilter struct {
+	BeforeID int64 // ids below it (0: from the newest)
+	Limit    int
+	// Namespaces: those namespaces' rows only (nil: every row, the cluster's own included).
+	Namespaces []string
+	// Job: rows of the job of this name, in whichever namespace (its key is the name, or
+	// "<namespace>/<name>").
+	Job string
+	// Action: rows of this action.
+	Action string
+	// Token: rows of the credential with this id or name, or of this token kind (full,
+	// read, token, engine...).
+	Token        string
+	Since, Until *time.Time
+}
+
 // listActionsSQL is one keyset page, newest first: a backward range scan of the primary key
 // from the cursor, however long the log is; with namespaces, of those namespaces' rows only
-// (operator_actions_namespace_idx).
+// (operator_actions_namespace_idx). The other filters are checked on the rows scanned.
 const listActionsSQL = `
 SELECT id, at, action, job, run_id, token_kind, reason, request_id, remote_addr, detail, token_id, token_name, namespace
 FROM operator_actions
 WHERE id < $1 AND ($3::text[] IS NULL OR namespace = ANY($3))
+  AND ($4::text IS NULL OR job = $4 OR right(job, length($4) + 1) = '/' || $4)
+  AND ($5::text IS NULL OR action = $5)
+  AND ($6::text IS NULL OR token_id = $6 OR token_name = $6 OR token_kind = $6)
+  AND ($7::timestamptz IS NULL OR at >= $7)
+  AND ($8::timestamptz IS NULL OR at < $8)
 ORDER BY id DESC
 LIMIT $2`
 
-// Actions returns up to limit actions with ids below beforeID (0: from the newest), of the
-// namespaces named (all when namespaces is nil).
-func (q queries) Actions(ctx context.Context, beforeID int64, limit int, namespaces []string) ([]Action, error) {
+// Actions returns up to f.Limit actions that f selects, newest first.
+func (q queries) Actions(ctx context.Context, f ActionFilter) ([]Action, error) {
+	beforeID := f.BeforeID
 	if beforeID <= 0 {
 		beforeID = 1<<63 - 1
 	}
-	rows, err := q.q.Query(ctx, listActionsSQL, beforeID, limit, namespaces)
+	rows, err := q.q.Query(ctx, listActionsSQL, beforeID, f.Limit, f.Namespaces, nullText(f.Job), nullText(f.Action),
+		nullText(f.Token), f.Since, f.Until)
 	if err != nil {
 		return nil, fmt.Errorf("list operator actions: %w", err)
 	}
@@ -213,4 +236,12 @@ func (s *LockSession) TakeStepDown(ctx context.Context, epoch int64, instanceID 
 	}
 	slices.SortFunc(msgs, func(a, b ControlMessage) int { return cmp.Compare(a.ID, b.ID) })
 	return msgs, nil
+}
+
+// nullText is s, or NULL when s is empty.
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -2,8 +2,9 @@
 //
 // Pages are hash routes, so every link is a real link and the server serves one page:
 // #/ (the overview), #/jobs/NAME, #/jobs/NAME/edit, #/new-job, #/runs/ID, #/locks and
-// #/audit, each of namespace default, or of namespace NS under #/ns/NS/ (session.js). (A job
-// may be named "new", so the new job's form is not under #/jobs/.)
+// #/audit (its filters after a "?"), each of namespace default, or of namespace NS under
+// #/ns/NS/ (session.js). (A job may be named "new", so the new job's form is not under
+// #/jobs/.)
 "use strict";
 
 function stopTimer() { if (timer) { clearTimeout(timer); timer = null; } }
@@ -140,7 +141,8 @@ async function route() {
       return;
     }
   }
-  const hash = location.hash.replace(/^#/, "") || "/";
+  // A page's own parameters follow a "?" (#/audit?job=NAME): the audit page's filters.
+  const [hash, hashQuery] = (location.hash.replace(/^#/, "") || "/").split("?");
   // A part that is not valid percent-encoding is taken as written: the page then says that
   // no such job or run exists, rather than the route failing.
   const decode = (p) => { try { return decodeURIComponent(p); } catch (e) { return p; } };
@@ -177,7 +179,7 @@ async function route() {
   else if (parts[0] === "jobs" && parts[1]) { view = "job"; page = jobPage(ns, parts[1]); title = `${parts[1]} · scheduler`; }
   else if (parts[0] === "runs" && parts[1]) { view = "run"; page = runPage(ns, parts[1]); title = `run ${parts[1]} · scheduler`; }
   else if (parts[0] === "locks") { view = "locks"; page = locksPage(); title = "Locks · scheduler"; }
-  else if (parts[0] === "audit") { view = "audit"; page = auditPage(ns); title = "Audit · scheduler"; }
+  else if (parts[0] === "audit") { view = "audit"; page = auditPage(ns, new URLSearchParams(hashQuery || "")); title = "Audit · scheduler"; }
   else page = overviewPage(ns);
   if (ns !== DEFAULT_NS && view !== "locks") title = title.replace("scheduler", `${ns} · scheduler`);
   document.title = title;

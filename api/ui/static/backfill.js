@@ -54,19 +54,19 @@ function backfillSection(ns, name, path) {
     if (!isUsable(startBtn)) return;
     const n = preview ? ` (${preview.slots.length} slots at the preview)` : "";
     act(`Backfill ${name}?`, `The ${only.selectedOptions[0].textContent} from ${since.value} to ${until.value} UTC run again, oldest first, one at a time${n}.`,
-      "Start backfill", async () => {
-        const { status: code, data } = await api("POST", `${path}/backfill`, request(false));
+      "Start backfill", async (why) => {
+        const { status: code, data } = await api("POST", `${path}/backfill`, { ...request(false), ...(why ? { reason: why } : {}) });
         preview = null;
         if (code !== 202) return "Nothing to backfill: no slot in that window is chosen.";
         backfill = data;
         return `Backfill ${data.id} started: ${data.slots.length} slots.`;
-      });
+      }, "");
   });
   cancelBtn.addEventListener("click", () => isUsable(cancelBtn) && act(`Cancel backfill ${backfill.id}?`,
-    "No more of its slots are queued, and the run it queued last is cancelled.", "Cancel backfill", async () => {
-      backfill = (await api("POST", `/v1/backfills/${backfill.id}/cancel`)).data;
+    "No more of its slots are queued, and the run it queued last is cancelled.", "Cancel backfill", async (why) => {
+      backfill = (await api("POST", `/v1/backfills/${backfill.id}/cancel`, why ? { reason: why } : undefined)).data;
       return `Backfill ${backfill.id} is cancelled.`;
-    }));
+    }, ""));
 
   function render() {
     const whyAct = whyNotAct(ns, job);

@@ -4,7 +4,7 @@
 // core.js (the API call, building and morphing the page, times, dialogs), session.js (the
 // token, who it is and what it may do, the namespace picker), overview.js, job.js (with
 // slots.js, backfill.js and notify.js, its accountability parts), form.js (a runtime job's
-// form), pages.js (a run, locks, audit) and app.js (routes and the refresh loop), each
+// form), pages.js (a run, locks), audit.js and app.js (routes and the refresh loop), each
 // small enough to read in one sitting.
 //
 // Each page builds its controls once and then refreshes only its data every second while
@@ -249,19 +249,23 @@ function say(message, isError) {
 function clearSay() { flash.textContent = ""; flash.className = "flash"; }
 
 // confirmAction asks in a modal <dialog> (keyboard and screen-reader friendly) and resolves
-// true only on Confirm.
+// false unless Confirm is pressed. With reason (a string, its first value) the dialog also
+// asks why, and resolves {reason} (trimmed, undefined when empty); without, true.
 //
 // The close event is a queued task: after Escape, Chromium may deliver it only once the
 // dialog has been opened again. So each question answers only to a close that finds the
 // dialog closed, and a new question ends the one before it (as declined), or a late close
 // would answer both: the action done twice, or a Confirm lost.
 let confirmPending = null; // ends the question the dialog asks now
-function confirmAction(title, text, okLabel) {
+function confirmAction(title, text, okLabel, reason) {
   const dlg = document.getElementById("confirm");
   if (confirmPending) confirmPending(false);
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = okLabel || "Confirm";
+  const why = document.getElementById("confirm-reason");
+  why.parentElement.hidden = reason === undefined;
+  why.value = reason || "";
   // The dialog's sentence is its description (aria-describedby), so a screen reader reads
   // what will happen, not only the title. Closed, it gives the focus back to its opener.
   const opener = document.activeElement;
@@ -274,23 +278,35 @@ function confirmAction(title, text, okLabel) {
     const onClose = () => {
       if (dlg.open) return; // an earlier question's close, late
       if (opener && opener !== document.body && opener.isConnected) opener.focus();
-      end(dlg.returnValue === "ok");
+      const ok = dlg.returnValue === "ok";
+      end(ok && reason !== undefined ? { reason: why.value.trim() || undefined } : ok);
     };
     confirmPending = end;
     dlg.addEventListener("close", onClose);
     dlg.returnValue = "";
     dlg.showModal();
+    if (reason !== undefined) why.focus(); // the question asked first
   });
 }
 
-// act runs an action after confirmation and says what happened. The controls of actions the
+// Enter in the dialog's reason confirms. The browser would submit the form with its first
+// button, Cancel: a submission while the reason has the focus is such an Enter.
+document.querySelector("#confirm form").addEventListener("submit", (ev) => {
+  if (document.activeElement !== document.getElementById("confirm-reason")) return;
+  ev.preventDefault();
+  document.getElementById("confirm").close("ok");
+});
+
+// act runs an action after confirmation and says what happened; with reason (see
+// confirmAction), fn gets the reason the dialog was given. The controls of actions the
 // token may not take are disabled (session.js), so a refusal (403) is rare: the token's
 // grants changed since the page learnt them. It is shown with the server's own title and
 // detail, and the grants are read again.
-async function act(title, text, okLabel, fn) {
-  if (!(await confirmAction(title, text, okLabel))) return;
+async function act(title, text, okLabel, fn, reason) {
+  const answer = await confirmAction(title, text, okLabel, reason);
+  if (!answer) return;
   try {
-    const msg = await fn();
+    const msg = await fn(answer.reason);
     say(msg, false);
   } catch (e) {
     sayFailure(okLabel, e);

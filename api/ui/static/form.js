@@ -164,6 +164,8 @@ function jobFormPage(ns, name) {
   const previewStatus = h("p", { id: "preview-status", role: "status" },
     "Preview checks the job on the server and shows its next runs; nothing is saved.");
   const previewEl = h("div", { id: "preview" });
+  // Why: kept in the audit log with the change (the X-Reason header).
+  const reasonIn = h("input", { type: "text", id: "jf-reason", name: "reason", maxlength: 500, autocomplete: "off", "aria-describedby": "jf-reason-hint" });
 
   const form = h("form", { class: "job-form", id: "job-form", novalidate: true, "aria-labelledby": "form-h" },
     problems,
@@ -180,7 +182,10 @@ function jobFormPage(ns, name) {
       field("overlap", "When a slot comes while a run is still running", overlapIn),
       field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
     httpSet, sqlSet, more,
-    h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))));
+    h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
+    h("div", { class: "field form-reason" },
+      h("label", { for: "jf-reason" }, "Reason", h("span", { class: "muted" }, " (optional)")), reasonIn,
+      h("p", { class: "hint", id: "jf-reason-hint" }, `Why you ${editing ? "change" : "create"} this job; kept in the audit log with the change.`)));
   // The buttons follow the preview (Save is the form's by its form attribute): on a phone,
   // where the preview comes below the fields, it is read before Save, not after it.
   const buttons = h("div", { class: "buttons form-buttons" },
@@ -459,7 +464,8 @@ function jobFormPage(ns, name) {
     saving = true;
     gate(saveBtn, false, whyEdit, why);
     try {
-      const res = editing ? await api("PUT", path, def, ifMatch()) : await api("POST", path, def);
+      const why = reasonHeader(reasonIn.value.trim());
+      const res = editing ? await api("PUT", path, def, { ...ifMatch(), ...why }) : await api("POST", path, def, why);
       const v = res.data && res.data.version;
       navigate(jobHash(ns, def.name),
         editing ? `Saved ${def.name}${v ? ` (version ${v})` : ""}.` : `Created ${def.name}.`);

@@ -88,6 +88,8 @@ function jobPage(ns, name) {
   const backfillPart = backfillSection(ns, name, path);
   const notifyPart = notifySection(ns, path);
   let version = null;
+  let gone = false; // the job is deleted (or was never there)
+  let deletion; // its delete's audit row (null: none found), once asked
   let cursors = []; // cursors of the pages before the one shown; [] = newest page (live)
   let cursor = null;
   let nextCursor = null;
@@ -111,22 +113,24 @@ function jobPage(ns, name) {
     reason.disabled = dry.disabled = !!whyAct;
     showWhy(why, whyAct);
   }
-  // The reason given goes with every action, into the audit log.
-  const body = () => (reason.value.trim() ? { reason: reason.value.trim() } : undefined);
+  // Every action asks why in its confirmation, starting from the Reason field; the reason
+  // goes with the action into the audit log.
+  const asked = () => reason.value.trim();
+  const body = (why) => (why ? { reason: why } : undefined);
 
   const runNow = h("form", {
     class: "actions", "aria-label": "Job actions",
     onsubmit: (ev) => {
       ev.preventDefault();
       if (!isUsable(runNowBtn)) return;
-      const b = { params: { dry_run: dry.checked }, ...body() };
+      const params = { dry_run: dry.checked };
       act(`Run ${name} now?`, dry.checked ? "A dry run counts what it would change and changes nothing." : "The job runs once now on the leader, besides its schedule.",
-        "Run now", async () => {
-          const { status: code, data } = await api("POST", `${path}/runs`, b);
+        "Run now", async (why) => {
+          const { status: code, data } = await api("POST", `${path}/runs`, { params, ...body(why) });
           reason.value = "";
           const run = h("a", { href: hashFor(ns, `runs/${data.id}`), id: "queued-run" }, `run ${data.id}`);
-          return code === 202 ? ["Queued ", run, "."] : ["Not queued: ", run, ` is already ${data.status}.`];
-        });
+          return code === 202 ? ["Queued ", run, "."] : ["Not queued: ", run, ` is already ${data.status}; no second run was queued.`];
+        }, asked());
     },
   },
   h("label", { for: "reason" }, "Reason", reason),
@@ -135,12 +139,13 @@ function jobPage(ns, name) {
 
   deleteBtn.addEventListener("click", async () => {
     if (!isUsable(deleteBtn)) return;
-    if (!(await confirmAction(`Delete ${name}?`,
+    const answer = await confirmAction(`Delete ${name}?`,
       `${name} stops at once: no run of it is scheduled any more and its definition is removed. Its runs stay in the history. This cannot be undone.`,
-      "Delete job"))) return;
+      "Delete job", asked());
+    if (!answer) return;
     try {
       // If-Match: a job someone changed since this page showed it is not deleted unseen.
-      await api("DELETE", path, undefined, version ? { "If-Match": `"${version}"` } : undefined);
+      await api("DELETE", path, undefined, { ...(version ? { "If-Match": `"${version}"` } : {}), ...reasonHeader(answer.reason) });
       navigate(hashFor(ns, ""), `Deleted ${name}.`);
     } catch (e) {
       if (e.status === 412) say(`Not deleted: someone else changed ${name} since this page showed it; look at it again, then delete it.`, true);
@@ -149,16 +154,15 @@ function jobPage(ns, name) {
     }
   });
 
-  const setPaused = (paused) => async () => {
-    const b = body();
-    await api("POST", `${path}/${paused ? "pause" : "resume"}`, b);
+  const setPaused = (paused) => async (why) => {
+    await api("POST", `${path}/${paused ? "pause" : "resume"}`, body(why));
     reason.value = "";
     return `${name} is ${paused ? "paused" : "resumed"}.`;
   };
   pauseBtn.addEventListener("click", () => isUsable(pauseBtn) && act(`Pause ${name}?`,
-    "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause", setPaused(true)));
+    "Scheduled and catch-up runs stop until it is resumed; Run now still works.", "Pause", setPaused(true), asked()));
   resumeBtn.addEventListener("click", () => isUsable(resumeBtn) && act(`Resume ${name}?`,
-    "Scheduled runs start again from the next slot.", "Resume", setPaused(false)));
+    "Scheduled runs start again from the next slot.", "Resume", setPaused(false), asked()));
 
   const onFilter = () => { cursors = []; cursor = null; refreshNow(); };
   statusSel.addEventListener("change", onFilter);
@@ -180,16 +184,32 @@ function jobPage(ns, name) {
     if (statusSel.value) q.set("status", statusSel.value);
     if (triggerSel.value) q.set("trigger", triggerSel.value);
     if (cursor) q.set("cursor", cursor);
-    const [j, runs] = await Promise.all([api("GET", path), api("GET", `${path}/runs?${q}`)]);
-    const job = j.data;
+    // A deleted job answers 404; its runs still answer while it has any.
+    const [j, runs] = await Promise.all([orGone(api("GET", path)), orGone(api("GET", `${path}/runs?${q}`))]);
+    const job = j && j.data;
+    if (!job) {
+      if (deletion === undefined) deletion = await lastDeletion(ns, name);
+      gone = true;
+      runNow.hidden = slotsPart.el.hidden = backfillPart.el.hidden = notifyPart.el.hidden = true;
+      update(badgesEl, deletion ? h("span", { class: "badge deleted", "data-badge": "deleted" }, "deleted") : null);
+      update(facts, deletedCard(ns, name, deletion));
+      showHistory(runs ? runs.data : { runs: [], next_cursor: null });
+      return;
+    }
+    gone = false;
+    deletion = undefined;
+    runNow.hidden = slotsPart.el.hidden = backfillPart.el.hidden = notifyPart.el.hidden = false;
     update(badgesEl, kindTag(job), badges(job));
     editLink.hidden = deleteBtn.hidden = !isRuntime(job);
     version = job.version ?? null;
     powers(job);
     update(facts, jobFacts(job));
     await Promise.all([slotsPart.refresh(job), backfillPart.refresh(job), notifyPart.refresh(job)]);
+    showHistory(runs.data);
+  }
 
-    const rows = runs.data.runs.map((r) => h("tr", { "data-run": r.id, "data-status": r.status, "data-key": r.id },
+  function showHistory(data) {
+    const rows = data.runs.map((r) => h("tr", { "data-run": r.id, "data-status": r.status, "data-key": r.id },
       td("Run", h("a", { href: hashFor(ns, `runs/${r.id}`) }, `#${r.id}`)),
       td("Status", status(r.status)),
       td("Trigger", r.trigger),
@@ -197,11 +217,63 @@ function jobPage(ns, name) {
       td("Duration", duration(r.duration_ms)),
       td("Reason", r.reason || r.error || "")));
     update(historyEl, table("stack history", ["Run", "Status", "Trigger", "Slot / created", "Duration", "Reason / error"], rows, "No runs match."));
-    nextCursor = runs.data.next_cursor;
+    nextCursor = data.next_cursor;
     pager.show(cursors.length > 0, !!nextCursor);
   }
-  // Older pages do not change under the reader; only the newest one is live.
-  return { refresh, live: () => cursors.length === 0 };
+  // Older pages do not change under the reader; only the newest one is live. A deleted job
+  // changes no more: its page stops asking.
+  return { refresh, live: () => cursors.length === 0 && !gone };
+}
+
+// orGone is the answer of a request, or null when it is a 404.
+async function orGone(request) {
+  try {
+    return await request;
+  } catch (e) {
+    if (e.status === 404) return null;
+    throw e;
+  }
+}
+
+// lastDeletion is the audit row of the job's last delete, or null (none, or its namespace's
+// audit log is not this token's to read).
+async function lastDeletion(ns, name) {
+  const q = new URLSearchParams({ namespace: ns, job: name, action: "delete", limit: "1" });
+  try {
+    return (await api("GET", `/v1/audit?${q}`)).data.actions[0] || null;
+  } catch (e) {
+    if (e.status === 403) return null;
+    throw e;
+  }
+}
+
+// reasonHeader is the X-Reason header of a job's create, change or delete, whose body is
+// the definition (or none): percent-encoded, as the API reads it.
+function reasonHeader(reason) {
+  return reason ? { "X-Reason": encodeURIComponent(reason) } : {};
+}
+
+// actor names who acted in an audit row: the token's name and kind, or its kind alone.
+function actor(a) {
+  return a.token_name ? `${a.token_name} (${a.token_kind})` : a.token_kind;
+}
+
+// deletedCard says when, by whom and why the job was deleted, and shows what it was.
+function deletedCard(ns, name, del) {
+  const dt = (k, v, id) => [h("dt", {}, k), h("dd", { id }, v)];
+  const before = del && del.detail && del.detail.before;
+  return h("div", { class: "cards" }, h("div", { class: "card wide", id: "deleted" },
+    h("h2", {}, del ? "Deleted" : "Not defined"),
+    del
+      ? h("dl", { class: "facts" },
+        dt("When", when(del.at), "deleted-at"),
+        dt("By", actor(del), "deleted-by"),
+        dt("Reason", del.reason || h("span", { class: "muted" }, "none given"), "deleted-reason"),
+        dt("Request", h("span", { class: "mono" }, del.request_id)))
+      : h("p", {}, `No job named ${name} is defined in namespace ${ns}, and the audit log has no deletion of one.`),
+    h("p", {}, del ? "Its runs stay in the history below. " : null,
+      h("a", { href: `${hashFor(ns, "audit")}?${new URLSearchParams({ job: name })}`, id: "job-audit" }, `Every action on ${name}`)),
+    before ? [h("h3", {}, "Its last definition"), h("pre", { id: "last-definition" }, JSON.stringify(before, null, 2))] : null));
 }
 
 // newPager builds a history pager's buttons once; show only hides and shows them, so the

@@ -132,7 +132,7 @@ function overviewPage(ns) {
     act("Step down the leader?",
       `${l.instance_id} resigns at once, as on shutdown; a waiting replica takes over and ${l.instance_id} stays up as a follower. Its running jobs are cancelled and recovered by the next leader.`,
       "Step down",
-      async () => { await api("POST", "/v1/leader/step-down"); return `Asked ${l.instance_id} to step down.`; });
+      async (why) => { await api("POST", "/v1/leader/step-down", why ? { reason: why } : undefined); return `Asked ${l.instance_id} to step down.`; }, "");
   });
   jobsEl.addEventListener("keydown", stripKeys);
 

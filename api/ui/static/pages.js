@@ -1,4 +1,4 @@
-// A run's page, the locks and the audit log.
+// A run's page and the locks.
 "use strict";
 
 function statsView(stats) {
@@ -55,7 +55,10 @@ function runPage(ns, id) {
     if (!button || !run || !isUsable(button)) return;
     const r = run;
     act(`Cancel run #${r.id}?`, r.status === "queued" ? "It has not started and will not." : "The leader cancels the running job; work it committed stays.", "Cancel run",
-      async () => { const res = await api("POST", `/v1/runs/${r.id}/cancel`); return res.status === 202 ? `Asked the leader to cancel run ${r.id}.` : `Run ${r.id} is cancelled.`; });
+      async (why) => {
+        const res = await api("POST", `/v1/runs/${r.id}/cancel`, why ? { reason: why } : undefined);
+        return res.status === 202 ? `Asked the leader to cancel run ${r.id}.` : `Run ${r.id} is cancelled.`;
+      }, "");
   });
   async function refresh() {
     const { data: r } = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
@@ -106,7 +109,7 @@ function runPage(ns, id) {
   return { refresh, live: () => active };
 }
 
-// ---- locks and audit ----------------------------------------------------------------------
+// ---- locks ----------------------------------------------------------------------------
 
 function locksPage() {
   const body = h("div");
@@ -131,53 +134,4 @@ function locksPage() {
         td("Key", l.key ? h("span", { class: "mono" }, l.key) : "row"))), "No lock is held or awaited."));
   }
   return { refresh };
-}
-
-// auditEverywhere outlives the page: a token that reads every namespace may list every
-// namespace's actions and the cluster's own (step-downs, tokens, namespaces), which belong
-// to none.
-let auditEverywhere = false;
-
-function auditPage(ns) {
-  const body = h("div");
-  const readsAll = ((session.who && session.who.grants) || []).some((g) => g.namespace === "*");
-  const everywhere = () => readsAll && auditEverywhere;
-  let cursors = [];
-  let cursor = null;
-  let nextCursor = null;
-  const pager = newPager({
-    newest: () => { cursors = []; cursor = null; },
-    older: () => { cursors.push(cursor); cursor = nextCursor; },
-  });
-  const all = h("input", { type: "checkbox", id: "audit-all", name: "everywhere", checked: everywhere() });
-  all.addEventListener("change", () => { auditEverywhere = all.checked; cursors = []; cursor = null; refreshNow(); });
-  replace(main, h("h1", { tabindex: "-1" }, ns === DEFAULT_NS ? "Audit" : `Audit of ${ns}`),
-    h("p", { class: "muted" }, "Every action taken through the API or this dashboard: runs triggered and cancelled, jobs created, changed, deleted, paused and resumed, leaders stepped down."),
-    readsAll ? h("div", { class: "filters" }, h("label", { class: "check", for: "audit-all" }, all,
-      ` Every namespace, and the cluster's own actions (step-downs, tokens, namespaces), not only ${ns}`)) : null,
-    body, pager.el);
-  async function refresh() {
-    const q = new URLSearchParams({ limit: "50" });
-    if (!everywhere()) q.set("namespace", ns);
-    if (cursor) q.set("cursor", cursor);
-    const { data } = await api("GET", `/v1/audit?${q}`);
-    const wide = everywhere();
-    const heads = ["When", "Action", wide ? "Namespace" : null, "Job", "Run", "Token", "Reason", "Request", "Client"].filter(Boolean);
-    update(body, table("stack audit", heads, data.actions.map((a) => {
-      const ans = a.namespace || ns;
-      return h("tr", { "data-key": a.id },
-        td("When", when(a.at)),
-        td("Action", h("strong", {}, a.action)),
-        wide ? td("Namespace", a.namespace || h("span", { class: "muted" }, "the cluster")) : null,
-        td("Job", a.job ? h("a", { href: jobHash(ans, a.job) }, a.job) : "—"),
-        td("Run", a.run_id ? h("a", { href: hashFor(ans, `runs/${a.run_id}`) }, `#${a.run_id}`) : "—"),
-        td("Token", a.token_name ? [a.token_name, h("span", { class: "muted" }, ` (${a.token_kind})`)] : a.token_kind),
-        td("Reason", a.reason || "—"),
-        td("Request", h("span", { class: "mono" }, a.request_id)),
-        td("Client", h("span", { class: "mono" }, a.remote_addr)));
-    }), "No action recorded yet."));
-    nextCursor = data.next_cursor;
-    pager.show(cursors.length > 0, !!nextCursor);
-  }
-  return { refresh, live: () => cursors.length === 0 };
 }

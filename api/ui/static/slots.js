@@ -93,11 +93,11 @@ function slotsSection(ns, name, path) {
     const id = b.dataset.run;
     act(`Re-run this slot of ${name}?`,
       `The slot of ${b.dataset.slot} runs again, with the same slot time and Idempotency-Key as run #${id}: a target that deduplicates by the key decides whether to apply it again.`,
-      "Re-run slot", async () => {
-        const { data } = await api("POST", `/v1/runs/${encodeURIComponent(id)}/rerun`);
+      "Re-run slot", async (why) => {
+        const { data } = await api("POST", `/v1/runs/${encodeURIComponent(id)}/rerun`, why ? { reason: why } : undefined);
         last = 0;
         return `Queued run ${data.id}, a re-run of the slot of ${b.dataset.slot}.`;
-      });
+      }, "");
   });
 
   async function load() {

@@ -77,7 +77,7 @@ function markStale(e) {
   const others = replicas.filter((i) => !i.is_self);
   const since = answeredAt ? `What this page shows is from ${absTime(answeredAt.toISOString())}` : "This page has nothing from it yet";
   update(staleEl,
-    h("p", {}, h("strong", {}, "Not current. "), `${since}: this page's replica has not answered since (${e.message}). The page keeps asking.`),
+    h("p", {}, h("strong", {}, "Not current. "), `${since}; this page's replica has not answered since then. ${e.message} The page keeps asking.`),
     others.length
       ? [h("p", {}, "The cluster's other replicas serve the same console:"), h("ul", { id: "other-replicas" }, others.map(replicaItem))]
       : h("p", {}, "No other replica is known to this page: open /ui/ on another replica's address."));

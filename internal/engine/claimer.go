@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -31,9 +32,10 @@ type claimer struct {
 type claimRequest struct {
 	en       *entry
 	slot     time.Time
-	trigger  string
-	queueOne bool
-	log      *slog.Logger
+	trigger string
+	// waits: the slot waits for the job's active run to end (entry.waitsForIdle).
+	waits bool
+	log   *slog.Logger
 	done     chan error // the claim's result; the run, if it won, has started
 }
 
@@ -43,9 +45,9 @@ func newClaimer(e *Engine, term leader.Term) *claimer {
 
 // claim claims one slot with the others that are due with it and starts its run if it won.
 // It returns the batch transaction's error, earlyError or errBusy, as tick expects.
-func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, queueOne bool) error {
+func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, waits bool) error {
 	done := make(chan error, 1)
-	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, queueOne: queueOne, log: log, done: done}, done)
+	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, waits: waits, log: log, done: done}, done)
 }
 
 // run gathers and claims batches until ctx ends.
@@ -64,7 +66,9 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 	claims := make([]store.Claim, len(batch))
 	for i, r := range batch {
 		claims[i] = store.Claim{Job: r.en.conf.Name, ScheduledAt: r.slot, Trigger: r.trigger, MinGap: r.en.conf.MinGap,
-			InstanceID: e.conf.InstanceID, QueueOne: r.queueOne, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns}
+			InstanceID: e.conf.InstanceID, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns,
+			QueueOne: r.waits && r.en.overlap() == definition.OverlapQueueOne,
+			Replace:  r.waits && r.en.overlap() == definition.OverlapReplace}
 	}
 	var outs []store.ClaimOutcome
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {

@@ -105,16 +105,20 @@ func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Expired, error) {
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Expired, error) {
-		var x Expired
-		var ignored bool
-		err := row.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored)
-		return x, err
-	})
+	out, err := pgx.CollectRows(rows, scanEnded)
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
 	return out, nil
+}
+
+// scanEnded reads a run ended by a statement that returns its id, job, trigger and status,
+// and the announcement of its end.
+func scanEnded(row pgx.CollectableRow) (Expired, error) {
+	var x Expired
+	var ignored bool
+	err := row.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored)
+	return x, err
 }
 
 // CallbackOutcome says what a completion or a heartbeat did.

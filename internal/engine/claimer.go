@@ -30,13 +30,13 @@ type claimer struct {
 }
 
 type claimRequest struct {
-	en       *entry
-	slot     time.Time
+	en      *entry
+	slot    time.Time
 	trigger string
 	// waits: the slot waits for the job's active run to end (entry.waitsForIdle).
 	waits bool
 	log   *slog.Logger
-	done     chan error // the claim's result; the run, if it won, has started
+	done  chan error // the claim's result; the run, if it won, has started
 }
 
 func newClaimer(e *Engine, term leader.Term) *claimer {

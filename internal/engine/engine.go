@@ -351,13 +351,17 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, lo
 	}
 	// A queue-one or replace job keeps one slot waiting for its active run to end; the
 	// slots after it are skipped as overlaps, as for every other job.
-	waits := en.waitsForIdle() && en.waiting.CompareAndSwap(false, true)
-	if waits {
+	mode := claimSkips
+	if en.waitsForIdle() && en.waiting.CompareAndSwap(false, true) {
 		defer en.waiting.Store(false)
+		mode = claimWaits
+		if en.overlap() == definition.OverlapReplace {
+			mode = claimReplaces
+		}
 	}
 	waiting, missed := false, false
 	err := retryWhileLeading(ctx, func() error {
-		err := claims.claim(ctx, log, en, slot, trigger, waits)
+		err := claims.claim(ctx, log, en, slot, trigger, mode)
 		var early *earlyError
 		switch {
 		case errors.Is(err, errBusy):

@@ -252,18 +252,8 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	run, err := s.cfg.DB.Run(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrRunNotFound):
-		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
-		return
-	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
-	}
-	p := principal(r.Context())
-	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
-		s.forbid(w, r, fmt.Sprintf("re-run run %d of job %s", id, run.Job))
+	run := s.runToActOn(ctx, w, r, id, "re-run")
+	if run == nil {
 		return
 	}
 	if run.ScheduledAt == nil {
@@ -273,7 +263,7 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	}
 	var queued *store.Run
 	var created bool
-	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		queued, created, err = ex.QueueSlotRun(ctx, run.Job, *run.ScheduledAt, store.TriggerRerun, reason, nil)
 		if err != nil || !created {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -48,7 +49,7 @@ func newNotificationView(d store.Delivery) Notification {
 	case d.Kind == notify.KindSlack && d.Secret != nil:
 		v.Destination = "slack:" + *d.Secret // the URL is the secret's value: never shown
 	case d.URL != nil:
-		v.Destination = notify.ShownURL(*d.URL)
+		v.Destination = logging.RedactURL(*d.URL)
 	}
 	if d.Status == store.DeliveryPending {
 		v.NextAttemptAt = utcPtr(&d.NextAttemptAt)

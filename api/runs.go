@@ -24,7 +24,7 @@ const (
 var (
 	runStatuses = []string{store.StatusQueued, store.StatusRunning, store.StatusSucceeded, store.StatusFailed,
 		store.StatusSkipped, store.StatusTimedOut, store.StatusAbandoned, store.StatusCancelled, store.StatusMissed}
-	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery}
+	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery, store.TriggerRerun, store.TriggerBackfill}
 )
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -171,6 +171,27 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// runToActOn reads the run an action (verb: "cancel", "re-run") names, for a caller who
+// may edit its job, and answers 404 or 403 itself (nil then). Who may act depends on the
+// run's job, so the run is read first; its job never changes.
+func (s *Server) runToActOn(ctx context.Context, w http.ResponseWriter, r *http.Request, id int64, verb string) *store.Run {
+	run, err := s.cfg.DB.Run(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrRunNotFound):
+		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+		return nil
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return nil
+	}
+	p := principal(r.Context())
+	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
+		s.forbid(w, r, fmt.Sprintf("%s run %d of job %s", verb, id, run.Job))
+		return nil
+	}
+	return run
+}
+
 // cancelRun cancels a queued run at once (200), or asks the leader to cancel a running one
 // (202: the engine cancels the run's context and records the outcome).
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -184,24 +205,12 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	// Who may cancel depends on the run's job, so the run is read first; its job never
-	// changes.
-	run, err := s.cfg.DB.Run(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrRunNotFound):
-		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
-		return
-	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
-	}
-	p := principal(r.Context())
-	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
-		s.forbid(w, r, fmt.Sprintf("cancel run %d of job %s", id, run.Job))
+	run := s.runToActOn(ctx, w, r, id, "cancel")
+	if run == nil {
 		return
 	}
 	var outcome store.CancelOutcome
-	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		if run, outcome, err = ex.CancelRun(ctx, id); err != nil || outcome == store.CancelTooLate {
 			return err

@@ -89,6 +89,9 @@ func TestHistoryPagesWalkEveryRunOnce(t *testing.T) {
 		{url.Values{"status": {"succeeded"}, "since": {"2025-01-01T02:00:00.5Z"}, "limit": {"3"}},
 			`job = 'plan-change' AND status = 'succeeded' AND created_at >= '2025-01-01T02:00:00.5Z'`, nil},
 		{url.Values{"status": {"missed"}}, `false`, nil},
+		// Re-runs and backfills are filtered as any other trigger (the console's history does).
+		{url.Values{"trigger": {"rerun"}}, `job = 'plan-change' AND trigger = 'rerun'`, nil},
+		{url.Values{"trigger": {"backfill"}}, `job = 'plan-change' AND trigger = 'backfill'`, nil},
 	}
 	for _, c := range cases {
 		want := a.ids(`SELECT id FROM job_runs WHERE ` + c.sql + ` ORDER BY id DESC`)

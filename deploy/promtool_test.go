@@ -81,6 +81,8 @@ func exercisedExposition(t *testing.T) []byte {
 	m.TargetCall("billing.internal", "error", time.Second)
 	m.ExportCallsWaiting(func() int64 { return 3 })
 	m.SlotsUnrecorded("plan-change", 1)
+	m.NotificationSent("failed", "slack")
+	m.NotificationFailed("failed", "webhook")
 
 	m.HTTPRequest("/v1/jobs/{name}", http.MethodGet, http.StatusOK, 3*time.Millisecond)
 

@@ -117,26 +117,6 @@ func withoutURL(err error) error {
 	return err
 }
 
-// RedactURL hides what a URL may carry that must not be shown: the user info and every query
-// value. A URL that does not parse is hidden whole.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
 // NewWebhookSender returns a webhook sender; zero settings take the defaults.
 func NewWebhookSender(s WebhookSettings) *WebhookSender {
 	if s.Timeout <= 0 {
@@ -154,7 +134,7 @@ func NewWebhookSender(s WebhookSettings) *WebhookSender {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = config.MaxSendConcurrency
 	transport.MaxIdleConns = config.MaxSendConcurrency
-	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}, shownURL: RedactURL(s.URL)}
+	return &WebhookSender{s: s, client: &http.Client{Timeout: s.Timeout, Transport: transport}, shownURL: logging.RedactURL(s.URL)}
 }
 
 func (*WebhookSender) Provider() string { return "webhook" }

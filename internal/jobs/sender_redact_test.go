@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
+	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
 // A webhook URL often carries a credential (user info, a token in the query): the errors a
@@ -38,5 +39,5 @@ func TestWebhookErrorsNeverShowTheURLsCredentials(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "https://REDACTED@example.com/p?a=REDACTED&b=REDACTED",
-		jobs.RedactURL("https://u:p@example.com/p?b=2&a=1"))
+		logging.RedactURL("https://u:p@example.com/p?b=2&a=1"))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/logging"
 )
 
 // Settings are the business jobs' own settings (schedules and timeouts are config.Job's).
@@ -74,7 +75,7 @@ func LoadSettings(env *config.Env) Settings {
 	w.Backoff = positiveDuration(env, "SCHEDULER_WEBHOOK_BACKOFF", webhookBackoffDefault)
 	if s.Sender.Kind == SenderWebhook {
 		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			env.Fail("SCHEDULER_WEBHOOK_URL", RedactURL(w.URL), "an http:// or https:// URL (required with SCHEDULER_SENDER=webhook)")
+			env.Fail("SCHEDULER_WEBHOOK_URL", logging.RedactURL(w.URL), "an http:// or https:// URL (required with SCHEDULER_SENDER=webhook)")
 		}
 		// A send still retrying must not be taken for one orphaned by a crash.
 		if longest := w.longestSend(); s.Abandon.ClaimTimeout <= longest {

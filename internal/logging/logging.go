@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 )
 
 // Formats accepted by New (SCHEDULER_LOG_FORMAT).
@@ -55,4 +56,24 @@ func FromContext(ctx context.Context, fallback *slog.Logger) *slog.Logger {
 		return log
 	}
 	return fallback
+}
+
+// RedactURL is a URL as logs, errors and API answers show it: its user info and every query
+// value (where a token often travels) hidden. A URL that does not parse is hidden whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

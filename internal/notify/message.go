@@ -174,23 +174,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
-// ShownURL is a webhook URL as the API and the logs show it: its user info and query
-// values, where a token often travels, hidden.
-func ShownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}

@@ -29,10 +29,12 @@ var ErrNamespaceQuota = errors.New("the namespace holds its maximum number of jo
 
 const namespaceColumns = `name, max_jobs, max_concurrent_calls, min_interval_ms, created_at, updated_at`
 
-func scanNamespace(row pgx.Row) (Namespace, error) {
+// scanNamespace scans namespaceColumns, then into extra the columns a query selects after
+// them.
+func scanNamespace(row pgx.Row, extra ...any) (Namespace, error) {
 	var n Namespace
 	var minMS *int64
-	err := row.Scan(&n.Name, &n.MaxJobs, &n.MaxConcurrentCalls, &minMS, &n.CreatedAt, &n.UpdatedAt)
+	err := row.Scan(append([]any{&n.Name, &n.MaxJobs, &n.MaxConcurrentCalls, &minMS, &n.CreatedAt, &n.UpdatedAt}, extra...)...)
 	if minMS != nil {
 		d := time.Duration(*minMS) * time.Millisecond
 		n.MinInterval = &d
@@ -58,16 +60,9 @@ func (q queries) PutNamespace(ctx context.Context, n Namespace) (Namespace, bool
 			min_interval_ms = EXCLUDED.min_interval_ms, updated_at = now()
 		RETURNING ` + namespaceColumns + `, xmax = 0`
 	var created bool
-	var minMS *int64
-	var out Namespace
-	err := q.q.QueryRow(ctx, upsert, n.Name, n.MaxJobs, n.MaxConcurrentCalls, millis(n.MinInterval)).Scan(
-		&out.Name, &out.MaxJobs, &out.MaxConcurrentCalls, &minMS, &out.CreatedAt, &out.UpdatedAt, &created)
+	out, err := scanNamespace(q.q.QueryRow(ctx, upsert, n.Name, n.MaxJobs, n.MaxConcurrentCalls, millis(n.MinInterval)), &created)
 	if err != nil {
 		return Namespace{}, false, fmt.Errorf("put namespace %s: %w", n.Name, err)
-	}
-	if minMS != nil {
-		d := time.Duration(*minMS) * time.Millisecond
-		out.MinInterval = &d
 	}
 	return out, created, nil
 }
@@ -105,15 +100,10 @@ func (q queries) Namespaces(ctx context.Context, names []string) ([]Namespace, m
 	var out []Namespace
 	counts := map[string]NamespaceCounts{}
 	for rows.Next() {
-		var n Namespace
-		var minMS *int64
 		var c NamespaceCounts
-		if err := rows.Scan(&n.Name, &n.MaxJobs, &n.MaxConcurrentCalls, &minMS, &n.CreatedAt, &n.UpdatedAt, &c.Jobs, &c.Secrets); err != nil {
+		n, err := scanNamespace(rows, &c.Jobs, &c.Secrets)
+		if err != nil {
 			return nil, nil, fmt.Errorf("list namespaces: %w", err)
-		}
-		if minMS != nil {
-			d := time.Duration(*minMS) * time.Millisecond
-			n.MinInterval = &d
 		}
 		out = append(out, n)
 		counts[n.Name] = c

@@ -2,9 +2,10 @@
 //
 // It is a few plain scripts that index.html loads in order, sharing one global scope:
 // core.js (the API call, building and morphing the page, times, dialogs), session.js (the
-// token, who it is and what it may do, the namespace picker), overview.js, job.js,
-// form.js (a runtime job's form), pages.js (a run, locks, audit) and app.js (routes and
-// the refresh loop), each small enough to read in one sitting.
+// token, who it is and what it may do, the namespace picker), overview.js, job.js (with
+// slots.js, backfill.js and notify.js, its accountability parts), form.js (a runtime job's
+// form), pages.js (a run, locks, audit) and app.js (routes and the refresh loop), each
+// small enough to read in one sitting.
 //
 // Each page builds its controls once and then refreshes only its data every second while
 // the tab is visible, so a run finishing or a new leader shows within two seconds. A
@@ -23,7 +24,7 @@ const TOKEN_KEY = "scheduler.token";
 const REFRESH_MS = 1000;
 const STRIP_LEN = 20;
 const STATUSES = ["queued", "running", "succeeded", "failed", "skipped", "timed_out", "abandoned", "cancelled", "missed"];
-const TRIGGERS = ["schedule", "manual", "catch-up", "recovery"];
+const TRIGGERS = ["schedule", "manual", "catch-up", "recovery", "rerun", "backfill"];
 // A symbol per status, so outcomes read without colour.
 const SYMBOL = {
   succeeded: "✓", failed: "✗", timed_out: "◷", abandoned: "!", cancelled: "⊘",

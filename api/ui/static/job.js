@@ -91,6 +91,10 @@ function jobPage(ns, name) {
   const editLink = h("a", { class: "button", id: "edit", hidden: true }, "Edit");
   const deleteBtn = h("button", { type: "button", class: "danger", id: "delete", hidden: true }, "Delete");
   const why = whyNote("job-why");
+  // What became of its slots, its backfill and its notifications (slots.js, backfill.js, notify.js).
+  const slotsPart = slotsSection(ns, name, path);
+  const backfillPart = backfillSection(ns, name, path);
+  const notifyPart = notifySection(ns, path);
   let version = null;
   let cursors = []; // cursors of the pages before the one shown; [] = newest page (live)
   let cursor = null;
@@ -171,7 +175,7 @@ function jobPage(ns, name) {
   replace(facts, jobFacts(null));
   replace(main,
     h("p", {}, h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
-    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts,
+    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts, slotsPart.el, backfillPart.el, notifyPart.el,
     h("h2", { id: "history-h" }, "History"),
     h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
       h("label", { for: "f-status" }, "Status", statusSel),
@@ -190,6 +194,7 @@ function jobPage(ns, name) {
     version = job.version ?? null;
     powers(job);
     update(facts, jobFacts(job));
+    await Promise.all([slotsPart.refresh(job), backfillPart.refresh(job), notifyPart.refresh(job)]);
 
     const rows = runs.data.runs.map((r) => h("tr", { "data-run": r.id, "data-status": r.status, "data-key": r.id },
       td("Run", h("a", { href: hashFor(ns, `runs/${r.id}`) }, `#${r.id}`)),

@@ -171,13 +171,7 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 			c.fail("jitter", "%s is not below the schedule's period (%s): calls would drift into the next slot", d.Jitter, short(p))
 		}
 	}
-	switch d.Overlap {
-	case "":
-		def.Overlap = OverlapSkip
-	case OverlapSkip, OverlapQueueOne:
-	default:
-		c.fail("overlap", "%q is not an overlap policy: want %q or %q", d.Overlap, OverlapSkip, OverlapQueueOne)
-	}
+	c.overlap(&d, def)
 	if d.PauseAfterFailures < 0 || d.PauseAfterFailures > maxPauseAfterFailures {
 		c.fail("pause_after_failures", "%d is out of range: want 0 (never pause) to %d", d.PauseAfterFailures, maxPauseAfterFailures)
 	}
@@ -290,4 +284,25 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// overlap checks the overlap policy and its max_concurrent, which only "allow" has and
+// needs: the bound of the job's runs at once, which the database enforces (migration 0021).
+func (c *checker) overlap(d, def *Definition) {
+	switch d.Overlap {
+	case "":
+		def.Overlap = OverlapSkip
+	case OverlapSkip, OverlapQueueOne, OverlapReplace, OverlapAllow:
+	default:
+		c.fail("overlap", "%q is not an overlap policy: want %q, %q, %q or %q",
+			d.Overlap, OverlapSkip, OverlapQueueOne, OverlapReplace, OverlapAllow)
+	}
+	switch {
+	case d.Overlap == OverlapAllow && d.MaxConcurrent == 0:
+		c.fail("max_concurrent", "required with overlap %q: how many runs of the job may run at once, 1 to %d", OverlapAllow, MaxConcurrentCap)
+	case d.Overlap == OverlapAllow && (d.MaxConcurrent < 1 || d.MaxConcurrent > MaxConcurrentCap):
+		c.fail("max_concurrent", "%d is out of range: want 1 to %d", d.MaxConcurrent, MaxConcurrentCap)
+	case d.Overlap != OverlapAllow && d.MaxConcurrent != 0:
+		c.fail("max_concurrent", "only with overlap %q; overlap %q runs one run at a time", OverlapAllow, def.Overlap)
+	}
 }

@@ -30,7 +30,16 @@ const (
 const (
 	OverlapSkip     = "skip"      // recorded skipped (reason overlap), as built-in jobs do
 	OverlapQueueOne = "queue-one" // waits for the running run, then runs; a further slot is skipped
+	// OverlapReplace cancels the running run and runs the slot once it ended; a further
+	// slot that comes while one waits for that is skipped.
+	OverlapReplace = "replace"
+	// OverlapAllow runs up to MaxConcurrent runs at once; a slot past them is skipped.
+	OverlapAllow = "allow"
 )
+
+// MaxConcurrentCap bounds max_concurrent: each run holds a goroutine and, for an HTTP job,
+// waits its turn in the job's share of the calls (SCHEDULER_HTTP_JOB_CONCURRENCY).
+const MaxConcurrentCap = 50
 
 // Definition is a runtime job as users write it. Durations are Go duration strings ("30s"),
 // kept as text so that Check can report every malformed one at once. Check fills in the
@@ -57,8 +66,10 @@ type Definition struct {
 	Catchup string `json:"catchup,omitempty"`
 	MinGap  string `json:"min_gap,omitempty"`
 	Overlap string `json:"overlap,omitempty"`
-	Jitter  string `json:"jitter,omitempty"`
-	Retry   *Retry `json:"retry,omitempty"`
+	// MaxConcurrent bounds the runs at once of an "allow" job (only with it).
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
+	Jitter        string `json:"jitter,omitempty"`
+	Retry         *Retry `json:"retry,omitempty"`
 	// PauseAfterFailures pauses the job after this many failed runs in a row (0: never).
 	PauseAfterFailures int         `json:"pause_after_failures,omitempty"`
 	HTTP               *HTTPTarget `json:"http,omitempty"`

@@ -29,13 +29,22 @@ type claimer struct {
 }
 
 type claimRequest struct {
-	en       *entry
-	slot     time.Time
-	trigger  string
-	queueOne bool
-	log      *slog.Logger
-	done     chan error // the claim's result; the run, if it won, has started
+	en      *entry
+	slot    time.Time
+	trigger string
+	mode    claimMode
+	log     *slog.Logger
+	done    chan error // the claim's result; the run, if it won, has started
 }
+
+// claimMode is what a claim does when the job has its bound of active runs.
+type claimMode int
+
+const (
+	claimSkips    claimMode = iota // records the slot skipped (overlap)
+	claimWaits                     // records nothing: the caller waits for a run to end (Busy)
+	claimReplaces                  // cancels the active runs, then as claimWaits
+)
 
 func newClaimer(e *Engine, term leader.Term) *claimer {
 	return &claimer{e: e, term: term, requests: make(chan *claimRequest, maxClaimBatch)}
@@ -43,9 +52,9 @@ func newClaimer(e *Engine, term leader.Term) *claimer {
 
 // claim claims one slot with the others that are due with it and starts its run if it won.
 // It returns the batch transaction's error, earlyError or errBusy, as tick expects.
-func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, queueOne bool) error {
+func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, mode claimMode) error {
 	done := make(chan error, 1)
-	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, queueOne: queueOne, log: log, done: done}, done)
+	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, mode: mode, log: log, done: done}, done)
 }
 
 // run gathers and claims batches until ctx ends.
@@ -64,7 +73,8 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 	claims := make([]store.Claim, len(batch))
 	for i, r := range batch {
 		claims[i] = store.Claim{Job: r.en.conf.Name, ScheduledAt: r.slot, Trigger: r.trigger, MinGap: r.en.conf.MinGap,
-			InstanceID: e.conf.InstanceID, QueueOne: r.queueOne, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns}
+			InstanceID: e.conf.InstanceID, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns,
+			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces}
 	}
 	var outs []store.ClaimOutcome
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {

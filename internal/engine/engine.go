@@ -86,16 +86,26 @@ type entry struct {
 	// clock): the slots before since belonged to an earlier definition.
 	version int64
 	since   time.Time
-	// waiting is set while a slot of a queue-one job waits for the job's active run.
+	// waiting is set while a slot of a queue-one or replace job waits for the job's active
+	// run to end.
 	waiting atomic.Bool
 	// spentFrom, once the job's max_runs slots ran, is the first slot found after them, in
 	// Unix seconds (limits.go); 0 until then.
 	spentFrom atomic.Int64
 }
 
-// queueOne reports the queue-one overlap policy.
-func (en *entry) queueOne() bool {
-	return en.def != nil && en.def.Def.Overlap == definition.OverlapQueueOne
+// overlap is the job's overlap policy (built-in jobs skip).
+func (en *entry) overlap() string {
+	if en.def == nil {
+		return definition.OverlapSkip
+	}
+	return en.def.Def.Overlap
+}
+
+// waitsForIdle reports the overlap policies whose slot waits for the job's active run to end
+// (queue-one), or ends it and waits (replace), rather than being skipped.
+func (en *entry) waitsForIdle() bool {
+	return en.overlap() == definition.OverlapQueueOne || en.overlap() == definition.OverlapReplace
 }
 
 // runningRun is a run executing on this replica: its job, for the log, and how to cancel it.
@@ -339,20 +349,24 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, lo
 			backoff.Sleep(ctx, time.Until(slot.Add(off)))
 		}
 	}
-	// A queue-one job keeps one slot waiting for its active run; the slots after it are
-	// skipped as overlaps, as for every other job.
-	queueOne := en.queueOne() && en.waiting.CompareAndSwap(false, true)
-	if queueOne {
+	// A queue-one or replace job keeps one slot waiting for its active run to end; the
+	// slots after it are skipped as overlaps, as for every other job.
+	mode := claimSkips
+	if en.waitsForIdle() && en.waiting.CompareAndSwap(false, true) {
 		defer en.waiting.Store(false)
+		mode = claimWaits
+		if en.overlap() == definition.OverlapReplace {
+			mode = claimReplaces
+		}
 	}
 	waiting, missed := false, false
 	err := retryWhileLeading(ctx, func() error {
-		err := claims.claim(ctx, log, en, slot, trigger, queueOne)
+		err := claims.claim(ctx, log, en, slot, trigger, mode)
 		var early *earlyError
 		switch {
 		case errors.Is(err, errBusy):
 			if !waiting {
-				log.Info("the job is still running; the slot waits for it (overlap queue-one)")
+				log.Info("the job is still running; the slot waits for its run to end", "overlap", en.overlap())
 				waiting = true
 			}
 			e.awaitIdle(ctx, en.conf.Name)
@@ -402,6 +416,7 @@ func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger
 	case out.Early > 0:
 		return &earlyError{by: out.Early}
 	case out.Busy:
+		e.replaced(log, out)
 		return errBusy
 	case out.Taken:
 		log.Debug("slot already claimed")
@@ -412,6 +427,7 @@ func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger
 		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)
 		e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
 	default:
+		e.replaced(log, out)
 		log.Info("slot claimed", "run_id", out.Run.ID)
 		// The claim read job_settings: a claimed slot means the job is not paused.
 		e.conf.Metrics.SetJobPaused(en.conf.Name, false)

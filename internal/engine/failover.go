@@ -89,8 +89,8 @@ func (e *Engine) auditFailover(ctx context.Context, term leader.Term, log *slog.
 	}
 }
 
-// repairSlot claims slot as a catch-up run once the job has no active run (a queue-one
-// claim: it waits rather than recording the slot skipped as an overlap), and starts it.
+// repairSlot claims slot as a catch-up run once the job has room for it (a waiting claim:
+// it neither records the slot skipped as an overlap nor replaces a run), and starts it.
 // A slot another path recorded meanwhile is taken, and left alone. It retries while the
 // term lasts and never records the slot missed: the lost term may have called it.
 //
@@ -99,7 +99,7 @@ func (e *Engine) auditFailover(ctx context.Context, term leader.Term, log *slog.
 // (stats already_applied) without running the statements again (targets.SQLTarget.Run).
 func (e *Engine) repairSlot(ctx context.Context, claims *claimer, log *slog.Logger, en *entry, slot time.Time) {
 	err := retryWhileLeading(ctx, func() error {
-		err := claims.claim(ctx, log, en, slot, store.TriggerCatchUp, true)
+		err := claims.claim(ctx, log, en, slot, store.TriggerCatchUp, claimWaits)
 		var early *earlyError
 		switch {
 		case errors.Is(err, errBusy):

@@ -115,3 +115,17 @@ func (e *Engine) applyCancelRequests(ctx context.Context, term leader.Term, log 
 		}
 	}
 }
+
+// replaced acts on the runs a claim of a replace job replaced (store.ClaimOutcome): the ones
+// it ended are counted; the ones whose cancel it asked for are cancelled now, as
+// applyCancelRequests would at its next pass, and end cancelled when they stop.
+func (e *Engine) replaced(log *slog.Logger, out store.ClaimOutcome) {
+	for _, x := range out.Replaced {
+		e.conf.Metrics.RunRecorded(x.Job, x.Status, x.Trigger)
+		log.Info("run replaced by the slot (overlap replace): ended cancelled", "run_id", x.ID, "run_trigger", x.Trigger)
+	}
+	for _, id := range out.Cancelling {
+		_, ok := e.cancelRun(id)
+		log.Info("run replaced by the slot (overlap replace): cancelling it", "run_id", id, "owned_here", ok)
+	}
+}

@@ -105,16 +105,20 @@ func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Expired, error) {
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Expired, error) {
-		var x Expired
-		var ignored bool
-		err := row.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored)
-		return x, err
-	})
+	out, err := pgx.CollectRows(rows, scanEnded)
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
 	return out, nil
+}
+
+// scanEnded reads a run ended by a statement that returns its id, job, trigger and status,
+// and the announcement of its end.
+func scanEnded(row pgx.CollectableRow) (Expired, error) {
+	var x Expired
+	var ignored bool
+	err := row.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored)
+	return x, err
 }
 
 // CallbackOutcome says what a completion or a heartbeat did.
@@ -196,35 +200,38 @@ func (db *DB) CompleteCallback(ctx context.Context, c Completion, instance strin
 			return fmt.Errorf("announce run %d's end: %w", c.RunID, err)
 		}
 		out = CallbackDone
+		var after int
 		if c.Status == StatusFailed {
-			paused, err = pauseAfterFailures(ctx, queries{tx}, run, instance)
+			if paused, after, err = pauseAfterFailures(ctx, queries{tx}, run, instance); err != nil {
+				return err
+			}
 		}
-		return err
+		return completionEvents(ctx, queries{tx}, run, c.Status, after)
 	})
 	return out, run, paused, err
 }
 
 // pauseAfterFailures pauses a runtime job whose pause_after_failures last runs all failed,
-// with its auto-pause audit row, inside the caller's transaction.
-func pauseAfterFailures(ctx context.Context, q queries, run *Run, instance string) (bool, error) {
+// with its auto-pause audit row, inside the caller's transaction; after is that number.
+func pauseAfterFailures(ctx context.Context, q queries, run *Run, instance string) (paused bool, after int, err error) {
 	var n int
-	err := q.q.QueryRow(ctx, `SELECT coalesce((definition->>'pause_after_failures')::int, 0) FROM job_definitions WHERE name = $1`, run.Job).Scan(&n)
+	err = q.q.QueryRow(ctx, `SELECT coalesce((definition->>'pause_after_failures')::int, 0) FROM job_definitions WHERE name = $1`, run.Job).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && n <= 0) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s's pause_after_failures: %w", run.Job, err)
+		return false, 0, fmt.Errorf("read %s's pause_after_failures: %w", run.Job, err)
 	}
 	failing, err := q.ConsecutiveFailures(ctx, run.Job, n)
 	if err != nil || !failing {
-		return false, err
+		return false, 0, err
 	}
 	if err := q.SetPaused(ctx, run.Job, true); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	job, runID := run.Job, run.ID
 	reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
-	return true, q.RecordAction(ctx, Action{Action: ActionAutoPause, Job: &job, RunID: &runID,
+	return true, n, q.RecordAction(ctx, Action{Action: ActionAutoPause, Job: &job, RunID: &runID,
 		TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: instance})
 }
 

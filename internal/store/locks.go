@@ -34,17 +34,16 @@ type KnownLock struct {
 // hashtextextended('<job>:<entity id>', 0), which cannot be reversed, so they show as keys.
 var KnownLocks = []KnownLock{
 	{Name: "scheduler-leader", Kind: LockAdvisory, Meaning: "leader election: held by the leader's dedicated session"},
-	{Name: activeRunsLock, Kind: LockRow, Meaning: "one active run per job: held by a transaction that claims slots or queues a run"},
+	{Name: activeRunsLock, Kind: LockRow, Meaning: "a job's bound of active runs: held by a transaction that claims slots or queues a run"},
 	{Name: "scheduler:run_partitions", Kind: LockRow, Meaning: "adding the day partitions of job_runs and run_attempts"},
 	{Name: definitionsLock, Kind: LockRow, Meaning: "creating a runtime job definition (the cap on their number)"},
 }
 
 // activeRunsLock serialises the transactions that write a queued or running run: slot
-// claims, manual runs and recoveries. Each partition of job_runs has a unique index on its
-// job's active run, but a partitioned table has no index across partitions: two
-// transactions writing an active run of the same job into two days (a catch-up slot of
-// yesterday, a manual run of today) would both pass it. Under this lock each writer's
-// "no active run" check reads every earlier writer's commit.
+// claims, manual runs, re-runs and recoveries. A job has a bound of active runs (overlap.go),
+// which no index can hold: it is a count, and across the day partitions of job_runs. Under
+// this lock each writer's count reads every earlier writer's commit; the trigger
+// job_runs_active_bound (migration 0021) takes it too, to count again after the insert.
 const activeRunsLock = "scheduler:active_runs"
 
 // definitionsLock serialises the creates of runtime jobs, so concurrent creates on several

@@ -57,11 +57,11 @@ func (q queries) RecordNotifications(ctx context.Context, events []NotificationE
 // outcome before them was failed, timed_out or missed: the first success after a failure.
 // Skips, cancels and abandons are not outcomes; one backward probe of job_runs_job_id_idx
 // per run.
-func (tx *Tx) RecoveredRuns(ctx context.Context, ids []int64) ([]int64, error) {
+func (q queries) RecoveredRuns(ctx context.Context, ids []int64) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `
+	rows, err := q.q.Query(ctx, `
 		SELECT r.id FROM job_runs r
 		WHERE r.id = ANY($1::bigint[])
 		  AND (SELECT p.status FROM job_runs p

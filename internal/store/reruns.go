@@ -19,25 +19,25 @@ import (
 // so is the place its re-run would be recorded in.
 var ErrSlotTooOld = errors.New("the slot's day is past the run history's retention")
 
-// queueSlotRunSQL is queueManualRunSQL for a slot: the job's active run when it sees one,
-// else a new queued run of the slot.
+// queueSlotRunSQL is queueManualRunSQL for a slot: a new queued run of the slot while the
+// job has fewer active runs than its bound, else its newest active run.
 const queueSlotRunSQL = `
 WITH active AS (
-	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running') LIMIT 1
+	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')
 ), queued AS (
 	INSERT INTO job_runs (id, job, trigger, status, scheduled_at, rerun, reason, params)
 	SELECT job_run_id($2), $1, $3, 'queued', $2,
 	       1 + coalesce((SELECT max(rerun) FROM job_runs WHERE job = $1 AND scheduled_at = $2), 0), $4, $5
-	WHERE NOT EXISTS (SELECT 1 FROM active)
+	WHERE (SELECT count(*) FROM active) < job_run_bound($1)
 	RETURNING ` + runColumns + `
 )
 SELECT true, * FROM queued
 UNION ALL
-SELECT false, * FROM active`
+(SELECT false, * FROM active WHERE NOT EXISTS (SELECT 1 FROM queued) ORDER BY id DESC LIMIT 1)`
 
 // QueueSlotRun queues a run of job's slot at scheduledAt with trigger (TriggerRerun or
-// TriggerBackfill), unless the job has a queued or running run: then it returns that one with
-// created=false. It runs under activeRunsLock, as QueueManualRun, which also makes the slot's
+// TriggerBackfill), unless the job has its bound of queued or running runs: then it returns
+// the newest with created=false (it never replaces one). It runs under activeRunsLock, as QueueManualRun, which also makes the slot's
 // next rerun number safe to take.
 func (q queries) QueueSlotRun(ctx context.Context, job string, scheduledAt time.Time, trigger string, reason *string, params []byte) (run *Run, created bool, err error) {
 	if params == nil {

@@ -94,27 +94,30 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 // ErrRunNotFound means no run has the id asked for.
 var ErrRunNotFound = errors.New("run not found")
 
-// queueManualRunSQL answers a trigger in one statement, so in one snapshot: the job's active
-// run when it sees one, else a new queued run. Two statements (insert unless active, then
-// read the active run) saw two snapshots, and a run that finished between them left the
-// second one empty: a race, which a trigger must answer, not fail (issue 28).
+// queueManualRunSQL answers a trigger in one statement, so in one snapshot: a new queued
+// run while the job has fewer active runs than its bound (overlap.go), else its newest active
+// run. Two statements (insert unless active, then read the active run) saw two snapshots,
+// and a run that finished between them left the second one empty: a race, which a trigger
+// must answer, not fail (issue 28).
 const queueManualRunSQL = `
 WITH active AS (
-	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running') LIMIT 1
+	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')
 ), queued AS (
 	INSERT INTO job_runs (job, trigger, status, reason, params)
 	SELECT $1, 'manual', 'queued', $2, $3
-	WHERE NOT EXISTS (SELECT 1 FROM active)
+	WHERE (SELECT count(*) FROM active) < job_run_bound($1)
 	RETURNING ` + runColumns + `
 )
 SELECT true, * FROM queued
 UNION ALL
-SELECT false, * FROM active`
+(SELECT false, * FROM active WHERE NOT EXISTS (SELECT 1 FROM queued) ORDER BY id DESC LIMIT 1)`
 
-// QueueManualRun inserts a queued manual run of job, unless the job already has a queued or
-// running run: then it returns that one (as it was when seen: it may have finished since)
-// with created=false. Under activeRunsLock, concurrent triggers on any replicas create one
-// run: a second one waits for the first to commit and then finds its run.
+// QueueManualRun inserts a queued manual run of job, unless the job already has its bound of
+// queued or running runs (one, but for overlap allow's max_concurrent): then it returns the
+// newest (as it was when seen: it may have finished since) with created=false. A manual run
+// never replaces a run (overlap replace): the operator cancels it first. Under
+// activeRunsLock, concurrent triggers on any replicas create no run past the bound: a
+// second one waits for the first to commit and then counts its run.
 func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
 	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
 		if err := lockActiveRuns(ctx, tx); err != nil {

@@ -27,9 +27,13 @@ type Claim struct {
 	Trigger     string    // TriggerSchedule or TriggerCatchUp
 	MinGap      time.Duration
 	InstanceID  string
-	// QueueOne leaves a slot that comes due while the job runs unrecorded (Busy) instead of
-	// skipped, for a caller that waits for the run and claims it again (overlap queue-one).
+	// QueueOne leaves a slot that comes due while the job has its bound of active runs
+	// unrecorded (Busy) instead of skipped, for a caller that waits for the run and claims it
+	// again (overlap queue-one).
 	QueueOne bool
+	// Replace cancels the job's active runs instead (overlap replace, overlap.go): the slot
+	// is claimed at once when none is left running, else it is Busy as for QueueOne.
+	Replace bool
 	// DefinitionVersion is the runtime job definition's version the run follows (nil for a
 	// built-in job).
 	DefinitionVersion *int64
@@ -48,8 +52,13 @@ type ClaimOutcome struct {
 	// Early, when above 0, is how far the slot still lies in the future by the database's
 	// clock: nothing was recorded, and the caller claims again once it has come.
 	Early time.Duration
-	// Busy, for a QueueOne claim, says the job has an active run: nothing was recorded.
+	// Busy, for a QueueOne or Replace claim, says the job has its bound of active runs:
+	// nothing was recorded.
 	Busy bool
+	// Replaced, for a Replace claim, are the active runs it ended cancelled (queued ones,
+	// and accepted callback runs), and Cancelling those whose cancel it asked for.
+	Replaced   []Expired
+	Cancelling []int64
 	// Finished says the job's MaxRuns slots ran: nothing was recorded, and no later slot of
 	// the job will be.
 	Finished bool
@@ -57,8 +66,8 @@ type ClaimOutcome struct {
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md
 // guarantees 2 and 4). The unique index on (job, scheduled_at) makes the slot run at most
-// once whatever replica or epoch tries; the unique index on the job's active runs turns a
-// slot that comes due during a run into a skipped row rather than a second run.
+// once whatever replica or epoch tries; a slot that comes due while the job has its bound of
+// active runs (overlap.go) becomes a skipped row rather than one more run.
 //
 // A slot is claimed only once it has come by the database's clock, whatever the leader's own
 // clock says (its timers fire by it): a leader whose clock runs ahead gets Early instead.
@@ -66,13 +75,12 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	const early = `SELECT greatest($1::timestamptz - now(), interval '0')`
 	const taken = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = $2)`
 	const paused = `SELECT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)`
-	const active = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))`
 	// lockAtLeastFor: measured between run starts, on the database clock.
 	const tooSoon = `
 		SELECT EXISTS (SELECT 1 FROM job_runs
 		               WHERE job = $1 AND started_at > now() - $2::bigint * interval '1 microsecond')`
-	// ON CONFLICT without a target covers both unique indexes: an existing slot row and
-	// another active run of the job (inserted since the check above) both leave no row.
+	// ON CONFLICT without a target: an existing slot row leaves no row. (No active run of
+	// the job is inserted since the check above: every writer of one takes activeRunsLock.)
 	const insert = `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
 		VALUES (job_run_id($3), $1, $2, 'running', $3, now(), $4, $5, $6)
@@ -112,20 +120,31 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		}
 		return ClaimOutcome{Skipped: reason, SkippedID: id}, nil
 	}
-	var isPaused, isActive, isTooSoon bool
+	var isPaused, isTooSoon bool
 	if err := tx.QueryRow(ctx, paused, c.Job).Scan(&isPaused); err != nil {
 		return ClaimOutcome{}, fmt.Errorf("read job settings: %w", err)
 	}
 	if isPaused {
 		return skip(ReasonPaused)
 	}
-	if err := tx.QueryRow(ctx, active, c.Job).Scan(&isActive); err != nil {
-		return ClaimOutcome{}, fmt.Errorf("check active runs: %w", err)
+	isBusy, err := tx.busy(ctx, c.Job)
+	if err != nil {
+		return ClaimOutcome{}, err
 	}
-	if isActive && c.QueueOne {
-		return ClaimOutcome{Busy: true}, nil
+	var replaced ClaimOutcome
+	if isBusy && c.Replace {
+		if replaced.Replaced, replaced.Cancelling, err = tx.replaceActive(ctx, c); err != nil {
+			return ClaimOutcome{}, err
+		}
+		if isBusy, err = tx.busy(ctx, c.Job); err != nil {
+			return ClaimOutcome{}, err
+		}
 	}
-	if isActive {
+	if isBusy && (c.QueueOne || c.Replace) {
+		replaced.Busy = true
+		return replaced, nil
+	}
+	if isBusy {
 		return skip(ReasonOverlap)
 	}
 	if c.MinGap > 0 {
@@ -144,15 +163,17 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		if exists {
 			return ClaimOutcome{Taken: true}, nil
 		}
-		if c.QueueOne {
-			return ClaimOutcome{Busy: true}, nil
+		if c.QueueOne || c.Replace {
+			replaced.Busy = true
+			return replaced, nil
 		}
 		return skip(ReasonOverlap)
 	}
 	if err != nil {
 		return ClaimOutcome{}, fmt.Errorf("claim slot: %w", err)
 	}
-	return ClaimOutcome{Run: run}, nil
+	replaced.Run = run
+	return replaced, nil
 }
 
 // recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
@@ -260,12 +281,13 @@ func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, er
 		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
 		RETURNING id, job, trigger, epoch, params`
-	// Queued, so the leader's queue picks it up like a manual run. A job that already has a
-	// queued run gets none: that run does the recovering.
+	// Queued, so the leader's queue picks it up like a manual run. A job that already has
+	// its bound of active runs (overlap.go) gets none: those do the recovering. A recovery
+	// never replaces a run.
 	const recover = `
 		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id)
 		SELECT $1, 'recovery', 'queued', $2, $3
-		WHERE NOT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND status IN ('queued', 'running'))
+		WHERE (` + activeSQL + `) < job_run_bound($1)
 		  AND NOT EXISTS (SELECT 1 FROM job_runs WHERE recovers_run_id = $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`

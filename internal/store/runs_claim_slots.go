@@ -17,8 +17,8 @@ import (
 // than in a transaction each. The outcome of every claim is the one ClaimSlot would give.
 
 // claimSlotsSQL claims, in one statement, every slot that is due by the database's clock,
-// has no row, and whose job is not paused, has no active run, did not start one within its
-// minimum gap and has runs left of its max_runs: the common case at the top of an hour,
+// has no row, and whose job is not paused, has fewer active runs than its bound (overlap.go),
+// did not start one within its minimum gap and has runs left of its max_runs: the common case at the top of an hour,
 // where every claim wins. It has no ON CONFLICT clause, whose speculative insertion costs a
 // third more at 10 000 rows: the conditions exclude the rows the unique indexes would
 // refuse, and a row written by another transaction meanwhile (a manual run queued through
@@ -28,22 +28,24 @@ import (
 // job_runs has a partition a day, so each test must not probe every day for every claim:
 // a slot's row lies in its day (its id's range; an id from before migration 0013 is below
 // every day's), which prunes the slot test to that day and job_runs_kept; the active runs
-// are read once, from each day's small partial index, into a hashed anti-join. Under
+// are counted once, from each day's small partial index, into a hashed join. Under
 // activeRunsLock no other transaction adds an active run meanwhile.
 const claimSlotsSQL = `
-WITH active AS MATERIALIZED (SELECT job FROM job_runs WHERE status IN ('queued', 'running'))
+WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs WHERE status IN ('queued', 'running') GROUP BY job)
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
 SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $7, $8, c.version
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[])
      AS c (job, trigger, slot, version, min_gap, max_runs)
 LEFT JOIN job_settings s ON s.job = c.job
+LEFT JOIN active a ON a.job = c.job
+LEFT JOIN job_definitions d ON d.name = c.job
 WHERE c.slot <= now()
   AND NOT coalesce(s.paused, false)
   AND NOT EXISTS (SELECT 1 FROM job_runs r
                   WHERE r.job = c.job AND r.scheduled_at = c.slot
                     AND r.id >= CASE WHEN c.slot < job_run_cutover() THEN 0 ELSE job_run_day_start(job_run_day(c.slot)) END
                     AND r.id < job_run_day_start(job_run_day(c.slot) + 1))
-  AND c.job NOT IN (SELECT job FROM active)` + minGapTest + maxRunsTest + `
+  AND coalesce(a.n, 0) < coalesce(d.max_concurrent, 1)` + minGapTest + maxRunsTest + `
 RETURNING ` + runColumns
 
 // minGapTest is claimSlotsSQL's test of the minimum gap. Planned over every day partition
@@ -79,20 +81,21 @@ func claimSQL(gaps, maxRuns []int64, safe bool) string {
 // (12 ms for 100 000 of them, 1 ms on the next read).
 const claimSettings = `SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off`
 
-// claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: both
-// unique indexes), for a batch that met a row written meanwhile.
+// claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: the
+// slot's unique index), for a batch that met a row written meanwhile.
 var claimSlotsSafeSQL = strings.Replace(claimSlotsSQL, "\nRETURNING ", "\nON CONFLICT DO NOTHING\nRETURNING ", 1)
 
 // slotStateSQL reads, for the claims claimSlotsSQL left, what ClaimSlot checks one by one:
 // how far the slot lies ahead of the database's clock, whether it has a row, whether the job
-// is paused, has an active run, started one within its minimum gap, or ran its max_runs.
+// is paused, has its bound of active runs, started one within its minimum gap, or ran its
+// max_runs.
 // Each test is an index probe per claim.
 const slotStateSQL = `
 SELECT c.i,
        greatest(c.slot - now(), interval '0'),
        EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.scheduled_at = c.slot),
        coalesce(s.paused, false),
-       EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.status IN ('queued', 'running')),
+       (SELECT count(*) FROM job_runs r WHERE r.job = c.job AND r.status IN ('queued', 'running')) >= job_run_bound(c.job),
        c.min_gap > 0 AND EXISTS (
            SELECT 1 FROM job_runs r
            WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'),
@@ -146,11 +149,11 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	var skips []slotSkip
 	var retry []int
 	for _, st := range states {
-		switch outcome, reason := decideSlot(claims[st.i], st); {
+		switch outcome, reason, again := decideSlot(claims[st.i], st); {
 		case reason != "":
 			skips = append(skips, slotSkip{st.i, reason})
-		case outcome == (ClaimOutcome{}):
-			retry = append(retry, st.i) // free now: the state changed since the insert
+		case again:
+			retry = append(retry, st.i)
 		default:
 			out[st.i] = outcome
 		}
@@ -241,9 +244,9 @@ func claimWinners(ctx context.Context, tx *Tx, sql string, args []any) ([]*Run, 
 
 // slotState is what slotStateSQL read about the claim at position i.
 type slotState struct {
-	i                                     int
-	ahead                                 time.Duration
-	taken, paused, active, tooSoon, spent bool
+	i                                   int
+	ahead                               time.Duration
+	taken, paused, busy, tooSoon, spent bool
 }
 
 // slotStates reads the state of the claims at positions left, in order.
@@ -263,33 +266,36 @@ func (tx *Tx) slotStates(ctx context.Context, claims []Claim, left []int) ([]slo
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (slotState, error) {
 		var s slotState
-		err := row.Scan(&s.i, &s.ahead, &s.taken, &s.paused, &s.active, &s.tooSoon, &s.spent)
+		err := row.Scan(&s.i, &s.ahead, &s.taken, &s.paused, &s.busy, &s.tooSoon, &s.spent)
 		return s, err
 	})
 }
 
 // decideSlot is ClaimSlot's decision for a claim that did not win, from its state: an
 // outcome that records nothing (Early, Taken, Finished, Busy), or the reason of a skipped
-// row to record; neither when the slot is free now (its state changed since the insert).
-// A job that ran its max_runs records nothing more, not even a skip.
-func decideSlot(c Claim, st slotState) (ClaimOutcome, string) {
+// row to record; again, for ClaimSlot to decide alone, when the slot is free now (its state
+// changed since the insert) or a Replace claim has runs to replace. A job that ran its
+// max_runs records nothing more, not even a skip.
+func decideSlot(c Claim, st slotState) (out ClaimOutcome, reason string, again bool) {
 	switch {
 	case st.ahead > 0:
-		return ClaimOutcome{Early: st.ahead}, ""
+		return ClaimOutcome{Early: st.ahead}, "", false
 	case st.taken:
-		return ClaimOutcome{Taken: true}, ""
+		return ClaimOutcome{Taken: true}, "", false
 	case st.spent:
-		return ClaimOutcome{Finished: true}, ""
+		return ClaimOutcome{Finished: true}, "", false
 	case st.paused:
-		return ClaimOutcome{}, ReasonPaused
-	case st.active && c.QueueOne:
-		return ClaimOutcome{Busy: true}, ""
-	case st.active:
-		return ClaimOutcome{}, ReasonOverlap
+		return ClaimOutcome{}, ReasonPaused, false
+	case st.busy && c.Replace:
+		return ClaimOutcome{}, "", true
+	case st.busy && c.QueueOne:
+		return ClaimOutcome{Busy: true}, "", false
+	case st.busy:
+		return ClaimOutcome{}, ReasonOverlap, false
 	case st.tooSoon:
-		return ClaimOutcome{}, ReasonMinGap
+		return ClaimOutcome{}, ReasonMinGap, false
 	}
-	return ClaimOutcome{}, ""
+	return ClaimOutcome{}, "", true
 }
 
 // slotSkip is a skipped row to record for the claim at position i.

@@ -107,7 +107,9 @@ function jobFormPage(ns, name) {
   const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"]]);
   const enabledIn = h("input", { type: "checkbox", checked: true });
   const timeoutIn = text({ placeholder: "empty: 1m", class: "short" });
-  const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"]]);
+  const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"],
+    ["replace", "cancel the running run and run the slot"], ["allow", "run it too, up to a number at once"]]);
+  const maxConcurrentIn = text({ placeholder: "e.g. 3", inputmode: "numeric", class: "short" });
   const methodIn = select(HTTP_METHODS.map((m) => [m, m]));
   const urlIn = h("input", { type: "url", autocomplete: "off", spellcheck: "false", class: "mono", placeholder: "e.g. https://billing.internal/reports/daily" });
   const headersIn = area({ class: "mono", placeholder: "e.g. Content-Type: application/json" });
@@ -180,6 +182,7 @@ function jobFormPage(ns, name) {
       field("labels", "Labels", labelsIn, { optional: true, prefix: true, hint: "One per line, key=value. The overview's filter finds jobs by them." }),
       field("timeout", "Timeout", timeoutIn, { hint: "A run's limit, every attempt included. Empty: 1m." }),
       field("overlap", "When a slot comes while a run is still running", overlapIn),
+      field("max_concurrent", "Runs at once", maxConcurrentIn, { optional: true, hint: "With \"run it too\" only: how many runs at once, 1 to 50; the slot past them is skipped." }),
       field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
     httpSet, sqlSet, more,
     h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
@@ -223,6 +226,7 @@ function jobFormPage(ns, name) {
     enabledIn.checked = d.enabled !== false;
     timeoutIn.value = d.timeout || "";
     overlapIn.value = d.overlap || "skip";
+    maxConcurrentIn.value = d.max_concurrent ? String(d.max_concurrent) : "";
     catchupIn.value = d.catchup || "";
     minGapIn.value = d.min_gap || "";
     jitterIn.value = d.jitter || "";
@@ -266,6 +270,7 @@ function jobFormPage(ns, name) {
     d.enabled = enabledIn.checked;
     set(d, "timeout", timeoutIn.value.trim());
     d.overlap = overlapIn.value;
+    set(d, "max_concurrent", wholeNumber(maxConcurrentIn.value, "max_concurrent", errors));
     set(d, "catchup", catchupIn.value.trim());
     set(d, "min_gap", minGapIn.value.trim());
     set(d, "jitter", jitterIn.value.trim());

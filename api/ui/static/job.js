@@ -1,6 +1,14 @@
 // A job's page: its schedule, definition, actions and history.
 "use strict";
 
+// OVERLAP_WORDS say what each overlap policy does, for the definition card.
+const OVERLAP_WORDS = {
+  skip: () => "skip a slot while a run is still running",
+  "queue-one": () => "queue one run behind a running one",
+  replace: () => "cancel the running run and run the slot",
+  allow: (d) => `run up to ${d.max_concurrent} at once; skip a slot past them`,
+};
+
 // jobFacts renders the job's schedule and next runs; before the job arrives (job null) it
 // renders the same boxes with placeholders, so nothing moves when the data lands.
 function jobFacts(job) {
@@ -54,7 +62,7 @@ function definitionCard(job) {
       dt("Description", job.description ? h("span", { class: "prose" }, job.description) : h("span", { class: "muted" }, "—"), "job-description"),
       dt("Labels", labelsText(job.labels) || h("span", { class: "muted" }, "—")),
       dt("Version", job.version ?? "—"),
-      dt("Overlap", job.overlap === "queue-one" ? "queue one run behind a running one" : "skip a slot while a run is still running"),
+      dt("Overlap", OVERLAP_WORDS[job.overlap] ? OVERLAP_WORDS[job.overlap](job.definition || {}) : OVERLAP_WORDS.skip()),
       http ? [
         dt("Headers", Object.keys(http.headers || {}).length ? h("span", { class: "mono" }, Object.keys(http.headers).sort().join(", ")) : "—"),
         dt("Authentication", auth || "none"),

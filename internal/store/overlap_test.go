@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// defineAllow stores a runtime job with overlap allow and max_concurrent n (or another
+// overlap when n is 0), as the API would.
+func defineOverlap(t *testing.T, db *testdb.DB, name, overlap string, n int) {
+	t.Helper()
+	def := `{"name": "` + name + `", "schedule": "@every 1s", "overlap": "` + overlap + `", "http": {"url": "http://x.example"}}`
+	if n > 0 {
+		def = `{"name": "` + name + `", "schedule": "@every 1s", "overlap": "allow", "max_concurrent": ` +
+			string(rune('0'+n)) + `, "http": {"url": "http://x.example"}}`
+	}
+	_, err := db.CreateDefinition(context.Background(), name, "http", []byte(def), 100)
+	require.NoError(t, err)
+}
+
+// activeRuns counts a job's queued and running runs.
+func activeRuns(t *testing.T, db *testdb.DB, job string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')`, job).Scan(&n))
+	return n
+}
+
+// isBoundViolation reports the error of job_runs_active_bound.
+func isBoundViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == "job_runs_active_bound"
+}
+
+// The attack: a login that writes job_runs directly, without the scheduler's lock or checks.
+// The database itself refuses a job's active run past its bound: a fourth running row of an
+// allow job with max_concurrent 3, a second one of a built-in job even in another day's
+// partition, a finished run made running again, a bulk insert of many jobs.
+func TestDatabaseRefusesActiveRunsPastTheBound(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	defineOverlap(t, db, "fan", "", 3)
+	insert := func(job string, at string) error {
+		_, err := db.Pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at)
+			VALUES (job_run_id(date_trunc('second', now()) - $2::interval), $1, 'schedule', 'running', date_trunc('second', now()) - $2::interval, now())`, job, at)
+		return err
+	}
+	for i, at := range []string{"3 s", "2 s", "1 s"} {
+		require.NoError(t, insert("fan", at), "run %d of 3", i+1)
+	}
+	err := insert("fan", "0 s")
+	require.True(t, isBoundViolation(err), "a fourth running run: %v", err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('fan', 'manual', 'queued')`)
+	require.True(t, isBoundViolation(err), "a fourth, queued: %v", err)
+	assert.Equal(t, 3, activeRuns(t, db, "fan"))
+
+	// A built-in job (no definition) has one: yesterday's slot and today's manual run are in
+	// two partitions, which no unique index spans.
+	require.NoError(t, insert("plan-change", "1 day"))
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'queued')`)
+	require.True(t, isBoundViolation(err), "a second active run of a built-in job: %v", err)
+
+	// A finished run made running again.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status, finished_at) VALUES ('plan-change', 'manual', 'succeeded', now())`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE job_runs SET status = 'running', finished_at = NULL WHERE job = 'plan-change' AND status = 'succeeded'`)
+	require.True(t, isBoundViolation(err), "a finished run revived: %v", err)
+
+	// A statement of many rows (the hashed check): 100 jobs once each pass, one job twice fails.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) SELECT 'bulk-' || i, 'manual', 'queued' FROM generate_series(1, 100) i`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status)
+		SELECT 'other-' || i, 'manual', 'queued' FROM generate_series(1, 100) i UNION ALL SELECT 'other-7', 'manual', 'queued'`)
+	require.True(t, isBoundViolation(err), "a bulk insert with two runs of one job: %v", err)
+
+	// A skip, queue-one or replace job has one, whatever a stray max_concurrent says.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO job_definitions (name, kind, definition) VALUES ('sneaky', 'http', '{"overlap": "replace", "max_concurrent": 5}')`)
+	require.NoError(t, err)
+	require.NoError(t, insert("sneaky", "1 s"))
+	require.True(t, isBoundViolation(insert("sneaky", "2 s")))
+}
+
+// Concurrent writers, of every kind at once and several times over: hostile direct inserts
+// that take no lock, the API's manual triggers, and a leader's claims. None passes the
+// bound: at the end, and at every instant a sampler looked, at most three runs are active.
+func TestConcurrentWritersCannotPassTheBound(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 2`)
+	require.NoError(t, err)
+	defineOverlap(t, db, "fan", "", 3)
+	var base time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now()) - interval '1 hour'`).Scan(&base))
+	for round := range 5 {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				<-start
+				switch w % 4 {
+				case 0: // direct
+					_, _ = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('fan', 'manual', 'running')`)
+				case 1: // the API
+					_, _, err := db.QueueManualRun(ctx, "fan", nil, []byte(`{}`))
+					assert.NoError(t, err)
+				case 2: // the leader
+					slot := base.Add(time.Duration(round*8+w) * time.Second)
+					assert.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 2}, func(tx *store.Tx) error {
+						_, err := tx.ClaimSlot(ctx, store.Claim{Job: "fan", ScheduledAt: slot, Trigger: store.TriggerCatchUp, InstanceID: "a"})
+						return err
+					}))
+				case 3: // a deposed leader of epoch 1: the fence refuses it
+					err := db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
+						_, err := tx.ClaimSlot(ctx, store.Claim{Job: "fan", ScheduledAt: base, Trigger: store.TriggerCatchUp, InstanceID: "old"})
+						return err
+					})
+					assert.ErrorIs(t, err, store.ErrNotLeader)
+				}
+			})
+		}
+		close(start)
+		for range 20 {
+			assert.LessOrEqual(t, activeRuns(t, db, "fan"), 3)
+		}
+		wg.Wait()
+		assert.Equal(t, 3, activeRuns(t, db, "fan"), "round %d fills the bound, no more", round)
+		_, err := db.Pool.Exec(ctx, `UPDATE job_runs SET status = 'succeeded', finished_at = now() WHERE job = 'fan' AND status IN ('queued', 'running')`)
+		require.NoError(t, err)
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -180,6 +181,7 @@ type nodeOptions struct {
 	maxMissed      int
 	rescueInterval time.Duration
 	slotAudit      time.Duration       // the slot audit's interval, and its grace (default: a minute)
+	slotAuditGrace time.Duration       // the audit's grace when not slotAudit
 	tracer         pgx.QueryTracer     // store.Options.Tracer: faults injected into the node's statements
 	log            *slog.Logger        // default: stderr, errors only unless TEST_LOG is set
 	metrics        *metrics.Metrics    // default: none
@@ -223,7 +225,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	var en *Engine
 	en, err = New(Config{Notifications: sender, DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
-		SlotAuditInterval: opts.slotAudit, SlotAuditGrace: opts.slotAudit,
+		SlotAuditInterval: opts.slotAudit, SlotAuditGrace: cmp.Or(opts.slotAuditGrace, opts.slotAudit),
 		Runtime: opts.runtime})
 	require.NoError(t, err)
 	en.testSignals.init()

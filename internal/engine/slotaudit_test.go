@@ -30,7 +30,10 @@ func TestSlotAuditFindsASlotWithoutItsRow(t *testing.T) {
 	require.NoError(t, err)
 	m := metrics.New()
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{
-		jobConfig(t, "tick", "@every 1s", time.Minute), jobConfig(t, "writer", "@every 1s", time.Minute)}, metrics: m, slotAudit: time.Second})
+		jobConfig(t, "tick", "@every 1s", time.Minute), jobConfig(t, "writer", "@every 1s", time.Minute)}, metrics: m,
+		// A grace that a loaded machine's late claims stay within: the writer's rows must not
+		// be judged missing before the leader had time to write them.
+		slotAudit: time.Second, slotAuditGrace: 4 * time.Second})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
 	require.Eventually(t, func() bool {
 		c := testmetrics.Series(testmetrics.Scrape(t, m), "scheduler_slots_unrecorded_total", map[string]string{"job_name": "tick"})

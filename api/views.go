@@ -38,6 +38,9 @@ type Run struct {
 	// DefinitionVersion is the version of a runtime job's definition the run ran; null for
 	// a built-in job, and for a run not started yet.
 	DefinitionVersion *int64 `json:"definition_version"`
+	// NextAttemptAt is when a running runtime HTTP job's next call attempt starts, while
+	// it waits out the backoff after a failed one; null otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
 	// Attempts are a runtime HTTP job's call attempts: GET /v1/runs/{id} always sets them
 	// (empty for other jobs); lists of runs leave them out.
 	Attempts []Attempt `json:"attempts,omitzero"`
@@ -84,8 +87,17 @@ func newRunView(r *store.Run) *Run {
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), DurationMS: r.DurationMS(),
 		InstanceID: r.InstanceID, Epoch: r.Epoch, Stats: stats, Error: r.Error, Reason: r.Reason,
 		Params: params, CreatedAt: r.CreatedAt.UTC(), CancelRequested: r.CancelRequested,
-		RecoversRunID: r.RecoversRunID, DefinitionVersion: r.DefinitionVersion,
+		RecoversRunID: r.RecoversRunID, DefinitionVersion: r.DefinitionVersion, NextAttemptAt: nextAttempt(r),
 	}
+}
+
+// nextAttempt is a running run's next attempt time; a finished run has none, whatever the row
+// says.
+func nextAttempt(r *store.Run) *time.Time {
+	if r.Status != store.StatusRunning {
+		return nil
+	}
+	return utcPtr(r.NextAttemptAt)
 }
 
 // utcPtr shows times in UTC whatever the replica's zone, so every replica answers alike.

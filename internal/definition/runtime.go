@@ -121,6 +121,18 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			}
 			env.Log.Info("call attempt", attrs...)
 		},
+		OnWait: func(next time.Time) {
+			var at *time.Time
+			if !next.IsZero() {
+				at = &next
+			}
+			if env.Call.RecordNextAttempt == nil {
+				return
+			}
+			if err := env.Call.RecordNextAttempt(ctx, at); err != nil {
+				env.Log.Warn("recording the next attempt's time failed", "error", err)
+			}
+		},
 	}
 	res := j.rt.Caller.Do(ctx, req)
 	stats.Processed = int64(len(res.Attempts))

@@ -162,6 +162,9 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 		}
 		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
 	}
+	c.RecordNextAttempt = func(ctx context.Context, at *time.Time) error {
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.SetNextAttempt(ctx, run.ID, at) })
+	}
 	c.RecordBackend = func(ctx context.Context, b store.SQLBackend) error {
 		b.RunID = run.ID
 		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordSQLBackend(ctx, b) })

@@ -79,6 +79,9 @@ type Call struct {
 	Deadline time.Time
 	// RecordAttempt records one attempt of an outbound call with the run.
 	RecordAttempt func(ctx context.Context, a store.Attempt) error
+	// RecordNextAttempt records, fenced, when the call's next attempt starts while it waits
+	// out a backoff; nil when the wait is over.
+	RecordNextAttempt func(ctx context.Context, at *time.Time) error
 	// RecordBackend records, fenced, the backend a SQL run has in its target before its
 	// statements run (a later leader ends it if this one dies); ForgetBackend drops the
 	// record once the backend ended with the run.

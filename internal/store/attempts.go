@@ -50,6 +50,17 @@ func (tx *Tx) recordAttempts(ctx context.Context, runs []int64, attempts []Attem
 	return nil
 }
 
+// SetNextAttempt records when run's next call attempt starts, inside the leader's fenced
+// transaction like its attempts: at, when a failed attempt is followed by a backoff wait; nil
+// when the wait is over. A run no longer running keeps none.
+func (tx *Tx) SetNextAttempt(ctx context.Context, runID int64, at *time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE job_runs SET next_attempt_at = $2 WHERE id = $1 AND status = 'running'`, runID, at)
+	if err != nil {
+		return fmt.Errorf("record the next attempt of run %d: %w", runID, err)
+	}
+	return nil
+}
+
 // Attempts returns a run's attempts, in order.
 func (q queries) Attempts(ctx context.Context, runID int64) ([]Attempt, error) {
 	rows, err := q.q.Query(ctx, `

@@ -51,7 +51,7 @@ func (q queries) QueueSlotRun(ctx context.Context, job string, scheduledAt time.
 		var r Run
 		err := row.Scan(&created, &r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
+			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
 		run = &r
 		return err
 	})

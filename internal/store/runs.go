@@ -59,6 +59,9 @@ type Run struct {
 	// Rerun numbers a slot's rows: 0 for the slot's own run, 1, 2, ... for its re-runs and
 	// backfill runs (trigger rerun, backfill).
 	Rerun int
+	// NextAttemptAt is when a running run's next call attempt starts, while it waits out a
+	// backoff between two attempts (SetNextAttempt); nil otherwise.
+	NextAttemptAt *time.Time
 }
 
 // DurationMS is finished_at - started_at in milliseconds, nil while unfinished.
@@ -77,14 +80,14 @@ func (r *Run) Finished() bool {
 
 // runColumns lists job_runs' columns in the order scanRun expects.
 const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
-	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun`
+	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at`
 
 // scanRun scans one row selected with runColumns.
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
+		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +130,7 @@ func (q queries) QueueManualRun(ctx context.Context, job string, reason *string,
 		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(&created,
 			&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun)
+			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
 		run = &r
 		return err
 	})

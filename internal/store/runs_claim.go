@@ -274,7 +274,7 @@ type Abandoned struct {
 func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, error) {
 	const abandon = `
 		UPDATE job_runs
-		SET status = 'abandoned', finished_at = now(),
+		SET status = 'abandoned', finished_at = now(), next_attempt_at = NULL,
 		    error = CASE WHEN epoch < $1
 		                 THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
 		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END

@@ -24,7 +24,7 @@ type Finish struct {
 const finishRunsSQL = `
 WITH finished AS (
 	UPDATE job_runs r
-	SET status = f.status, finished_at = now(), stats = f.stats, error = f.error,
+	SET status = f.status, finished_at = now(), stats = f.stats, error = f.error, next_attempt_at = NULL,
 	    definition_version = coalesce(f.version, r.definition_version)
 	FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[]) AS f (id, status, stats, error, version)
 	WHERE r.id = f.id AND r.status = 'running'

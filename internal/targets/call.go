@@ -118,6 +118,10 @@ type Request struct {
 	// an attempt under way is not cut short by it.
 	Deadline  time.Time
 	OnAttempt func(Attempt) // called after each attempt, before any backoff (the engine records it)
+	// OnWait, when set, is told when the next attempt starts as the backoff wait before it
+	// begins, and the zero time when the wait is over and that attempt starts (the engine
+	// records both, so a retrying run says when it tries again).
+	OnWait func(next time.Time)
 }
 
 // Attempt is what one try of a Request did.
@@ -197,9 +201,15 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 				attempts(n), r.Deadline.UTC().Format(time.RFC3339), a.Error)
 			return res
 		}
+		if r.OnWait != nil {
+			r.OnWait(time.Now().Add(wait))
+		}
 		if !backoff.Sleep(ctx, wait) {
 			res.Err = stopped(ctx, n)
-			return res
+			return res // the run's end clears the time recorded
+		}
+		if r.OnWait != nil {
+			r.OnWait(time.Time{})
 		}
 	}
 }

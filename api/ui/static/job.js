@@ -27,8 +27,38 @@ function jobFacts(job) {
       next.length
         ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t, { zone: job && job.time_zone }) : "…", dstNote(job, t))))
         : h("p", { class: "muted" }, job.finished ? "None: its schedule is over (finished)." : job.paused ? "None while paused." : "None: the job is disabled."),
-      clockChanges(job)),
-    isRuntime(job) ? definitionCard(job) : null);
+      clockChanges(job)));
+}
+
+// BODY_SHOWN caps the body a definition shows before "Show all": a long body would push
+// everything below it away.
+const BODY_SHOWN = 600;
+
+// headersView lists an HTTP job's own headers as written, "Name: value", one a line. They
+// hold no secret: a secret goes in auth or signing_secret, which name it only.
+function headersView(headers) {
+  const names = Object.keys(headers || {}).sort();
+  if (!names.length) return "—";
+  return h("ul", { class: "plain mono", id: "job-headers" }, names.map((k) => h("li", { "data-key": k }, `${k}: ${headers[k]}`)));
+}
+
+// bodyView shows the body the job sends, as text; a long one shows its start and a button
+// that shows the rest.
+function bodyView(body) {
+  if (!body) return h("span", { class: "muted" }, "none");
+  const long = body.length > BODY_SHOWN;
+  const pre = h("pre", { class: "def-body", id: "job-body", "data-full": long ? "false" : "true" },
+    long ? `${body.slice(0, BODY_SHOWN)}…` : body);
+  if (!long) return pre;
+  const more = h("button", { type: "button", class: "link", id: "job-body-all", "aria-controls": "job-body" }, `Show all ${body.length} characters`);
+  more.addEventListener("click", () => {
+    pre.textContent = body;
+    pre.dataset.full = "true";
+    more.remove();
+    pre.setAttribute("tabindex", "-1");
+    pre.focus();
+  });
+  return [pre, more];
 }
 
 // dstNote says how a clock change moved or doubled the run at t (next_runs_dst), if it did.
@@ -54,7 +84,8 @@ function definitionCard(job) {
   const auth = http && http.auth
     ? (http.auth.bearer_secret ? `bearer token from secret ${http.auth.bearer_secret}` : `${http.auth.header} from secret ${http.auth.header_secret}`)
     : null;
-  return h("div", { class: "card wide" }, h("h2", {}, "Definition"),
+  return h("section", { class: "card", id: "definition", "aria-labelledby": "definition-h" },
+    h("h2", { id: "definition-h", tabindex: "-1" }, "Definition"),
     job.definition_error ? h("p", { class: "problem", role: "note" }, `✗ This definition no longer passes the check, so the job does not run: ${job.definition_error}`) : null,
     h("dl", { class: "facts" },
       dt("Kind", KIND_WORD[job.kind]),
@@ -64,7 +95,8 @@ function definitionCard(job) {
       dt("Version", job.version ?? "—"),
       dt("Overlap", OVERLAP_WORDS[job.overlap] ? OVERLAP_WORDS[job.overlap](job.definition || {}) : OVERLAP_WORDS.skip()),
       http ? [
-        dt("Headers", Object.keys(http.headers || {}).length ? h("span", { class: "mono" }, Object.keys(http.headers).sort().join(", ")) : "—"),
+        dt("Headers", headersView(http.headers)),
+        dt("Body", bodyView(http.body)),
         dt("Authentication", auth || "none"),
         dt("Signing", http.signing_secret ? `Standard Webhooks signature, secret ${http.signing_secret}` : "none"),
         dt("Success", (http.success || []).length ? http.success.join(", ") : "any 2xx status"),
@@ -73,12 +105,21 @@ function definitionCard(job) {
       ] : null));
 }
 
+// builtinCard is a built-in job's Definition: its work is compiled in, and the replica's
+// configuration sets what the Schedule card shows.
+function builtinCard(job) {
+  return h("section", { class: "card", id: "definition", "aria-labelledby": "definition-h" },
+    h("h2", { id: "definition-h", tabindex: "-1" }, "Definition"),
+    h("p", {}, `${job.name} is built in: what it does is compiled into the scheduler, and its schedule, timeout, catch-up window and minimum gap (Schedule, above) come from the replicas' configuration (SCHEDULER_JOB_<NAME>_*), so it is not edited here.`));
+}
+
 function jobPage(ns, name) {
   const path = jobPath(ns, name);
   // The heading holds the name from the address at once, so the actions below it do not
   // move when the job arrives; only the badges come later.
   const badgesEl = h("span");
   const facts = h("div");
+  const definitionEl = h("div");
   const historyEl = h("div");
   const statusSel = h("select", { id: "f-status", name: "status" }, h("option", { value: "" }, "any"), STATUSES.map((s) => h("option", { value: s }, s)));
   const triggerSel = h("select", { id: "f-trigger", name: "trigger" }, h("option", { value: "" }, "any"), TRIGGERS.map((s) => h("option", { value: s }, s)));
@@ -176,16 +217,22 @@ function jobPage(ns, name) {
   statusSel.addEventListener("change", onFilter);
   triggerSel.addEventListener("change", onFilter);
 
+  // What an operator looks for first comes first: the slots and the history, then the
+  // definition, the backfill and the notifications; the links reach each from the top.
+  const toc = onThisPage(jobHash(ns, name), [["History", "history-h"], ["Slots", "slots-h"],
+    ["Definition", "definition-h"], ["Backfill", "backfill"], ["Notifications", "notify-h"]]);
   powers(null);
   replace(facts, jobFacts(null));
   replace(main,
     h("p", {}, h("a", { href: hashFor(ns, "") }, ns === DEFAULT_NS ? "← Overview" : `← Overview of ${ns}`)),
-    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, facts, slotsPart.el, backfillPart.el, notifyPart.el,
-    h("h2", { id: "history-h" }, "History"),
-    h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
-      h("label", { for: "f-status" }, "Status", statusSel),
-      h("label", { for: "f-trigger" }, "Trigger", triggerSel)),
-    historyEl, pager.el);
+    h("h1", { tabindex: "-1" }, name, badgesEl), runNow, toc.el, facts, slotsPart.el,
+    h("section", { id: "history", "aria-labelledby": "history-h" },
+      h("h2", { id: "history-h", tabindex: "-1" }, "History"),
+      h("div", { class: "filters", role: "group", "aria-labelledby": "history-h" },
+        h("label", { for: "f-status" }, "Status", statusSel),
+        h("label", { for: "f-trigger" }, "Trigger", triggerSel)),
+      historyEl, pager.el),
+    definitionEl, backfillPart.el, notifyPart.el);
 
   async function refresh() {
     const q = new URLSearchParams({ limit: "25" });
@@ -199,6 +246,8 @@ function jobPage(ns, name) {
       if (deletion === undefined) deletion = await lastDeletion(ns, name);
       gone = true;
       runNow.hidden = slotsPart.el.hidden = backfillPart.el.hidden = notifyPart.el.hidden = true;
+      update(definitionEl);
+      toc.el.hidden = true; // a deleted job's page is its card and its history
       update(badgesEl, deletion ? h("span", { class: "badge deleted", "data-badge": "deleted" }, "deleted") : null);
       update(facts, deletedCard(ns, name, deletion));
       showHistory(runs ? runs.data : { runs: [], next_cursor: null });
@@ -212,8 +261,10 @@ function jobPage(ns, name) {
     version = job.version ?? null;
     powers(job);
     update(facts, jobFacts(job));
+    toc.el.hidden = false;
     await Promise.all([slotsPart.refresh(job), backfillPart.refresh(job), notifyPart.refresh(job)]);
     showHistory(runs.data);
+    update(definitionEl, isRuntime(job) ? definitionCard(job) : builtinCard(job));
   }
 
   function showHistory(data) {
@@ -231,6 +282,33 @@ function jobPage(ns, name) {
   // Older pages do not change under the reader; only the newest one is live. A deleted job
   // changes no more: its page stops asking.
   return { refresh, live: () => cursors.length === 0 && !gone };
+}
+
+// onThisPage builds the links to a long page's sections, by their headings' ids: a link
+// moves the focus to its heading (the page's address stays the page's own, href, so the
+// hash router is not asked). Every job has each section, so the links never change, and
+// nothing below them moves when the job arrives.
+function onThisPage(href, sections) {
+  const links = [];
+  for (const [label, id] of sections) {
+    links.push(h("li", {}, h("a", {
+      href, "data-section": id,
+      onclick: (ev) => {
+        ev.preventDefault();
+        const el = document.getElementById(id);
+        if (!el) return;
+        if (el.tagName === "DETAILS") el.open = true;
+        const target = el.tagName === "DETAILS" ? el.querySelector("summary") : el;
+        if (!target.hasAttribute("tabindex") && target.tagName !== "SUMMARY") target.setAttribute("tabindex", "-1");
+        target.focus({ preventScroll: true });
+        target.scrollIntoView({ block: "start" });
+      },
+    }, label)));
+  }
+  return {
+    el: h("nav", { class: "on-page", "aria-labelledby": "on-page-h" },
+      h("span", { class: "muted", id: "on-page-h" }, "On this page:"), h("ul", {}, links)),
+  };
 }
 
 // orGone is the answer of a request, or null when it is a 404.

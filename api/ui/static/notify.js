@@ -66,7 +66,7 @@ function notifySection(ns, path) {
 
   return {
     el: h("section", { "aria-labelledby": "notify-h" },
-      h("h2", { id: "notify-h" }, "Notifications"),
+      h("h2", { id: "notify-h", tabindex: "-1" }, "Notifications"),
       rulesEl,
       h("h3", {}, "Last messages"), sentEl),
     async refresh(job) {

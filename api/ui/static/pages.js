@@ -42,6 +42,19 @@ function attemptsView(attempts) {
   ];
 }
 
+// nextAttemptView says when a run waiting out a retry's backoff tries again: "next attempt at
+// 12:04:31 UTC (in 12 s)". The relative part is ticked like every other time.
+function nextAttemptView(r) {
+  if (r.status !== "running" || !r.next_attempt_at) return null;
+  const d = new Date(r.next_attempt_at);
+  const clock = `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} UTC`;
+  return h("p", { class: "next-attempt", id: "next-attempt", role: "status" },
+    `Attempt ${(r.attempts || []).length} failed; waiting to retry: `,
+    h("strong", {}, "next attempt at ",
+      h("time", { datetime: r.next_attempt_at, title: absTime(r.next_attempt_at) }, clock,
+        h("span", { class: "rel" }, ` (${relTime(r.next_attempt_at)})`))));
+}
+
 function runPage(ns, id) {
   const body = h("div");
   let run = null; // the run shown, for the cancel button
@@ -86,6 +99,7 @@ function runPage(ns, id) {
         }, "Cancel run"),
         r.cancel_requested ? h("span", {}, "Cancel requested; waiting for the leader.") : null,
         whyCancel ? h("p", { class: "why-not", id: "cancel-why" }, whyCancel) : null) : null,
+      nextAttemptView(r), // what a waiting run's reader asks first, so near the top
       h("dl", { class: "facts" },
         dt("Job", h("a", { href: jobHash(rns, r.job) }, r.job)),
         rns !== DEFAULT_NS ? dt("Namespace", rns) : null,

@@ -156,7 +156,7 @@ function slotsSection(ns, name, path) {
   }
 
   return {
-    el: h("section", { "aria-labelledby": "slots-h" }, h("h2", { id: "slots-h" }, "Slots"), why, body),
+    el: h("section", { "aria-labelledby": "slots-h" }, h("h2", { id: "slots-h", tabindex: "-1" }, "Slots"), why, body),
     async refresh(j) {
       job = j;
       if (Date.now() - last >= ACCT_EVERY_MS) {

@@ -319,6 +319,15 @@ func (e *Engine) catchUpBatch(ctx context.Context, term leader.Term, log *slog.L
 		log.Warn("day partition of job_runs added for slots caught up; it was missing (a long time without a leader, or a restored backup)",
 			"day", d.Format(time.DateOnly))
 	}
+	// A job with nothing to decide (no slot yet, or its latest slot came before its
+	// definition) has every slot up to now accounted for: the timers' start ticks those after
+	// now. Without this a job created just before the election lost the slot that came due
+	// between the catch-up and the timers.
+	for _, en := range batch {
+		if !spent[en.conf.Name] {
+			upTo[en.conf.Name] = now
+		}
+	}
 	for _, d := range decided {
 		upTo[d.en.conf.Name] = d.latest
 		for range d.missed {

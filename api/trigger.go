@@ -79,7 +79,10 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	// Not cancelled by the client going away: a cancel that lands while the commit is in
+	// flight leaves the run and a PENDING key committed but this handler with an error, so
+	// it would never store the answer and the client's retry would find the key in progress.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 	defer cancel()
 	scope := "POST /v1/jobs/{name}/runs:" + j.conf.Name
 	hash := requestHash(body)

@@ -116,26 +116,42 @@ func (l *netLog) errorLines() []string {
 
 // refreshes waits until the page has refreshed its data n more times (app.js counts them
 // in main's data-refreshes). The page waits ten times its last refresh between two, at
-// least a second (app.js, lastRefreshMs): a first load that took 0.8 s while the replica
-// was still catching up holds the next refresh 8 s, so the wait allows for that pace.
+// least a second and at most MAX_REFRESH_WAIT_MS (app.js): on a loaded machine one slow
+// refresh slows the next ones, so the deadline follows the slowest pace the page shows
+// while it is awaited.
 func refreshes(n int) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
-		now, err := chromedp.Evaluate[int](`Number(document.querySelector("main").dataset.refreshes || 0)`)(ctx, tgt)
+		type state struct {
+			Refreshes int
+			Pace      float64 // ms
+		}
+		read := chromedp.Evaluate[state](`({refreshes: Number(document.querySelector("main").dataset.refreshes || 0),
+			pace: typeof nextRefreshWait === "function" ? nextRefreshWait() : 0})`)
+		first, err := read(ctx, tgt)
 		if err != nil {
 			return err
 		}
-		last, err := chromedp.Evaluate[float64](`typeof lastRefreshMs === "number" ? lastRefreshMs : 0`)(ctx, tgt)
-		if err != nil {
-			return err
+		began := time.Now()
+		pace := time.Second
+		for {
+			now, err := read(ctx, tgt)
+			if err != nil {
+				return err
+			}
+			if now.Refreshes >= first.Refreshes+n {
+				return nil
+			}
+			pace = max(pace, time.Duration(now.Pace)*time.Millisecond)
+			if time.Since(began) > stepTimeout+time.Duration(n)*pace {
+				return fmt.Errorf("waiting %s for %d refreshes (the page's slowest pace: one each %s; the page then: %s)",
+					time.Since(began).Round(time.Millisecond), n, pace, pageState(ctx, tgt))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
-		pace := max(time.Second, time.Duration(10*last)*time.Millisecond)
-		expr := fmt.Sprintf(`Number(document.querySelector("main").dataset.refreshes || 0) >= %d`, now+n)
-		_, err = chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(stepTimeout+time.Duration(n)*pace),
-			chromedp.WithPollingInterval(50*time.Millisecond))(ctx, tgt)
-		if err != nil {
-			return fmt.Errorf("waiting for %d refreshes (the page's pace: one each %s; the page then: %s): %w", n, pace, pageState(ctx, tgt), err)
-		}
-		return nil
 	})
 }
 

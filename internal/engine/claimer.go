@@ -82,7 +82,7 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 		outs, err = tx.ClaimSlots(ctx, claims)
 		return err
 	})
-	e.testSignals.claimBatch.Send(len(batch))
+	e.testSignals.claimBatch.Send(claims)
 	for i, r := range batch {
 		if err != nil {
 			r.done <- err

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/schedulerhq/scheduler/internal/testsignal"
+import (
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
+)
 
 // testSignals let tests await the engine's events instead of sleeping. They are nil
 // channels, costing nothing, unless a test calls init.
@@ -11,8 +14,8 @@ type testSignals struct {
 	rescued     testsignal.Signal[int]   // a rescuer pass ended, with how many runs it abandoned
 	// definitionLoaded: a runtime job's definition took effect ("name@version")
 	definitionLoaded testsignal.Signal[string]
-	// claimBatch: a batch of slot claims was decided, with how many claims it held
-	claimBatch testsignal.Signal[int]
+	// claimBatch: a batch of slot claims was decided, with its claims (won or not)
+	claimBatch testsignal.Signal[[]store.Claim]
 	// repaired: a term that found a failover started repairing, with how many slots
 	repaired testsignal.Signal[int]
 	// queuePass: the queue was read (queued runs and cancel requests), under this epoch

@@ -17,8 +17,11 @@ let inFlight = false;
 let again = false;
 // lastRefreshMs is how long the last refresh took. The next one waits ten times that, at
 // least REFRESH_MS: a job list of ten thousand jobs (half a second to build on the server)
-// is then asked for every five seconds, not every second.
+// is then asked for every five seconds, not every second. At most MAX_REFRESH_WAIT_MS, so
+// one refresh slowed by a busy moment does not leave the page still for a minute.
 let lastRefreshMs = 0;
+const MAX_REFRESH_WAIT_MS = 10000;
+function nextRefreshWait() { return Math.min(MAX_REFRESH_WAIT_MS, Math.max(REFRESH_MS, 10 * lastRefreshMs)); }
 async function refreshNow() {
   if (!page) return;
   if (inFlight) {
@@ -102,11 +105,11 @@ function replicaURL(i) {
 }
 
 // schedule ticks: a live page refreshes (while the tab is visible) every second, or every
-// ten times its last refresh when that is slower; a page that cannot change only moves its
+// ten times its last refresh when that is slower (nextRefreshWait); a page that cannot change only moves its
 // relative times on, every second.
 function schedule() {
   stopTimer();
-  const wait = page && isLive(page) ? Math.max(REFRESH_MS, 10 * lastRefreshMs) : REFRESH_MS;
+  const wait = page && isLive(page) ? nextRefreshWait() : REFRESH_MS;
   timer = setTimeout(async () => {
     if (page && isLive(page)) { if (!document.hidden && !inFlight) await refreshNow(); } else tickTimes();
     if (page) schedule();

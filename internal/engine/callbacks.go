@@ -34,13 +34,14 @@ const statusAccepted = "accepted"
 func callbackPath(id int64) string { return fmt.Sprintf("/v1/runs/%d/complete", id) }
 
 // armCallback draws the run's token and stores its hash before the call is made.
-func (e *Engine) armCallback(ctx context.Context, term leader.Term, run *store.Run) (*job.Callback, error) {
+func (x *execution) armCallback(ctx context.Context) (*job.Callback, error) {
+	e, run := x.e, x.run
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("drawing the run's callback token: %w", err)
 	}
 	token := "schcb_" + base64.RawURLEncoding.EncodeToString(b)
-	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+	err := e.conf.DB.Fenced(ctx, x.term.Fence(), func(tx *store.Tx) error {
 		return tx.ArmCallback(ctx, run.ID, store.CallbackTokenHash(token))
 	})
 	if err != nil {
@@ -51,20 +52,20 @@ func (e *Engine) armCallback(ctx context.Context, term leader.Term, run *store.R
 
 // accept records that the target accepted a callback run, with its successful attempt and
 // stats, retrying while this replica leads, as finish does; the run's goroutine then ends.
-func (e *Engine) accept(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, run *store.Run,
-	stats job.Stats, started time.Time, fin *finishing) {
+func (x *execution) accept(stats job.Stats) {
+	e, en, run, ctx, log := x.e, x.en, x.run, x.ctx, x.log
 	status := statusAccepted
 	defer func() {
-		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, time.Since(started))
+		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, time.Since(x.started))
 		e.testSignals.finished.Send(run.ID)
 	}()
 	deadline := run.StartedAt.Add(en.conf.Timeout)
 	var accepted bool
 	err := retryWhileLeading(ctx, func() error {
-		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+		return e.conf.DB.Fenced(ctx, x.term.Fence(), func(tx *store.Tx) error {
 			var err error
-			accepted, err = tx.AcceptCallback(ctx, store.Accept{RunID: run.ID, Stats: statsJSON(stats), Version: fin.version,
-				Attempts: fin.pending, HeartbeatTimeout: en.def.HeartbeatTimeout, Deadline: deadline})
+			accepted, err = tx.AcceptCallback(ctx, store.Accept{RunID: run.ID, Stats: statsJSON(stats), Version: x.version,
+				Attempts: x.pending, HeartbeatTimeout: en.def.HeartbeatTimeout, Deadline: deadline})
 			return err
 		})
 	}, func(err error, d time.Duration) error {
@@ -114,7 +115,7 @@ func (e *Engine) callbackLoop(ctx context.Context, term leader.Term, log *slog.L
 			e.conf.Metrics.RunRecorded(x.Job, x.Status, x.Trigger)
 			log.Warn("callback run ended without its completion", "run_id", x.ID, "job", x.Job, "status", x.Status)
 			if en := e.entry(x.Job); en != nil && en.def != nil && en.def.Def.PauseAfterFailures > 0 && x.Status == store.StatusTimedOut {
-				e.pauseIfFailing(ctx, term, log, en, &store.Run{ID: x.ID, Job: x.Job})
+				e.pauseIfFailing(ctx, term, log, en, x.ID)
 			}
 		}
 	}

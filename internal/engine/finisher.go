@@ -9,7 +9,7 @@ import (
 )
 
 // finishBatchTimeout bounds one batch's transaction; a request whose batch failed retries
-// (recordFinish) while its term lasts.
+// (execution.record) while its term lasts.
 const finishBatchTimeout = 10 * time.Second
 
 // finisher records the ends of runs in batches: at 10 000 jobs due on one minute their runs

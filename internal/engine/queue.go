@@ -68,9 +68,8 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 		if unknown {
 			// finish lowers the running gauge, so the run is announced first.
 			e.conf.Metrics.RunStarted(run.Job, run.Trigger, 0)
-			e.finish(ctx, term, e.runLog(term, run), run, job.Stats{},
-				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID),
-				nil, time.Now(), &finishing{})
+			e.newExecution(ctx, term, nil, run).finish(job.Stats{},
+				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID), nil)
 			e.untrack(run.ID)
 		}
 	}

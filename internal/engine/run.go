@@ -64,23 +64,54 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 	e.runs.Add(1)
 	// A resignation keeps the lock until the run has recorded what it did.
 	release := term.Hold()
+	x := e.newExecution(ctx, term, en, run)
 	go func() {
 		defer e.runs.Done()
 		defer release()
 		defer e.untrack(run.ID)
 		defer cancel(nil)
-		e.execute(ctx, runCtx, term, en, run)
+		x.execute(runCtx)
 	}()
+}
+
+// execution is one run on this replica, from its start to its recorded end. It holds what
+// every phase needs, so the phases are its methods rather than functions of nine arguments.
+type execution struct {
+	e *Engine
+	// ctx is the term's: the run's end is recorded under it, not under the run's own
+	// context, which its timeout or a cancel ends.
+	ctx     context.Context
+	term    leader.Term
+	en      *entry // nil for a queued run of a job this replica does not know
+	run     *store.Run
+	log     *slog.Logger
+	started time.Time
+
+	// version is the definition version recorded with the run's end.
+	version *int64
+	// status is the final status, once finish decided it.
+	status string
+	// pending are call attempts recorded with the run's end rather than on their own.
+	pending []store.Attempt
+	// notify are the events the job's rules want, recorded with the run's end.
+	notify notify.Events
+}
+
+func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, run *store.Run) *execution {
+	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, log: e.runLog(term, run), started: time.Now()}
+	if en != nil {
+		x.version, x.notify = en.versionRef(), en.notifyOn()
+	}
+	return x
 }
 
 // execute runs the job body under the job's timeout and runCtx, which the queue cancels on
 // request, then finishes the run under the term's ctx.
-func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entry, run *store.Run) {
-	log := e.runLog(term, run)
+func (x *execution) execute(runCtx context.Context) {
+	e, en, run := x.e, x.en, x.run
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
 	defer cancelTimeout()
 
-	started := time.Now()
 	var delay time.Duration
 	if run.ScheduledAt != nil {
 		delay = run.StartedAt.Sub(*run.ScheduledAt)
@@ -90,35 +121,34 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	}
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
-	fin := finishing{version: en.versionRef(), notify: en.notifyOn()}
 	params, err := job.ParseParams(run.Params)
 	if err != nil {
-		e.finish(ctx, term, log, run, job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil, started, &fin)
+		x.finish(job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil)
 		return
 	}
 	env := &job.Env{
 		RunID: run.ID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
-			return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return fn(tx) })
+			return e.conf.DB.Fenced(ctx, x.term.Fence(), func(tx *store.Tx) error { return fn(tx) })
 		},
 		ReadOnly: e.conf.DB.ReadOnly(),
-		Log:      log,
+		Log:      x.log,
 		Now:      *run.StartedAt,
 		Params:   params,
 	}
 	if en.def != nil {
-		if env.Call, err = e.call(runCtx, term, en, run, &fin); err != nil {
-			e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)
+		if env.Call, err = x.call(runCtx); err != nil {
+			x.finish(job.Stats{}, err, nil)
 			return
 		}
 		if en.def.IsCallback() && !params.DryRun {
-			if env.Call.Callback, err = e.armCallback(runCtx, term, run); err != nil {
-				e.finish(ctx, term, log, run, job.Stats{}, err, nil, started, &fin)
+			if env.Call.Callback, err = x.armCallback(runCtx); err != nil {
+				x.finish(job.Stats{}, err, nil)
 				return
 			}
 		}
 	}
-	log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
+	x.log.Info("run started", "timeout", en.conf.Timeout, "dry_run", params.DryRun)
 	stats, runErr := runJob(runCtx, en.job, env)
 	var cause error
 	if runCtx.Err() != nil {
@@ -126,48 +156,38 @@ func (e *Engine) execute(ctx, runCtx context.Context, term leader.Term, en *entr
 	}
 	if env.Call.Callback != nil && runErr == nil && cause == nil {
 		// Accepted, not finished: the target completes the run (callbacks.go).
-		e.accept(ctx, term, log, en, run, stats, started, &fin)
+		x.accept(stats)
 		return
 	}
-	e.finish(ctx, term, log, run, stats, runErr, cause, started, &fin)
-	if en.def != nil && en.def.Def.PauseAfterFailures > 0 && (fin.status == store.StatusFailed || fin.status == store.StatusTimedOut) {
-		e.pauseIfFailing(ctx, term, log, en, run)
+	x.finish(stats, runErr, cause)
+	if en.def != nil && en.def.Def.PauseAfterFailures > 0 && (x.status == store.StatusFailed || x.status == store.StatusTimedOut) {
+		e.pauseIfFailing(x.ctx, x.term, x.log, en, run.ID)
 	}
-}
-
-// finishing is what execute and finish share about a run's end: the definition version to
-// record and the final status.
-type finishing struct {
-	version *int64
-	status  string
-	// pending are call attempts recorded with the run's end rather than on their own.
-	pending []store.Attempt
-	// notify are the events the job's rules want, recorded with the run's end.
-	notify notify.Events
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
-func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *store.Run, fin *finishing) (job.Call, error) {
+func (x *execution) call(ctx context.Context) (job.Call, error) {
+	e, run, fence := x.e, x.run, x.term.Fence()
 	key, slot, err := e.callKey(ctx, run)
 	if err != nil {
 		return job.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
 	}
-	c := job.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(en, run)}
+	c := job.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(x.en, run)}
 	c.RecordAttempt = func(ctx context.Context, a store.Attempt) error {
 		if a.Error == nil {
 			// A successful attempt is the run's last: it is recorded with the run's end, in
 			// the same transaction, so a call that works costs one commit, not two.
-			fin.pending = append(fin.pending, a)
+			x.pending = append(x.pending, a)
 			return nil
 		}
-		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
+		return e.conf.DB.Fenced(ctx, fence, func(tx *store.Tx) error { return tx.RecordAttempt(ctx, run.ID, a) })
 	}
 	c.RecordNextAttempt = func(ctx context.Context, at *time.Time) error {
-		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.SetNextAttempt(ctx, run.ID, at) })
+		return e.conf.DB.Fenced(ctx, fence, func(tx *store.Tx) error { return tx.SetNextAttempt(ctx, run.ID, at) })
 	}
 	c.RecordBackend = func(ctx context.Context, b store.SQLBackend) error {
 		b.RunID = run.ID
-		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return tx.RecordSQLBackend(ctx, b) })
+		return e.conf.DB.Fenced(ctx, fence, func(tx *store.Tx) error { return tx.RecordSQLBackend(ctx, b) })
 	}
 	c.ForgetBackend = func(ctx context.Context) {
 		// Best effort: a record left behind is taken by the next rescue, which finds its
@@ -178,8 +198,8 @@ func (e *Engine) call(ctx context.Context, term leader.Term, en *entry, run *sto
 }
 
 // pauseIfFailing pauses a runtime job whose last pause_after_failures runs all failed, and
-// records why in the audit log, in one fenced transaction.
-func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, run *store.Run) {
+// records why in the audit log, in one fenced transaction. runID is the run that failed last.
+func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, runID int64) {
 	n := en.def.Def.PauseAfterFailures
 	var paused bool
 	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
@@ -190,14 +210,14 @@ func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog
 		if err := tx.SetPaused(ctx, en.conf.Name, true); err != nil {
 			return err
 		}
-		job, runID := en.conf.Name, run.ID
+		job := en.conf.Name
 		reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
 		paused = true
 		if err := tx.RecordAction(ctx, store.Action{Action: store.ActionAutoPause, Job: &job, RunID: &runID,
-			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: e.conf.InstanceID}); err != nil {
+			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", runID), RemoteAddr: e.conf.InstanceID}); err != nil {
 			return err
 		}
-		return pausedEvent(ctx, tx, en, run.ID, n)
+		return pausedEvent(ctx, tx, en, runID, n)
 	})
 	switch {
 	case err != nil:
@@ -231,14 +251,14 @@ func runJob(ctx context.Context, j job.Job, env *job.Env) (stats job.Stats, err 
 // leadership is not finished here: this replica can no longer write, and the next leader
 // marks it abandoned and recovers it. Every run that was started (RunStarted) passes here
 // exactly once.
-func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	stats job.Stats, runErr, cause error, started time.Time, fin *finishing) {
-	elapsed := time.Since(started)
+func (x *execution) finish(stats job.Stats, runErr, cause error) {
+	e, run, ctx, log := x.e, x.run, x.ctx, x.log
+	elapsed := time.Since(x.started)
 	status := store.StatusSucceeded
 	// The running gauge falls whatever happens; an interrupted run is counted as such here
 	// and as abandoned by the leader that finds it.
 	defer func() {
-		fin.status = status
+		x.status = status
 		e.conf.Metrics.RunFinished(run.Job, status, run.Trigger, elapsed)
 		// Signalled after the metrics, so a test awaiting the signal sees them.
 		if status == statusInterrupted {
@@ -276,7 +296,7 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishAfterTermTimeout)
 		defer cancel()
 	}
-	if !e.recordFinish(ctx, term, log, run, status, statsJSON(stats), errText, fin) {
+	if !x.record(ctx, status, statsJSON(stats), errText) {
 		status = statusInterrupted
 		return
 	}
@@ -289,15 +309,15 @@ func (e *Engine) finish(ctx context.Context, term leader.Term, log *slog.Logger,
 	log.Info("run finished", attrs...)
 }
 
-// recordFinish records the run's end, retrying with backoff while this replica leads
+// record records the run's end, retrying with backoff while this replica leads
 // (docs/design.md guarantee 10): a connection reset or a statement timeout must not leave the
 // run running, which would block every later slot of its job as an overlap until the next
 // election. It reports false when the term ended first.
-func (e *Engine) recordFinish(ctx context.Context, term leader.Term, log *slog.Logger, run *store.Run,
-	status string, stats json.RawMessage, errText *string, fin *finishing) bool {
+func (x *execution) record(ctx context.Context, status string, stats json.RawMessage, errText *string) bool {
+	run, log := x.run, x.log
 	err := retryWhileLeading(ctx, func() error {
-		err := e.finishes.finish(ctx, term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
-			Error: errText, Version: fin.version, Attempts: fin.pending}, run.Job, fin.notify)
+		err := x.e.finishes.finish(ctx, x.term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
+			Error: errText, Version: x.version, Attempts: x.pending}, run.Job, x.notify)
 		if errors.Is(err, store.ErrNotRunning) {
 			// Only this goroutine finishes its run while the term lasts, so an earlier
 			// attempt committed and its answer was lost.

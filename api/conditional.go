@@ -8,16 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 )
-
-// compress gzips (or deflates) what is worth it for a client that accepts it: the JSON
-// answers, problems, the OpenAPI document and the dashboard's files. An open dashboard
-// polls several routes every second, so this is most of what it costs on the wire.
-// /metrics compresses itself (promhttp), and Compress leaves an encoded answer alone.
-var compress = middleware.Compress(5,
-	"application/json", "application/problem+json", "application/yaml",
-	"text/html", "text/css", "text/javascript", "text/plain")
 
 // conditionalGET gives each successful GET (and HEAD) answer a weak ETag, a hash of its
 // body, and answers 304 with no body when the client's If-None-Match already names it.
@@ -32,16 +23,17 @@ func conditionalGET(next http.Handler) http.Handler {
 			return
 		}
 		buf := &bufferedAnswer{ResponseWriter: w}
+		defer buf.release()
 		next.ServeHTTP(buf, r)
 		if buf.status == 0 {
 			buf.status = http.StatusOK
 		}
 		if buf.status != http.StatusOK {
 			w.WriteHeader(buf.status)
-			_, _ = w.Write(buf.body.Bytes())
+			_, _ = w.Write(buf.bytes())
 			return
 		}
-		sum := sha256.Sum256(buf.body.Bytes())
+		sum := sha256.Sum256(buf.bytes())
 		tag := `W/"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
 		w.Header().Set("ETag", tag)
 		w.Header().Set("Cache-Control", "no-cache")
@@ -53,7 +45,7 @@ func conditionalGET(next http.Handler) http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(buf.body.Bytes())
+		_, _ = w.Write(buf.bytes())
 	})
 }
 
@@ -74,6 +66,35 @@ type bufferedAnswer struct {
 	http.ResponseWriter
 	status int
 	body   bytes.Buffer
+	// owned is a body handed over whole (adopt) instead of copied into body.
+	owned []byte
+}
+
+func (b *bufferedAnswer) bytes() []byte {
+	if b.owned != nil {
+		return b.owned
+	}
+	return b.body.Bytes()
+}
+
+// adopt takes p as the whole body, uncopied, when nothing was written yet; the answer
+// returns it to answerBuffers once written (release). It reports whether it took p.
+func (b *bufferedAnswer) adopt(p []byte) bool {
+	if b.owned != nil || b.body.Len() > 0 {
+		return false
+	}
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	b.owned = p
+	return true
+}
+
+func (b *bufferedAnswer) release() {
+	if b.owned != nil {
+		releaseAnswerBuffer(b.owned)
+		b.owned = nil
+	}
 }
 
 func (b *bufferedAnswer) WriteHeader(status int) {
@@ -85,6 +106,11 @@ func (b *bufferedAnswer) WriteHeader(status int) {
 func (b *bufferedAnswer) Write(p []byte) (int, error) {
 	if b.status == 0 {
 		b.status = http.StatusOK
+	}
+	if b.owned != nil {
+		b.body.Write(b.owned) // a write after an adopted body: keep both, in order
+		releaseAnswerBuffer(b.owned)
+		b.owned = nil
 	}
 	return b.body.Write(p)
 }

@@ -35,6 +35,7 @@ type jobView struct {
 	static Job
 	next   nextRunsMemo
 	warn   warnMemo
+	last   lastRunMemo
 	// encoded is static's JSON members but the state's (staticJSON), once.
 	encodeOnce sync.Once
 	encoded    []byte

@@ -47,7 +47,7 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 	co := jv.coming(now, paused, ran)
 	b = co.appendJSON(b)
 	b = append(b, `,"last_run":`...)
-	run, err := json.Marshal(newRunView(last))
+	run, err := jv.last.json(last)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 // "counts": counts when counts is not empty (JSON of JobCounts).
 func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
 	ran map[string]store.RanRuns, next *string, counts []byte) error {
-	b := make([]byte, 0, 1536*len(list)+64) // about 1.2 kB a runtime job
+	b := answerBuffer(1536*len(list) + 64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
 		if i > 0 {
@@ -85,6 +85,6 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 		b = append(b, `,"counts":`...)
 		b = append(b, counts...)
 	}
-	writeRawJSON(w, http.StatusOK, append(b, '}'))
+	writeOwnedJSON(w, http.StatusOK, append(b, '}', '\n'))
 	return nil
 }

@@ -24,7 +24,7 @@ type JobHistory struct {
 
 // JobHistories returns, for each named job, its last success and whether it is paused. It
 // costs one probe per job and day partition on job_runs_job_status_id_idx (job, status,
-// id DESC), over the two newest days first (newestRunsFirst): runs of one job overlap only
+// id DESC), over the newest days first (newestRunsFirst): runs of one job overlap only
 // with overlap allow, so the newest succeeded run by id is the last to finish (of an allow
 // job's runs that overlapped, it may be one that finished a moment before another).
 // The status range, rather than an equality, keeps the planner on that index: with status =
@@ -32,7 +32,7 @@ type JobHistory struct {
 // a job that never succeeded (EXPLAIN on 500 000 runs: 10 buffers against 7 900).
 func (q queries) JobHistories(ctx context.Context, jobs []string) ([]JobHistory, error) {
 	var list []JobHistory
-	err := newestRunsFirst(jobs, func(jobs []string, from, before int64) ([]string, error) {
+	err := q.newestRunsFirst(ctx, jobs, func(jobs []string, from, before int64) ([]string, error) {
 		rows, err := q.q.Query(ctx, `
 			SELECT j.name, r.finished_at
 			FROM unnest($1::text[]) AS j(name)
@@ -90,7 +90,7 @@ func (q queries) JobStates(ctx context.Context, jobs []string) (now time.Time, p
 	// the planner off a backward primary-key walk; see listRunsSQL). A dry run is not the
 	// job's last run: it would hide a real failure behind a run that did nothing.
 	last = make(map[string]*Run, len(jobs))
-	err = newestRunsFirst(jobs, func(jobs []string, from, before int64) ([]string, error) {
+	err = q.newestRunsFirst(ctx, jobs, func(jobs []string, from, before int64) ([]string, error) {
 		rows, err := q.q.Query(ctx, `
 			SELECT r.* FROM unnest($1::text[]) AS j(name)
 			CROSS JOIN LATERAL (
@@ -115,15 +115,39 @@ func (q queries) JobStates(ctx context.Context, jobs []string) (now time.Time, p
 	return now, paused, last, nil
 }
 
-// newestRunsFirst calls read for the jobs over the ids of the two newest days
-// (recentIDFloor), then again over the older days for the jobs that read found nothing
-// for. read returns the jobs it found something for; it reads ids in [from, before).
-func newestRunsFirst(jobs []string, read func(jobs []string, from, before int64) (found []string, err error)) error {
-	floor := recentIDFloor(0, time.Now())
-	found, err := read(jobs, floor, math.MaxInt64)
-	if err != nil || floor == 0 || len(found) == len(jobs) {
+// newestRunsFirst calls read for the jobs over today's ids, then over yesterday's for the
+// jobs it found nothing for, then over the older days for the rest. read returns the jobs
+// it found something for; it reads ids in [from, before). A job's newest run is most often
+// today's: each bound is a probe of the job's index in one day partition (and
+// job_runs_kept), where an open upper bound probes the empty days ahead too. At 10 000 jobs
+// that was 83 of the job list's milliseconds against about 30. The days ahead are read
+// only when they hold a run (a slot's id carries its day), so the bounds change no answer.
+func (q queries) newestRunsFirst(ctx context.Context, jobs []string, read func(jobs []string, from, before int64) (found []string, err error)) error {
+	yesterday := recentIDFloor(0, time.Now())
+	if yesterday == 0 {
+		_, err := read(jobs, 0, math.MaxInt64)
 		return err
 	}
+	today, tomorrow := yesterday+1<<dayIDShift, yesterday+2<<dayIDShift
+	var ahead bool
+	if err := q.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE id >= $1)`, tomorrow).Scan(&ahead); err != nil {
+		return err
+	}
+	if ahead {
+		tomorrow = math.MaxInt64
+	}
+	for _, r := range [][2]int64{{today, tomorrow}, {yesterday, today}, {0, yesterday}} {
+		found, err := read(jobs, r[0], r[1])
+		if err != nil || len(found) == len(jobs) {
+			return err
+		}
+		jobs = jobsNotIn(jobs, found)
+	}
+	return nil
+}
+
+// jobsNotIn returns the jobs that are not in found.
+func jobsNotIn(jobs, found []string) []string {
 	done := make(map[string]bool, len(found))
 	for _, job := range found {
 		done[job] = true
@@ -134,8 +158,7 @@ func newestRunsFirst(jobs []string, read func(jobs []string, from, before int64)
 			rest = append(rest, job)
 		}
 	}
-	_, err = read(rest, 0, floor)
-	return err
+	return rest
 }
 
 // pausedJobs returns which of jobs are paused (job_settings).

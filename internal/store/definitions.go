@@ -81,10 +81,14 @@ func (q queries) CreateDefinition(ctx context.Context, name, kind string, def js
 
 // checkNamespaceQuota refuses a create in a namespace that does not exist
 // (ErrNamespaceNotFound) or holds its max_jobs (ErrNamespaceQuota). The caller holds
-// definitionsLock, so two creates cannot pass the quota together.
+// definitionsLock, so two creates cannot pass the quota together. A namespace without
+// max_jobs (default among them) has its jobs not counted: a count a create would grow with
+// every job defined, which made 10 000 creates one after the other take twice as long.
 func (q queries) checkNamespaceQuota(ctx context.Context, key string) error {
 	const quota = `
-		SELECT n.max_jobs, (SELECT count(*) FROM job_definitions d WHERE d.namespace = n.name)
+		SELECT n.max_jobs,
+		       CASE WHEN n.max_jobs IS NULL THEN 0
+		            ELSE (SELECT count(*) FROM job_definitions d WHERE d.namespace = n.name) END
 		FROM scheduler_namespaces n
 		WHERE n.name = CASE WHEN strpos($1, '/') > 0 THEN split_part($1, '/', 1) ELSE 'default' END`
 	var max *int

@@ -76,6 +76,10 @@ func benchCalls(ctx context.Context, b *bench) error {
 	return nil
 }
 
+// commitsSQL reads the bench database's commits, reads included, and the cluster's next
+// transaction id, which only a transaction that writes advances.
+const commitsSQL = `SELECT xact_commit, pg_snapshot_xmax(pg_current_snapshot())::text::bigint FROM pg_stat_database WHERE datname = $1`
+
 // benchScale runs ten thousand runtime HTTP jobs on "* * * * *" with three replicas for
 // several minutes: every slot recorded once and called once, how late the calls start, the
 // leader's memory, the database's commits per slot instant, the job list, and a hand-over.
@@ -106,9 +110,9 @@ func benchScale(ctx context.Context, b *bench) error {
 			target, pass = "p99 ≤ 1 s", verdict(p99 <= time.Second)
 		}
 		b.report.add(row{name: name, data: data, value: dur(p99), target: target, pass: pass,
-			note: fmt.Sprintf("p50 %s, last call %s after its slot; each minute's p99: %s; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
+			note: fmt.Sprintf("p50 %s, last call %s after its slot; each minute's p99: %s; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant, %.0f of them writes; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
 				dur(percentile(d.lateness, 50)), dur(d.last), durs(d.slotP99), dur(d.claimP50), dur(d.claimP99), d.calls, n*run.minutes, d.doubles, d.missing,
-				d.commitsPerSlot, d.peakRSSMB, dur(d.defining))})
+				d.commitsPerSlot, d.writesPerSlot, d.peakRSSMB, dur(d.defining))})
 		if !run.main {
 			continue
 		}
@@ -156,7 +160,11 @@ type delivery struct {
 	doubles        int // keys that reached the receiver more than once
 	missing        int // measured slots × jobs without exactly one job_runs row
 	commitsPerSlot float64
-	peakRSSMB      float64
+	// writesPerSlot counts the transactions that wrote (were given a transaction id), of
+	// the whole cluster, which holds only the bench's database at work: xact_commit also
+	// counts every read.
+	writesPerSlot float64
+	peakRSSMB     float64
 	// claimP50, claimP99: the claim's commit (job_runs.started_at) − slot
 	claimP50, claimP99 time.Duration
 	// The hand-over (measureHandOver).
@@ -230,7 +238,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 	if time.Until(first) < 10*time.Second {
 		first = first.Add(time.Minute)
 	}
-	var commitsBefore int64
+	var commitsBefore, xidsBefore int64
 	for k := range slots {
 		slot := first.Add(time.Duration(k) * time.Minute)
 		key := slot.UTC().Format(time.RFC3339)
@@ -239,7 +247,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 		recv.slot, recv.all = key, all
 		recv.mu.Unlock()
 		if k == 0 {
-			if err := b.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, full).Scan(&commitsBefore); err != nil {
+			if err := b.admin.QueryRow(ctx, commitsSQL, full).Scan(&commitsBefore, &xidsBefore); err != nil {
 				return d, err
 			}
 		}
@@ -282,11 +290,12 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 	}); err != nil {
 		return d, err
 	}
-	var commitsAfter int64
-	if err := b.admin.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, full).Scan(&commitsAfter); err != nil {
+	var commitsAfter, xidsAfter int64
+	if err := b.admin.QueryRow(ctx, commitsSQL, full).Scan(&commitsAfter, &xidsAfter); err != nil {
 		return d, err
 	}
 	d.commitsPerSlot = float64(commitsAfter-commitsBefore) / float64(slots)
+	d.writesPerSlot = float64(xidsAfter-xidsBefore) / float64(slots)
 	recv.mu.Lock()
 	for _, c := range recv.keys {
 		if c > 1 {

@@ -122,12 +122,12 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			env.Log.Info("call attempt", attrs...)
 		},
 		OnWait: func(next time.Time) {
+			if env.Call.RecordNextAttempt == nil {
+				return
+			}
 			var at *time.Time
 			if !next.IsZero() {
 				at = &next
-			}
-			if env.Call.RecordNextAttempt == nil {
-				return
 			}
 			if err := env.Call.RecordNextAttempt(ctx, at); err != nil {
 				env.Log.Warn("recording the next attempt's time failed", "error", err)

@@ -49,9 +49,7 @@ func (q queries) QueueSlotRun(ctx context.Context, job string, scheduledAt time.
 		}
 		row := tx.QueryRow(ctx, queueSlotRunSQL, job, scheduledAt, trigger, reason, params)
 		var r Run
-		err := row.Scan(&created, &r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
-			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
+		err := row.Scan(append([]any{&created}, r.columns()...)...)
 		run = &r
 		return err
 	})

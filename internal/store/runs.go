@@ -85,13 +85,18 @@ const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_
 // scanRun scans one row selected with runColumns.
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
-	err := row.Scan(&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
-		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
-	if err != nil {
+	if err := row.Scan(r.columns()...); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// columns are r's fields in runColumns' order, for Scan: the one list a statement that
+// returns runColumns after columns of its own appends to.
+func (r *Run) columns() []any {
+	return []any{&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
+		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
+		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt}
 }
 
 // ErrRunNotFound means no run has the id asked for.
@@ -127,10 +132,7 @@ func (q queries) QueueManualRun(ctx context.Context, job string, reason *string,
 			return err
 		}
 		var r Run
-		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(&created,
-			&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
-			&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-			&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt)
+		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(append([]any{&created}, r.columns()...)...)
 		run = &r
 		return err
 	})

@@ -296,6 +296,9 @@ func TestRunQueuedBeforeTheDefinitionIsFollowedRunsTheJob(t *testing.T) {
 	t.Cleanup(srv.Close)
 	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: time.Minute})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	// The watch reads every definition once its listening starts, which may come after
+	// leading: a definition stored before that read would be loaded by it, not the queue.
+	awaitSignal(t, &n.en.testSignals.definitionsRead, "the definition watch's first read")
 
 	j := checkDefinition(t, `{"name": "fresh", "schedule": "0 0 1 1 *", "http": {"url": "`+srv.URL+`"}}`)
 	b, err := json.Marshal(j.Def)

@@ -32,6 +32,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 const (
@@ -44,6 +46,9 @@ const (
 	sqlGoneWithin = 2500 * time.Millisecond
 	// sqlGonePoll is how often that wait looks: there is no event to await.
 	sqlGonePoll = 50 * time.Millisecond
+	// sqlCancelEvery is how often a cancel is sent again until the statements end: the
+	// server drops a cancel that lands while the backend waits for its next statement.
+	sqlCancelEvery = 200 * time.Millisecond
 	// sqlCleanupTimeout bounds a rollback, a goodbye or a trial after the run's own context
 	// has ended.
 	sqlCleanupTimeout = time.Second
@@ -84,6 +89,11 @@ type SQLTarget struct {
 	// terminateAfter is sqlTerminateAfter; a test lengthens it to tell a cancel that worked
 	// from the terminate that follows one that did not.
 	terminateAfter time.Duration
+	// beforeStatements, when a test sets it, runs just before the statements are sent;
+	// cancelSent reports each cancel request stop sent. Together they land a cancel in the
+	// gap between two of the runner's statements.
+	beforeStatements func()
+	cancelSent       testsignal.Signal[struct{}]
 }
 
 // NewSQLTarget makes a target; it connects to nothing.
@@ -201,18 +211,30 @@ func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
 }
 
 // stop ends the backend pid of a run whose context ended: a cancel, and if the statement
-// is still running two seconds later (applied not closed), a terminate and a wait for the
+// is still running after terminateAfter (applied not closed), a terminate and a wait for the
 // backend to leave pg_stat_activity.
+//
+// The cancel is sent again every sqlCancelEvery until then. The server drops a cancel that
+// arrives while the backend waits for its next statement, so one sent while the runner was
+// between its own statements (the marker lookup, BEGIN, the settings) would let the job's
+// statements that follow run to their end.
 func (t *SQLTarget) stop(pc *pgconn.PgConn, pid uint32, applied <-chan struct{}) error {
-	cancelCtx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout)
-	_ = pc.CancelRequest(cancelCtx) // no answer to wait for; the terminate below is the sure way
-	cancel()
-	select {
-	case <-applied:
-		return nil // the cancel ended the statement; closing the connection ends the backend
-	case <-time.After(t.terminateAfter):
+	terminate := time.After(t.terminateAfter)
+	again := time.NewTicker(sqlCancelEvery)
+	defer again.Stop()
+	for {
+		cancelCtx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout)
+		_ = pc.CancelRequest(cancelCtx) // no answer to wait for; the terminate is the sure way
+		cancel()
+		t.cancelSent.Send(struct{}{})
+		select {
+		case <-applied:
+			return nil // the cancel ended the statement; closing the connection ends the backend
+		case <-terminate:
+			return t.terminate(pid)
+		case <-again.C:
+		}
 	}
-	return t.terminate(pid)
 }
 
 // EndBackend ends the backend pid that started at started, if it still runs: a run's that a
@@ -337,6 +359,9 @@ func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLRes
 		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, "scheduler.var."+name, value); err != nil {
 			return res, fmt.Errorf("SQL target %s: set var %s: %w", t.conf.Name, name, err)
 		}
+	}
+	if t.beforeStatements != nil {
+		t.beforeStatements()
 	}
 	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
 		return res, fmt.Errorf("the statements failed: %w", err)

@@ -162,6 +162,24 @@ func TestSQLTargetCancelsAStatementThatHonoursIt(t *testing.T) {
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
 
+// A cancel that lands while the backend waits between the runner's own statements is
+// dropped by the server; the runner sends it again, so the job's statement that follows is
+// cancelled too and the run ends long before the 30 s terminate.
+func TestSQLTargetCancelsAStatementThatStartsAfterTheFirstCancel(t *testing.T) {
+	f := newSQLFixture(t)
+	f.target.terminateAfter = 30 * time.Second
+	f.target.cancelSent.Init()
+	ctx, cancel := context.WithCancel(sqlTestCtx(t))
+	f.target.beforeStatements = func() {
+		cancel()
+		f.target.cancelSent.Await(t, 10*time.Second, "the first cancel request, sent while the backend is idle")
+	}
+	start := time.Now()
+	_, err := f.target.Run(ctx, sqlRun("late", `SELECT pg_sleep(30)`))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 10*time.Second, "a cancel sent again ended the statement before the terminate")
+}
+
 // What a job's statements do to their session stays there: a temporary table shadowing the
 // marker table, a COMMIT that would split the slot from its marker.
 func TestSQLTargetStatementsCannotForgeOrSplitTheMarker(t *testing.T) {

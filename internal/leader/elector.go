@@ -4,8 +4,9 @@
 // connection, and the instance heartbeats behind GET /v1/instances.
 //
 // Modelled on River's internal/leadership elector, with one difference on purpose:
-// followers wait for the lock inside PostgreSQL (pg_advisory_lock), so a released or
-// dropped lock is taken over at once instead of after a lease and a poll.
+// followers wait for the lock inside PostgreSQL (pg_advisory_lock, in statements of at most
+// a second: store.LockSession.Lock), so a released or dropped lock is taken over at once
+// instead of after a lease and a poll.
 package leader
 
 import (

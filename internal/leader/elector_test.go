@@ -297,3 +297,29 @@ func TestInstanceHeartbeatMeasuresTheClockSkew(t *testing.T) {
 	}, waitTimeout, 50*time.Millisecond)
 	assert.Less(t, math.Abs(skew), 1.0, "one machine, one clock: %fs", skew)
 }
+
+// A follower's wait for the leader lock does not hold back the database's VACUUM horizon.
+// A statement keeps its snapshot until it ends, and one wait lasting the whole term kept
+// every dead row version of every table: job_runs and its indexes grew by a version per run
+// and the claims slowed each minute. Once b waits, a transaction id is used up; every
+// snapshot b's sessions take later lies past it, and the old wait's never would.
+func TestFollowerWaitDoesNotHoldBackVacuum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	a := startReplica(t, url, "a", 2*time.Second)
+	awaitTerm(t, a, "a leading")
+	b := startReplica(t, url, "b", 2*time.Second)
+	require.Eventually(t, func() bool { return waitingForLeaderLock(t, b) }, waitTimeout, 20*time.Millisecond, "b waiting for the leader lock")
+
+	var mark int64
+	require.NoError(t, a.db.Pool.QueryRow(ctx, `SELECT txid_current()`).Scan(&mark))
+	require.Eventually(t, func() bool {
+		old := -1
+		_ = a.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND backend_xmin::text::int8 <= $2`, "scheduler:b", mark).Scan(&old)
+		return old == 0
+	}, waitTimeout, 50*time.Millisecond, "b's sessions holding no snapshot from before the mark")
+	isLeader, _ := b.e.IsLeader()
+	assert.False(t, isLeader, "b still follows: the wait went on in new statements")
+}

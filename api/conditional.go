@@ -15,8 +15,13 @@ import (
 // The dashboard re-polls every second an answer that rarely changes; this way an unchanged
 // one costs a few headers. The ETag is weak because the compressed and the plain answer
 // are the same content in two encodings. Cache-Control: no-cache makes any cache on the
-// way ask again each time instead of serving a stale answer.
-func conditionalGET(next http.Handler) http.Handler {
+// way ask again each time instead of serving a stale answer. A big answer is sent gzipped
+// from compressed when it was compressed before (compressed_answers.go).
+func conditionalGET(compressed *compressedAnswers) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return conditional(compressed, next) }
+}
+
+func conditional(compressed *compressedAnswers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			next.ServeHTTP(w, r)
@@ -42,6 +47,9 @@ func conditionalGET(next http.Handler) http.Handler {
 			w.Header().Del("Content-Type")
 			w.Header().Del("Content-Length")
 			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		if compressed.writeCompressed(w, r, tag, buf.bytes()) {
 			return
 		}
 		w.WriteHeader(http.StatusOK)

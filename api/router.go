@@ -92,8 +92,10 @@ type Server struct {
 	waitRecheck time.Duration
 	// refusals bounds the refused requests recorded in the audit log.
 	refusals *rate.Limiter
-	// views keeps the runtime jobs' views between requests.
+	// runtimeViews keeps the runtime jobs' views between requests.
 	runtimeViews jobViews
+	// compressedAnswers keeps the gzip form of the last big answers.
+	compressedAnswers compressedAnswers
 }
 
 // The audit log records at most refusalsPerSecond refused requests a second per replica,
@@ -165,7 +167,7 @@ func (s *Server) Handler() http.Handler {
 	s.callbackRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
-		r.Use(s.authenticate, conditionalGET)
+		r.Use(s.authenticate, conditionalGET(&s.compressedAnswers))
 		r.Get("/whoami", s.whoami)
 		r.Get("/leader", s.getLeader)
 		r.Get("/instances", s.listInstances)

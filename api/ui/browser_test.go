@@ -546,7 +546,9 @@ func TestConsoleRuntimeJobs(t *testing.T) {
 func newJobForm(base string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
 		chromedp.Navigate(base+"/ui/#/"),
-		waitJS(enabledLink("#new-job")),
+		// From another route of the same page, Navigate changes only the hash, which can
+		// take effect after it returns: a click before it would be undone by it.
+		waitJS(`location.hash === "#/" && `+enabledLink("#new-job")),
 		chromedp.Click(chromedp.CSS("#new-job")),
 		waitJS(`location.hash === "#/new-job" && document.querySelector("#jf-name").value === ""`),
 	)

@@ -69,6 +69,16 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 	return r
 }
 
+// startLeaderAndFollower starts replica a on a new database, awaits its term, then starts
+// replica b.
+func startLeaderAndFollower(t *testing.T) (a, b *replica) {
+	t.Helper()
+	url := testdb.New(t)
+	a = startReplica(t, url, "a", 2*time.Second)
+	awaitTerm(t, a, "a leading")
+	return a, startReplica(t, url, "b", 2*time.Second)
+}
+
 func (r *replica) stop() {
 	r.cancel()
 	select {
@@ -189,10 +199,7 @@ func TestLeaderStepsDownWhenItsLockSessionIsKilled(t *testing.T) {
 func TestInstanceHeartbeatsAndStaleRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	a := startReplica(t, url, "a", 2*time.Second)
-	awaitTerm(t, a, "a leading")
-	b := startReplica(t, url, "b", 2*time.Second)
+	a, b := startLeaderAndFollower(t)
 	_, err := a.db.Pool.Exec(ctx, `
 		INSERT INTO scheduler_instances (instance_id, host, version, started_at, last_seen_at)
 		VALUES ('gone', 'h', 'v', now() - interval '1 hour', now() - interval '1 hour')`)
@@ -306,10 +313,7 @@ func TestInstanceHeartbeatMeasuresTheClockSkew(t *testing.T) {
 func TestFollowerWaitDoesNotHoldBackVacuum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testdb.New(t)
-	a := startReplica(t, url, "a", 2*time.Second)
-	awaitTerm(t, a, "a leading")
-	b := startReplica(t, url, "b", 2*time.Second)
+	a, b := startLeaderAndFollower(t)
 	require.Eventually(t, func() bool { return waitingForLeaderLock(t, b) }, waitTimeout, 20*time.Millisecond, "b waiting for the leader lock")
 
 	var mark int64

@@ -52,6 +52,11 @@ func (c *compressedAnswers) gzipOf(tag string, body []byte) []byte {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.tag == tag { // compressed meanwhile by a request for the same answer
+			return e.gzip
+		}
+	}
 	if len(c.entries) == compressedAnswersKept {
 		c.entries = append(c.entries[:0:0], c.entries[1:]...)
 	}

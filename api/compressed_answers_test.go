@@ -108,4 +108,9 @@ func TestConcurrentBigAnswersGetTheirOwnContent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	tags := map[string]bool{}
+	for _, e := range kept.entries {
+		assert.False(t, tags[e.tag], "an answer compressed by two requests at once is kept once")
+		tags[e.tag] = true
+	}
 }

@@ -95,7 +95,7 @@ func TestConsoleAccountability(t *testing.T) {
 
 	t.Run("a backfill lists its slots first, then runs them to the end", func(t *testing.T) {
 		run(t, tab,
-			chromedp.Click(chromedp.CSS("#backfill summary")),
+			openByKeyboard("#backfill"),
 			// The keyboard, not a click: the list above moves as the re-run ends.
 			waitJS(enabled("#bf-preview")),
 			js(`document.querySelector("#bf-preview").focus()`),
@@ -117,7 +117,7 @@ func TestConsoleAccountability(t *testing.T) {
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/acct"),
 			waitJS(`document.querySelector('#slots tr[data-outcome="failed"] button.rerun')`),
 			waitJS(refusedWith(`#slots button.rerun`, "viewer of every namespace")),
-			chromedp.Click(chromedp.CSS("#backfill summary")),
+			openByKeyboard("#backfill"),
 			waitJS(refusedWith("#bf-preview", "viewer of every namespace")),
 			waitJS(refusedWith("#bf-start", "viewer of every namespace")))
 	})
@@ -128,7 +128,7 @@ func TestConsoleAccountability(t *testing.T) {
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/acct"),
 			waitJS(`document.querySelectorAll("#deliveries tr[data-delivery]").length === 2`),
 			waitJS(`document.querySelector('#slots tr[data-outcome="failed"] button.rerun')`),
-			chromedp.Click(chromedp.CSS("#backfill summary")))
+			openByKeyboard("#backfill"))
 		screenshot(t, phone, shots, "acct-job-390px")
 		for _, part := range []string{"slots-h", "problems-h", "backfill", "notify-h"} {
 			run(t, phone, js(`document.getElementById("`+part+`").scrollIntoView()`))

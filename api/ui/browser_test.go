@@ -282,6 +282,18 @@ func confirmByKeyboard(sel string) chromedp.Action[chromedp.Void] {
 	)
 }
 
+// openByKeyboard opens the <details> sel from its summary with the keyboard. A click could
+// land beside the summary when the page above it moves between the aim and the press.
+func openByKeyboard(sel string) chromedp.Action[chromedp.Void] {
+	summary := sel + " summary"
+	return chromedp.Steps(
+		waitJS(fmt.Sprintf(`document.querySelector(%q)`, summary)),
+		js(fmt.Sprintf(`document.querySelector(%q).focus()`, summary)),
+		chromedp.KeyEvent("\r"),
+		waitJS(fmt.Sprintf(`document.querySelector(%q).open`, sel)),
+	)
+}
+
 // focusedOn checks, now, that the element sel has the focus.
 func focusedOn(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {

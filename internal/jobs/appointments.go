@@ -34,9 +34,8 @@ import (
 //     it reads (a full-page image in the WAL for each, the first time after a checkpoint:
 //     161 MB for 100 000 reminders in the benchmark) and of blocking the application's
 //     writers for the batch;
-//   - the claim inserts ON CONFLICT DO NOTHING on that index; the other unique key,
-//     (provider, channel, "to", payload_hash), stays enforced (a conflict on it alone would
-//     fail the batch). Only the rows a run inserted are sent.
+//   - the claim inserts ON CONFLICT DO NOTHING on every unique key, that index and
+//     (provider, channel, "to", payload_hash) alike. Only the rows a run inserted are sent.
 //
 // Windows that passed are not sent late. Each run counts, as too_late, the appointments
 // whose window closed during the last period of the job's default schedule without their
@@ -168,11 +167,12 @@ WITH message AS (
 INSERT INTO message_deliveries (provider, channel, "to", template, payload_hash, payload, status, attempts)
 SELECT @provider, m.channel, m."to", @kind, encode(sha256(convert_to(m.payload::text, 'UTF8')), 'hex'), m.payload, 'PENDING', 1
 FROM message m
--- Already claimed: the (appointment, kind) key. The other unique key, (provider, channel,
--- "to", payload_hash), cannot conflict alone (the payload names the appointment and the
--- kind) and stays enforced: a conflict on it would fail the batch, never duplicate. Naming
--- the one arbiter spares a probe of every other unique index per row.
-ON CONFLICT ((template || ':' || (payload ->> 'appointment_id'))) DO NOTHING
+-- Already claimed: the (appointment, kind) key, or (provider, channel, "to", payload_hash),
+-- which holds the same message (the payload names the appointment and the kind). Both are
+-- arbiters: PostgreSQL checks a unique index that is not one only as it inserts, and fails
+-- the statement when a transaction inserting the same message commits between this
+-- statement's check of the arbiter and that insert.
+ON CONFLICT DO NOTHING
 RETURNING ` + MessageColumns
 }
 

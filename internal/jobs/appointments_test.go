@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -467,4 +468,39 @@ FROM appointments WHERE id IN ($1, $2)`, open, started)
 SELECT status, error FROM message_deliveries WHERE (payload ->> 'appointment_id')::bigint = $1`, started).Scan(&status, &errText))
 	assert.Equal(t, "FAILED", status)
 	assert.Contains(t, errText, "too late")
+}
+
+// Two transactions claiming the same reminder at the same instant (as two copies could if
+// anything let both past the entity lock): one claims it, the other claims nothing, and
+// neither fails on the message's second unique key.
+func TestAppointmentClaimRacingForTheSameMessageClaimsItOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, pool, orgs := openAppointments(t)
+	claim := jobs.ClaimSQLOf(jobs.NewAppointmentRemindersDay(jobs.AppointmentSettings{}, jobs.NewPipeline(&appointmentSender{}, jobs.SendSettings{})))
+	const rounds = 300
+	ids := appts{n: rounds, start: apptNow.Add(3 * time.Hour), step: time.Second}.add(t, pool, orgs)
+	for _, id := range ids {
+		start := make(chan struct{})
+		claimed := make([]int, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				<-start
+				rows, err := pool.Query(ctx, claim, pgx.QueryExecModeExec, pgx.NamedArgs{
+					"ids": []int64{id}, "now": apptNow, "kind": "appointment-reminder-day", "provider": "test"})
+				if err == nil {
+					var msgs []jobs.Message
+					msgs, err = pgx.CollectRows(rows, jobs.ScanMessage)
+					claimed[i] = len(msgs)
+				}
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "appointment %d", id)
+		require.Equal(t, 1, claimed[0]+claimed[1], "appointment %d is claimed once", id)
+	}
 }

@@ -160,7 +160,7 @@ func TestASlotStillInTheFutureByTheDatabaseClockIsClaimedWhenItComes(t *testing.
 	slot := dbNow.Truncate(time.Second).Add(2 * time.Second)
 	claims := newClaimer(n.en, term)
 	go claims.run(term.Ctx)
-	n.en.tick(term.Ctx, term, claims, n.en.log, n.en.jobs["tick"], slot, store.TriggerSchedule)
+	n.en.tick(term.Ctx, term, claims, n.en.log, n.en.jobs["tick"], slot, store.TriggerSchedule, 0)
 
 	var run *store.Run
 	for _, r := range runsOf(t, db, "tick") {

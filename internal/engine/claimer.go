@@ -33,6 +33,7 @@ type claimRequest struct {
 	slot    time.Time
 	trigger string
 	mode    claimMode
+	ahead   time.Duration
 	log     *slog.Logger
 	done    chan error // the claim's result; the run, if it won, has started
 }
@@ -52,9 +53,9 @@ func newClaimer(e *Engine, term leader.Term) *claimer {
 
 // claim claims one slot with the others that are due with it and starts its run if it won.
 // It returns the batch transaction's error, earlyError or errBusy, as tick expects.
-func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, mode claimMode) error {
+func (c *claimer) claim(ctx context.Context, log *slog.Logger, en *entry, slot time.Time, trigger string, mode claimMode, ahead time.Duration) error {
 	done := make(chan error, 1)
-	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, mode: mode, log: log, done: done}, done)
+	return submit(ctx, c.requests, &claimRequest{en: en, slot: slot, trigger: trigger, mode: mode, ahead: ahead, log: log, done: done}, done)
 }
 
 // run gathers and claims batches until ctx ends.
@@ -74,7 +75,7 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 	for i, r := range batch {
 		claims[i] = store.Claim{Job: r.en.conf.Name, ScheduledAt: r.slot, Trigger: r.trigger, MinGap: r.en.conf.MinGap,
 			InstanceID: e.conf.InstanceID, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns,
-			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces}
+			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces, Ahead: r.ahead}
 	}
 	var outs []store.ClaimOutcome
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {

@@ -19,7 +19,6 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 
-	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/job"
@@ -151,6 +150,10 @@ type Engine struct {
 	// goroutine is really missing, never one about to be tracked.
 	claiming sync.RWMutex
 
+	// claimAheadFrom is the shortest period whose slots are claimed ahead (claimAheadFrom in
+	// timers.go); tests lower it to exercise early claims on fast schedules.
+	claimAheadFrom time.Duration
+
 	testSignals testSignals
 }
 
@@ -182,14 +185,15 @@ func New(conf Config) (*Engine, error) {
 		conf.SlotAuditGrace = time.Minute
 	}
 	e := &Engine{
-		conf:     conf,
-		log:      conf.Log.With("instance_id", conf.InstanceID),
-		jobs:     map[string]*entry{},
-		running:  map[int64]runningRun{},
-		catchUps: map[string]time.Duration{},
-		idle:     map[string]chan struct{}{},
-		runtime:  map[string]*entry{},
-		finishes: newFinisher(conf.DB),
+		claimAheadFrom: claimAheadFrom,
+		conf:           conf,
+		log:            conf.Log.With("instance_id", conf.InstanceID),
+		jobs:           map[string]*entry{},
+		running:        map[int64]runningRun{},
+		catchUps:       map[string]time.Duration{},
+		idle:           map[string]chan struct{}{},
+		runtime:        map[string]*entry{},
+		finishes:       newFinisher(conf.DB),
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {
@@ -329,117 +333,3 @@ func (e *Engine) startTimers(ctx context.Context, term leader.Term, log *slog.Lo
 	}
 	return t, nil
 }
-
-// tick claims one slot and starts its run if the claim won (docs/design.md guarantee 10). A
-// claim that fails while this replica leads is retried until the slot's period ends (the
-// next slot comes due); a slot that still could not be claimed is then recorded missed,
-// retried until the database answers or the term ends. A claim whose commit reached the
-// server while its answer was lost comes back as taken: its row is running with nobody
-// running it, which the rescuer finds.
-func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, log *slog.Logger, en *entry, slot time.Time, trigger string) {
-	if e.passOver(en, slot) {
-		return
-	}
-	log = log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", trigger)
-	periodEnd := en.conf.Schedule.Next(slot)
-	if en.def != nil {
-		// The job's fixed jitter spreads the calls of jobs sharing a slot; the slot keeps
-		// its nominal time.
-		if off := en.def.Offset(); off > 0 {
-			backoff.Sleep(ctx, time.Until(slot.Add(off)))
-		}
-	}
-	// A queue-one or replace job keeps one slot waiting for its active run to end; the
-	// slots after it are skipped as overlaps, as for every other job.
-	mode := claimSkips
-	if en.waitsForIdle() && en.waiting.CompareAndSwap(false, true) {
-		defer en.waiting.Store(false)
-		mode = claimWaits
-		if en.overlap() == definition.OverlapReplace {
-			mode = claimReplaces
-		}
-	}
-	waiting, missed := false, false
-	err := retryWhileLeading(ctx, func() error {
-		err := claims.claim(ctx, log, en, slot, trigger, mode)
-		var early *earlyError
-		switch {
-		case errors.Is(err, errBusy):
-			if !waiting {
-				log.Info("the job is still running; the slot waits for its run to end", "overlap", en.overlap())
-				waiting = true
-			}
-			e.awaitIdle(ctx, en.conf.Name)
-			return backoff.ErrAgain
-		case errors.As(err, &early):
-			// This replica's clock runs ahead of the database's: the slot has not come yet.
-			log.Warn("the slot is still in the future by the database clock; claiming it when it comes",
-				"early_by", early.by)
-			backoff.Sleep(ctx, early.by)
-			return backoff.ErrAgain
-		}
-		return err
-	}, func(err error, d time.Duration) error {
-		if missed = !periodEnd.IsZero() && time.Now().Add(d).After(periodEnd); missed {
-			return err
-		}
-		log.Warn("claiming the slot failed; retrying within its period", "error", err, "retry_in", d)
-		return nil
-	})
-	switch {
-	case missed:
-		log.Warn("claiming the slot kept failing for its whole period; recording it missed", "error", err)
-		e.recordMissed(ctx, term, log, en, slot)
-	case err != nil:
-		// The next leader's catch-up sees the slot without a row.
-		log.Info("the term ended before the slot could be claimed", "error", err)
-	}
-}
-
-// retryWhileLeading calls op until it succeeds, with a backoff from retryMin to retryMax,
-// while the term lasts: it gives up with the error once the term's ctx ends or the fence
-// refuses (store.ErrNotLeader). onRetry logs before each delay, and may give up instead.
-func retryWhileLeading(ctx context.Context, op func() error, onRetry func(err error, d time.Duration) error) error {
-	return backoff.Retry(ctx, retryMin, retryMax, func() error {
-		err := op()
-		if errors.Is(err, store.ErrNotLeader) {
-			return backoff.Stop(err)
-		}
-		return err
-	}, onRetry)
-}
-
-// claimed acts on a claim's outcome: it starts the run of a won claim (the caller holds
-// claiming) and returns earlyError or errBusy for the claims tick must try again.
-func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, trigger string, slot time.Time, out store.ClaimOutcome) error {
-	switch {
-	case out.Early > 0:
-		return &earlyError{by: out.Early}
-	case out.Busy:
-		e.replaced(log, out)
-		return errBusy
-	case out.Taken:
-		log.Debug("slot already claimed")
-	case out.Finished:
-		e.spent(log, en, slot)
-	case out.Skipped != "":
-		log.Info("slot skipped", "run_id", out.SkippedID, "reason", out.Skipped)
-		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusSkipped, trigger)
-		e.conf.Metrics.SetJobPaused(en.conf.Name, out.Skipped == store.ReasonPaused)
-	default:
-		e.replaced(log, out)
-		log.Info("slot claimed", "run_id", out.Run.ID)
-		// The claim read job_settings: a claimed slot means the job is not paused.
-		e.conf.Metrics.SetJobPaused(en.conf.Name, false)
-		e.start(ctx, term, en, out.Run)
-	}
-	return nil
-}
-
-// errBusy is a queue-one claim of a slot that came due while the job runs.
-var errBusy = errors.New("the job has an active run")
-
-// earlyError is a claim of a slot that has not come yet by the database's clock.
-type earlyError struct{ by time.Duration }
-
-func (e *earlyError) Error() string { return fmt.Sprintf("the slot is %s in the future", e.by) }

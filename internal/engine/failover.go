@@ -99,7 +99,7 @@ func (e *Engine) auditFailover(ctx context.Context, term leader.Term, log *slog.
 // (stats already_applied) without running the statements again (targets.SQLTarget.Run).
 func (e *Engine) repairSlot(ctx context.Context, claims *claimer, log *slog.Logger, en *entry, slot time.Time) {
 	err := retryWhileLeading(ctx, func() error {
-		err := claims.claim(ctx, log, en, slot, store.TriggerCatchUp, claimWaits)
+		err := claims.claim(ctx, log, en, slot, store.TriggerCatchUp, claimWaits, 0)
 		var early *earlyError
 		switch {
 		case errors.Is(err, errBusy):

@@ -32,7 +32,7 @@ func blackhole(t *testing.T, p *toxiproxy.Proxy) (heal func()) {
 // belong to. Each is a fragment of the statement's SQL.
 const (
 	// faultClaim is the first statement of a batch of slot claims (store.ClaimSlots).
-	faultClaim = "AS c (job, trigger, slot, version, min_gap, max_runs)"
+	faultClaim = "AS c (job, trigger, slot, version, min_gap, max_runs, ahead)"
 	// faultJobTx is the test jobs' write inside their fenced transaction.
 	faultJobTx = "INSERT INTO test_calls"
 	// faultFinish records a run's end.

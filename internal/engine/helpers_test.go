@@ -188,6 +188,9 @@ type nodeOptions struct {
 	runtime        *definition.Runtime // runtime jobs; nil: none run
 	// notifications builds the node's delivery of notifications on its own pool; nil: none.
 	notifications func(db *store.DB) *deliver.Service
+	// claimAheadFrom, when set, is the shortest period whose slots are claimed ahead
+	// (default: a minute).
+	claimAheadFrom time.Duration
 }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
@@ -229,6 +232,9 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 		Runtime: opts.runtime})
 	require.NoError(t, err)
 	en.testSignals.init()
+	if opts.claimAheadFrom > 0 {
+		en.claimAheadFrom = opts.claimAheadFrom
+	}
 	n := &node{t: t, id: id, db: db, el: el, en: en, terms: el.Listen(), done: make(chan struct{})}
 	sub := el.Listen()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -59,12 +59,19 @@ func errorText(runErr error) *string {
 // e.running) before start returns, while the caller still holds claiming, and until its
 // end is recorded: the rescuer never takes it for an orphan.
 func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *store.Run) {
+	e.startAt(ctx, term, en, run, time.Time{})
+}
+
+// startAt is start for a run claimed ahead of its slot: its body begins at notBefore, when
+// the slot has come by the database's clock (store.ClaimOutcome.StartIn).
+func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *store.Run, notBefore time.Time) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	e.track(run, cancel)
 	e.runs.Add(1)
 	// A resignation keeps the lock until the run has recorded what it did.
 	release := term.Hold()
 	x := e.newExecution(ctx, term, en, run)
+	x.notBefore = notBefore
 	go func() {
 		defer e.runs.Done()
 		defer release()
@@ -86,6 +93,8 @@ type execution struct {
 	run     *store.Run
 	log     *slog.Logger
 	started time.Time
+	// notBefore, when set, is when the body may begin: the slot of a run claimed ahead.
+	notBefore time.Time
 
 	// version is the definition version recorded with the run's end.
 	version *int64
@@ -121,6 +130,14 @@ func (x *execution) execute(runCtx context.Context) {
 	}
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
+	if wait := time.Until(x.notBefore); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-runCtx.Done():
+			x.finish(job.Stats{}, nil, context.Cause(runCtx))
+			return
+		}
+	}
 	params, err := job.ParseParams(run.Params)
 	if err != nil {
 		x.finish(job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, err), nil)

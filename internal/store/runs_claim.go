@@ -39,6 +39,13 @@ type Claim struct {
 	DefinitionVersion *int64
 	// MaxRuns, above 0, claims nothing once this many of the job's slots ran (runs_limit.go).
 	MaxRuns int
+	// Ahead, above 0, claims the slot up to this long before it comes by the database's
+	// clock, so that its run can start at the slot rather than after the claim's statement.
+	// Such a claim only wins outright (the job free, not paused, past its minimum gap and
+	// with runs left): otherwise it records nothing and comes back Early, for the caller to
+	// claim the slot again when it has come, as any other claim. Its run's started_at is the
+	// slot.
+	Ahead time.Duration
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
@@ -62,6 +69,9 @@ type ClaimOutcome struct {
 	// Finished says the job's MaxRuns slots ran: nothing was recorded, and no later slot of
 	// the job will be.
 	Finished bool
+	// StartIn, for a Run claimed Ahead, is how far its slot lay ahead of the database's clock
+	// at the end of the claim: its run waits that long after the commit before it starts.
+	StartIn time.Duration
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md

@@ -33,13 +33,13 @@ import (
 const claimSlotsSQL = `
 WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs WHERE status IN ('queued', 'running') GROUP BY job)
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, now(), $7, $8, c.version
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[])
-     AS c (job, trigger, slot, version, min_gap, max_runs)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(now(), c.slot), $7, $8, c.version
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[], $9::bigint[])
+     AS c (job, trigger, slot, version, min_gap, max_runs, ahead)
 LEFT JOIN job_settings s ON s.job = c.job
 LEFT JOIN active a ON a.job = c.job
 LEFT JOIN job_definitions d ON d.name = c.job
-WHERE c.slot <= now()
+WHERE c.slot <= now() + c.ahead * interval '1 microsecond'
   AND NOT coalesce(s.paused, false)
   AND NOT EXISTS (SELECT 1 FROM job_runs r
                   WHERE r.job = c.job AND r.scheduled_at = c.slot
@@ -132,13 +132,17 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	for i, run := range won {
 		out[i] = ClaimOutcome{Run: run}
 	}
-	if len(won) == len(claims) {
+	stillAhead, err := tx.settleAhead(ctx, claims, out)
+	if err != nil {
+		return nil, err
+	}
+	if len(won)+stillAhead == len(claims) {
 		return out, nil
 	}
 
 	var left []int
 	for i := range claims {
-		if out[i].Run == nil {
+		if out[i].Run == nil && out[i].Early == 0 {
 			left = append(left, i)
 		}
 	}
@@ -179,6 +183,32 @@ func (tx *Tx) ClaimSlots(ctx context.Context, claims []Claim) ([]ClaimOutcome, e
 	return out, nil
 }
 
+// settleAhead completes the outcomes of the Ahead claims, by the database's clock at the
+// end of the claim: a won one's StartIn, and Early for one that did not win while its slot
+// is still to come (it records nothing; a slot that has come by now is decided as any
+// other). It returns how many claims it made Early.
+func (tx *Tx) settleAhead(ctx context.Context, claims []Claim, out []ClaimOutcome) (early int, err error) {
+	if !slices.ContainsFunc(claims, func(c Claim) bool { return c.Ahead > 0 }) {
+		return 0, nil
+	}
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return 0, fmt.Errorf("read the database's clock after an early claim: %w", err)
+	}
+	for i, c := range claims {
+		ahead := c.ScheduledAt.Sub(now)
+		switch {
+		case c.Ahead <= 0 || ahead <= 0:
+		case out[i].Run != nil:
+			out[i].StartIn = ahead
+		default:
+			out[i].Early = ahead
+			early++
+		}
+	}
+	return early, nil
+}
+
 // insertWinners claims, in one statement, the earliest slot of each job of claims and returns
 // the runs it wrote by claim position. A later slot of the same job in the batch would meet
 // that run, so it is left for slotStates with the claims that did not win.
@@ -192,12 +222,12 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	var jobs, triggers []string
 	var slots []time.Time
 	var versions []*int64
-	var gaps, maxRuns []int64
+	var gaps, maxRuns, ahead []int64
 	for i, c := range claims {
 		if earliest[c.Job] == i {
 			jobs, triggers, slots = append(jobs, c.Job), append(triggers, c.Trigger), append(slots, c.ScheduledAt)
 			versions, gaps = append(versions, c.DefinitionVersion), append(gaps, c.MinGap.Microseconds())
-			maxRuns = append(maxRuns, int64(c.MaxRuns))
+			maxRuns, ahead = append(maxRuns, int64(c.MaxRuns)), append(ahead, c.Ahead.Microseconds())
 		}
 	}
 	if _, err := tx.Exec(ctx, claimSettings); err != nil {
@@ -206,7 +236,7 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
-	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch}
+	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch, ahead}
 	runs, err := claimWinners(ctx, tx, claimSQL(gaps, maxRuns, false), args)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation

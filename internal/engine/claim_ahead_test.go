@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+)
+
+// Slots claimed ahead: the timer fires a quarter of the period before each slot (here
+// 500 ms before each slot of "*/2 * * * * *"), the claim wins, and the job's body still
+// begins at the slot or after it by the database's clock, never before; the run's
+// started_at is the slot.
+func TestClaimAheadStartsTheRunAtItsSlot(t *testing.T) {
+	t.Parallel()
+	db, url := newDB(t)
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "*/2 * * * * *", time.Minute)},
+		claimAheadFrom: time.Second})
+	awaitTerm(t, n)
+	var slots []time.Time
+	for len(slots) < 3 {
+		for _, c := range awaitSignal(t, &n.en.testSignals.claimBatch, "a batch of claims") {
+			if c.Job == "tick" && c.Ahead > 0 {
+				assert.Equal(t, 500*time.Millisecond, c.Ahead)
+				slots = append(slots, c.ScheduledAt)
+			}
+		}
+	}
+	last := slots[len(slots)-1]
+	for count(t, db, `SELECT count(*) FROM test_calls c JOIN job_runs r ON r.id = c.run_id WHERE r.scheduled_at = $1`, last) == 0 {
+		awaitSignal(t, &n.en.testSignals.finished, "the last slot's run finishing")
+	}
+	for _, slot := range slots {
+		assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1 AND started_at = $1`, slot),
+			"slot %s: one run, started at its slot", slot)
+		assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM test_calls c JOIN job_runs r ON r.id = c.run_id
+			WHERE r.scheduled_at = $1 AND c.written_at >= $1`, slot),
+			"slot %s: its body began at the slot or after it by the database's clock", slot)
+	}
+}
+
+// A term that starts within the lead of a slot claims that slot: the timer's firing for it
+// has passed, and the catch-up claims only slots that have come. The node starts 300 ms
+// before a slot of "*/2 * * * * *" (lead 500 ms) by the database's clock.
+func TestTermStartingWithinTheLeadClaimsTheSlot(t *testing.T) {
+	t.Parallel()
+	db, url := newDB(t)
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now))
+	slot := now.Truncate(2 * time.Second).Add(4 * time.Second)
+	time.Sleep(slot.Add(-300 * time.Millisecond).Sub(now)) // the input: when the node starts
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "*/2 * * * * *", time.Minute)},
+		claimAheadFrom: time.Second})
+	term := awaitTerm(t, n)
+	if !term.Since.Before(slot) {
+		t.Skipf("the term began at %s, after the slot %s: the catch-up claims it, as before", term.Since, slot)
+	}
+	for count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at > $1`, slot) == 0 {
+		awaitSignal(t, &n.en.testSignals.finished, "a run of a later slot finishing")
+	}
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1`, slot),
+		"the slot 300 ms after the term's start has its run")
+}

@@ -364,7 +364,9 @@ func pageState(ctx context.Context, tgt *chromedp.Target) string {
 		refreshes: document.querySelector("main").dataset.refreshes, inFlight, again, timer: !!timer, lastRefreshMs,
 		hidden: document.hidden, flash: document.querySelector("#flash").textContent,
 		h1: (document.querySelector("main h1") || {}).textContent, rows: document.querySelectorAll("tr[data-job]").length,
-		count: (document.querySelector("#jobs-count") || {}).textContent}) } catch (e) { return String(e) } })()`)(ctx, tgt)
+		count: (document.querySelector("#jobs-count") || {}).textContent,
+		scrollY, innerHeight, height: document.documentElement.scrollHeight,
+		focus: document.activeElement && (document.activeElement.id || document.activeElement.tagName)}) } catch (e) { return String(e) } })()`)(ctx, tgt)
 	if err != nil {
 		return err.Error()
 	}

@@ -114,6 +114,41 @@ func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, 
 	return x
 }
 
+// awaitSlot waits, for a run claimed ahead, until its slot has come; it returns what ended
+// runCtx first, if anything did.
+func (x *execution) awaitSlot(runCtx context.Context) error {
+	wait := time.Until(x.notBefore)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-runCtx.Done():
+		return context.Cause(runCtx)
+	}
+}
+
+// startDelay is how late the body of a scheduled run begins after its slot: for a run
+// claimed ahead, now against the slot (its started_at is the slot); for any other, its
+// started_at, less a jittered job's offset (it starts late on purpose).
+func (x *execution) startDelay() time.Duration {
+	run := x.run
+	switch {
+	case run.ScheduledAt == nil:
+		return 0
+	case !x.notBefore.IsZero():
+		return time.Since(x.notBefore)
+	}
+	delay := run.StartedAt.Sub(*run.ScheduledAt)
+	if x.en.def != nil {
+		delay -= x.en.def.Offset()
+	}
+	return delay
+}
+
 // execute runs the job body under the job's timeout and runCtx, which the queue cancels on
 // request, then finishes the run under the term's ctx.
 func (x *execution) execute(runCtx context.Context) {
@@ -121,22 +156,12 @@ func (x *execution) execute(runCtx context.Context) {
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
 	defer cancelTimeout()
 
-	var delay time.Duration
-	if run.ScheduledAt != nil {
-		delay = run.StartedAt.Sub(*run.ScheduledAt)
-		if en.def != nil {
-			delay -= en.def.Offset() // a jittered job starts late on purpose
-		}
-	}
+	ended := x.awaitSlot(runCtx)
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
-	e.conf.Metrics.RunStarted(run.Job, run.Trigger, delay)
-	if wait := time.Until(x.notBefore); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-runCtx.Done():
-			x.finish(job.Stats{}, nil, context.Cause(runCtx))
-			return
-		}
+	e.conf.Metrics.RunStarted(run.Job, run.Trigger, x.startDelay())
+	if ended != nil {
+		x.finish(job.Stats{}, nil, ended)
+		return
 	}
 	params, err := job.ParseParams(run.Params)
 	if err != nil {

@@ -127,7 +127,11 @@ func (e *Engine) claimed(ctx context.Context, term leader.Term, log *slog.Logger
 		log.Info("slot claimed", "run_id", out.Run.ID)
 		// The claim read job_settings: a claimed slot means the job is not paused.
 		e.conf.Metrics.SetJobPaused(en.conf.Name, false)
-		e.startAt(ctx, term, en, out.Run, time.Now().Add(out.StartIn))
+		var notBefore time.Time
+		if out.ClaimedAhead {
+			notBefore = time.Now().Add(out.StartIn) // the slot, by this replica's clock
+		}
+		e.startAt(ctx, term, en, out.Run, notBefore)
 	}
 	return nil
 }

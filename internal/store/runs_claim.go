@@ -69,9 +69,11 @@ type ClaimOutcome struct {
 	// Finished says the job's MaxRuns slots ran: nothing was recorded, and no later slot of
 	// the job will be.
 	Finished bool
-	// StartIn, for a Run claimed Ahead, is how far its slot lay ahead of the database's clock
-	// at the end of the claim: its run waits that long after the commit before it starts.
-	StartIn time.Duration
+	// ClaimedAhead says Run was claimed Ahead, and StartIn how far its slot lay ahead of the
+	// database's clock at the end of the claim (negative once it had passed): its run waits
+	// that long after the commit before it starts.
+	ClaimedAhead bool
+	StartIn      time.Duration
 }
 
 // ClaimSlot records c's slot in job_runs, inside the caller's fenced transaction (docs/design.md

@@ -198,9 +198,10 @@ func (tx *Tx) settleAhead(ctx context.Context, claims []Claim, out []ClaimOutcom
 	for i, c := range claims {
 		ahead := c.ScheduledAt.Sub(now)
 		switch {
-		case c.Ahead <= 0 || ahead <= 0:
+		case c.Ahead <= 0:
 		case out[i].Run != nil:
-			out[i].StartIn = ahead
+			out[i].ClaimedAhead, out[i].StartIn = true, ahead
+		case ahead <= 0:
 		default:
 			out[i].Early = ahead
 			early++

@@ -92,16 +92,13 @@ func terminateBackends(ctx context.Context, q dbtx, list []Backend) ([]Backend, 
 }
 
 // electionInterlopersSQL finds the backends of other logins that hold or await the
-// election's advisory lock (its 64-bit key as pg_locks shows it: high and low halves,
-// objsubid 1). Any login on this database can take it without a privilege; only the
-// scheduler's login (current_user) has a reason to.
+// election's advisory lock. Any login on this database can take it without a privilege;
+// only the scheduler's login (current_user) has a reason to.
 const electionInterlopersSQL = `
 SELECT ` + backendColumns + `
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.objsubid = 1
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('scheduler-leader', 0)
+WHERE ` + isLeaderLock + `
   AND a.usename IS DISTINCT FROM current_user
 ORDER BY a.pid`
 

@@ -56,9 +56,16 @@ func (q queries) Leader(ctx context.Context) (LeaderRow, error) {
 	return r, nil
 }
 
-// The leader lock is the session-level advisory lock keyed by
-// hashtextextended('scheduler-leader', 0): computed by the server from a fixed name, so every
-// replica and version agrees on it.
+// leaderLockKey is the key of the leader lock, a session-level advisory lock: computed by
+// the server from a fixed name, so every replica and version agrees on it.
+const leaderLockKey = `pg_catalog.hashtextextended('scheduler-leader', 0)`
+
+// isLeaderLock is the condition on a pg_locks row l that it is the leader lock of this
+// database, held or awaited: its 64-bit key as pg_locks shows it (high and low halves,
+// objsubid 1).
+const isLeaderLock = `l.locktype = 'advisory' AND l.objsubid = 1
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+  AND ((l.classid::int8 << 32) | l.objid::int8) = ` + leaderLockKey
 
 // LockSession is a dedicated connection for the leader lock, outside the pool.
 type LockSession struct {
@@ -135,19 +142,18 @@ const leaderLockWaitSlice = time.Second
 var waitForLeaderLockSQL = fmt.Sprintf(`DO $$
 BEGIN
 	PERFORM pg_catalog.set_config('lock_timeout', '%d', true);
-	PERFORM pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended('scheduler-leader', 0));
+	PERFORM pg_catalog.pg_advisory_lock(%s);
 EXCEPTION WHEN lock_not_available THEN
 	NULL;
-END $$`, leaderLockWaitSlice.Milliseconds())
+END $$`, leaderLockWaitSlice.Milliseconds(), leaderLockKey)
 
 // holdsLeaderLockSQL reports whether the session holds the leader lock.
-const holdsLeaderLockSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks
-	WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted AND objsubid = 1
-	  AND ((classid::int8 << 32) | objid::int8) = pg_catalog.hashtextextended('scheduler-leader', 0))`
+const holdsLeaderLockSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+	WHERE ` + isLeaderLock + ` AND l.pid = pg_catalog.pg_backend_pid() AND l.granted)`
 
 // Unlock releases the leader lock held by the session.
 func (s *LockSession) Unlock(ctx context.Context) error {
-	_, err := s.conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('scheduler-leader', 0))`)
+	_, err := s.conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_unlock(`+leaderLockKey+`)`)
 	return err
 }
 
@@ -274,7 +280,7 @@ type LockTaken struct {
 func (s *LockSession) LockTaken(ctx context.Context) (LockTaken, error) {
 	var t LockTaken
 	err := s.conn.QueryRow(ctx, `
-		SELECT hashtextextended('scheduler-leader', 0), clock_timestamp(), i.last_seen_at
+		SELECT `+leaderLockKey+`, clock_timestamp(), i.last_seen_at
 		FROM scheduler_leader l
 		LEFT JOIN scheduler_instances i ON i.instance_id = l.instance_id AND i.is_leader
 		WHERE l.id = 1`).Scan(&t.Key, &t.At, &t.PreviousLastSeen)

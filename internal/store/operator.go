@@ -171,14 +171,8 @@ const leaderNowCTEs = `
 leader AS (
     SELECT epoch, instance_id, since FROM scheduler_leader WHERE id = 1
 ),
--- The leader lock's 64-bit key, as pg_locks shows it: high and low halves, objsubid 1.
 lock_held AS (
-    SELECT EXISTS (
-        SELECT FROM pg_locks
-        WHERE locktype = 'advisory' AND granted AND objsubid = 1
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND ((classid::int8 << 32) | objid::int8) = hashtextextended('scheduler-leader', 0)
-    ) AS held
+    SELECT EXISTS (SELECT FROM pg_locks l WHERE ` + isLeaderLock + ` AND l.granted) AS held
 )`
 
 // currentLeaderSQL reads the leader row, and whether its lock is held right now: a request

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // A batch of claims decides each slot as ClaimSlot would, whatever state its job is in:
@@ -19,14 +18,10 @@ import (
 // still in the future by the database clock; and two slots of one job in one batch run once.
 func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	t.Parallel()
-	db, _ := testdb.Open(t, store.Options{})
+	db, now := openAsLeader(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
 	slot := now.Add(-time.Second)
-	_, err = db.Pool.Exec(ctx, `
+	_, err := db.Pool.Exec(ctx, `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
 			(job_run_id($1), 'taken', 'schedule', 'succeeded', $1, now(), now()),
 			(DEFAULT, 'busy', 'manual', 'running', NULL, now(), NULL),

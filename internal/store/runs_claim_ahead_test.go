@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // A claim ahead of its slot wins only outright, and a run it wins starts at the slot: a
@@ -18,14 +17,10 @@ import (
 // overlap, the pause or the gap is recorded then, by what holds at the slot).
 func TestClaimAheadWinsOnlyOutright(t *testing.T) {
 	t.Parallel()
-	db, _ := testdb.Open(t, store.Options{})
+	db, now := openAsLeader(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
-	slot := now.Truncate(time.Second).Add(10 * time.Second) // ten seconds ahead
-	_, err = db.Pool.Exec(ctx, `
+	slot := now.Add(10 * time.Second) // ten seconds ahead
+	_, err := db.Pool.Exec(ctx, `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
 			(DEFAULT, 'busy', 'manual', 'running', NULL, now(), NULL),
 			(job_run_id($1::timestamptz - interval '1 minute'), 'gap', 'schedule', 'succeeded', $1::timestamptz - interval '1 minute', now(), now())`, slot)

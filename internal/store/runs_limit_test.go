@@ -19,14 +19,10 @@ import (
 // batch (ClaimSlots) as alone (ClaimSlot), before any other reason (paused, overlap).
 func TestMaxRunsCountsTheSlotsThatRan(t *testing.T) {
 	t.Parallel()
-	db, _ := testdb.Open(t, store.Options{})
+	db, now := openAsLeader(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
 	at := func(i int) time.Time { return now.Add(-time.Duration(100-i) * time.Second).UTC() }
-	_, err = db.Pool.Exec(ctx, `
+	_, err := db.Pool.Exec(ctx, `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
 			(job_run_id($1), 'ran', 'schedule', 'succeeded', $1, now(), now()),
 			(job_run_id($2), 'ran', 'catch-up', 'failed', $2, now(), now()),
@@ -94,12 +90,8 @@ func TestMaxRunsCountsTheSlotsThatRan(t *testing.T) {
 // claim takes, so exactly one wins however they interleave.
 func TestMaxRunsHoldsWhenClaimsRace(t *testing.T) {
 	t.Parallel()
-	db, _ := testdb.Open(t, store.Options{})
+	db, now := openAsLeader(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
-	require.NoError(t, err)
-	var now time.Time
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
 	for round := range 20 {
 		job := "race-" + string(rune('a'+round))
 		var wg sync.WaitGroup

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -201,4 +202,17 @@ func TestEachMigratedDatabaseNamesItsOwnDeployment(t *testing.T) {
 		ids[id] = true
 	}
 	assert.Len(t, ids, 2, "two databases, two deployment ids")
+}
+
+// openAsLeader opens a test database whose leader row is at epoch 1, as a leader's fenced
+// transactions expect, and returns it with its clock cut to the second.
+func openAsLeader(t *testing.T) (*testdb.DB, time.Time) {
+	t.Helper()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('second', now())`).Scan(&now))
+	return db, now
 }

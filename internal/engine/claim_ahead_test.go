@@ -109,3 +109,32 @@ func TestClaimAheadCommittedAfterItsSlotReportsItsDelay(t *testing.T) {
 	}
 	assert.Less(t, within250ms, delays.GetSampleCount(), "a run began more than 250 ms after its slot, and the metric says so")
 }
+
+// A run claimed ahead has its whole timeout from its slot: the wait for the slot does not
+// count. Here the lead is 500 ms and the timeout 800 ms, and the job blocks until its
+// timeout: its body must run about 800 ms, not the 300 ms left after the wait.
+func TestClaimAheadRunHasItsWholeTimeoutFromItsSlot(t *testing.T) {
+	t.Parallel()
+	db, url := newDB(t)
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "slow", "*/2 * * * * *", 800*time.Millisecond)},
+		claimAheadFrom: time.Second})
+	awaitTerm(t, n)
+	var slot time.Time
+	for slot.IsZero() {
+		for _, c := range awaitSignal(t, &n.en.testSignals.claimBatch, "a batch of claims") {
+			if c.Job == "slow" && c.Ahead > 0 {
+				slot = c.ScheduledAt
+			}
+		}
+	}
+	for count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND scheduled_at = $1 AND finished_at IS NOT NULL`, slot) == 0 {
+		awaitSignal(t, &n.en.testSignals.finished, "the run claimed ahead finishing")
+	}
+	var status string
+	var ran time.Duration
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+		SELECT r.status, r.finished_at - c.written_at FROM job_runs r JOIN test_calls c ON c.run_id = r.id
+		WHERE r.job = 'slow' AND r.scheduled_at = $1`, slot).Scan(&status, &ran))
+	assert.Equal(t, "timed_out", status)
+	assert.GreaterOrEqual(t, ran, 700*time.Millisecond, "the body ran its timeout from the slot")
+}

@@ -153,10 +153,11 @@ func (x *execution) startDelay() time.Duration {
 // request, then finishes the run under the term's ctx.
 func (x *execution) execute(runCtx context.Context) {
 	e, en, run := x.e, x.en, x.run
+	ended := x.awaitSlot(runCtx)
+	// The timeout counts from when the body may begin: a run claimed ahead waits for its
+	// slot first.
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, en.conf.Timeout, errTimedOut)
 	defer cancelTimeout()
-
-	ended := x.awaitSlot(runCtx)
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, x.startDelay())
 	if ended != nil {

@@ -111,22 +111,28 @@ func TestClaimAheadCommittedAfterItsSlotReportsItsDelay(t *testing.T) {
 }
 
 // A run claimed ahead has its whole timeout from its slot: the wait for the slot does not
-// count. Here the lead is 500 ms and the timeout 800 ms, and the job blocks until its
-// timeout: its body must run about 800 ms, not the 300 ms left after the wait.
+// count, in its timeout or in its duration. Here the lead is a second and the timeout
+// 600 ms, and the job blocks until its timeout: its body must run about 600 ms, not time
+// out at once, and its duration must be about 600 ms, not 1.6 s with the wait.
 func TestClaimAheadRunHasItsWholeTimeoutFromItsSlot(t *testing.T) {
 	t.Parallel()
 	db, url := newDB(t)
-	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "slow", "*/2 * * * * *", 800*time.Millisecond)},
-		claimAheadFrom: time.Second})
+	m := metrics.New()
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "slow", "*/4 * * * * *", 600*time.Millisecond)},
+		claimAheadFrom: time.Second, metrics: m})
 	awaitTerm(t, n)
-	var slot time.Time
-	for slot.IsZero() {
+	// The second slot claimed ahead: the first may come while the term's catch-up run still
+	// runs, and be skipped as an overlap.
+	var slots []time.Time
+	for len(slots) < 2 {
 		for _, c := range awaitSignal(t, &n.en.testSignals.claimBatch, "a batch of claims") {
 			if c.Job == "slow" && c.Ahead > 0 {
-				slot = c.ScheduledAt
+				assert.Equal(t, time.Second, c.Ahead)
+				slots = append(slots, c.ScheduledAt)
 			}
 		}
 	}
+	slot := slots[1]
 	for count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND scheduled_at = $1 AND finished_at IS NOT NULL`, slot) == 0 {
 		awaitSignal(t, &n.en.testSignals.finished, "the run claimed ahead finishing")
 	}
@@ -136,5 +142,13 @@ func TestClaimAheadRunHasItsWholeTimeoutFromItsSlot(t *testing.T) {
 		SELECT r.status, r.finished_at - c.written_at FROM job_runs r JOIN test_calls c ON c.run_id = r.id
 		WHERE r.job = 'slow' AND r.scheduled_at = $1`, slot).Scan(&status, &ran))
 	assert.Equal(t, "timed_out", status)
-	assert.GreaterOrEqual(t, ran, 700*time.Millisecond, "the body ran its timeout from the slot")
+	assert.GreaterOrEqual(t, ran, 500*time.Millisecond, "the body ran its timeout from the slot")
+	durations := testmetrics.Series(testmetrics.Scrape(t, m), "scheduler_run_duration_seconds", map[string]string{"job_name": "slow"}).GetHistogram()
+	require.NotZero(t, durations.GetSampleCount())
+	for _, b := range durations.GetBucket() {
+		if b.GetUpperBound() == 1 {
+			assert.Equal(t, durations.GetSampleCount(), b.GetCumulativeCount(),
+				"every run's duration counts from its slot (about 0.6 s), none from its claim a second before")
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
@@ -114,21 +115,18 @@ func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, 
 	return x
 }
 
-// awaitSlot waits, for a run claimed ahead, until its slot has come; it returns what ended
-// runCtx first, if anything did.
+// awaitSlot waits, for a run claimed ahead, until its slot has come, and then counts the
+// run's time from there; it returns what ended runCtx first, if anything did.
 func (x *execution) awaitSlot(runCtx context.Context) error {
 	wait := time.Until(x.notBefore)
 	if wait <= 0 {
 		return nil
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-runCtx.Done():
+	if !backoff.Sleep(runCtx, wait) {
 		return context.Cause(runCtx)
 	}
+	x.started = time.Now()
+	return nil
 }
 
 // startDelay is how late the body of a scheduled run begins after its slot: for a run

@@ -44,7 +44,7 @@ type Claim struct {
 	// Such a claim only wins outright (the job free, not paused, past its minimum gap and
 	// with runs left): otherwise it records nothing and comes back Early, for the caller to
 	// claim the slot again when it has come, as any other claim. Its run's started_at is the
-	// slot.
+	// slot, or the claim's start if that came after it.
 	Ahead time.Duration
 }
 

@@ -111,14 +111,17 @@ func (t *timers) fire(jobs []*entry, slot time.Time, ahead time.Duration) {
 	}
 }
 
-// Claims ahead of the slot. Claiming 10 000 slots is one statement of 0.3-0.5 s on a 2-core
-// machine, and no run could start before it committed: so a schedule's timer fires
-// claimLead before its slots, the claim is committed by the slot, and each run that won
-// waits for the slot by the database's clock (store.Claim.Ahead). A schedule faster than
+// Claims ahead of the slot. Claiming 10 000 slots is one statement of 0.3-0.8 s on a 2-core
+// machine, no run could start before it committed, and starting the runs that won takes
+// 0.2-0.4 s more (each grows its stack and prepares its call, slotwait.go): so a schedule's
+// timer fires claimLead before its slots, the claim is committed and the runs are ready by
+// the slot, and each run waits for the slot by the database's clock (store.Claim.Ahead).
+// With a lead of one second, the runs of the slowest claims were still being started at
+// the slot, beside the first calls. A schedule faster than
 // claimAheadFrom claims at its slots: its slots are few at once, and a lead that is a large
 // share of its period would claim a slot while the run before it may still end in time.
 const (
-	claimLead      = time.Second
+	claimLead      = 2 * time.Second
 	claimAheadFrom = time.Minute
 )
 

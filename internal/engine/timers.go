@@ -117,9 +117,9 @@ func (t *timers) fire(jobs []*entry, slot time.Time, ahead time.Duration) {
 // timer fires claimLead before its slots, the claim is committed and the runs are ready by
 // the slot, and each run waits for the slot by the database's clock (store.Claim.Ahead).
 // With a lead of one second, the runs of the slowest claims were still being started at
-// the slot, beside the first calls. A schedule faster than
-// claimAheadFrom claims at its slots: its slots are few at once, and a lead that is a large
-// share of its period would claim a slot while the run before it may still end in time.
+// the slot, beside the first calls. A schedule faster than claimAheadFrom claims at its
+// slots: its slots are few at once, and a lead that is a large share of its period would
+// claim a slot while the run before it may still end in time.
 const (
 	claimLead      = 2 * time.Second
 	claimAheadFrom = time.Minute

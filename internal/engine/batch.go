@@ -39,18 +39,27 @@ func gather[R any](ctx context.Context, requests <-chan R, limit int, linger tim
 	}
 	timer := time.NewTimer(linger)
 	defer timer.Stop()
-	for len(batch) < limit {
-		select {
-		case r := <-requests:
-			batch = append(batch, r)
-			continue
-		default:
+	for {
+		if batch = takeWaiting(requests, batch, limit); len(batch) >= limit {
+			return batch
 		}
 		timer.Reset(linger)
 		select {
 		case r := <-requests:
 			batch = append(batch, r)
 		case <-timer.C:
+			return batch
+		}
+	}
+}
+
+// takeWaiting adds the requests waiting on requests to batch, up to limit, without waiting.
+func takeWaiting[R any](requests <-chan R, batch []R, limit int) []R {
+	for len(batch) < limit {
+		select {
+		case r := <-requests:
+			batch = append(batch, r)
+		default:
 			return batch
 		}
 	}

@@ -193,7 +193,7 @@ func New(conf Config) (*Engine, error) {
 		catchUps:       map[string]time.Duration{},
 		idle:           map[string]chan struct{}{},
 		runtime:        map[string]*entry{},
-		finishes:       newFinisher(conf.DB),
+		finishes:       newFinisher(conf.DB, callsQueued(conf.Runtime)),
 	}
 	var problems []error
 	for _, jc := range conf.Jobs {

@@ -328,9 +328,10 @@ func (x *execution) finish(stats job.Stats, runErr, cause error) {
 // election. It reports false when the term ended first.
 func (x *execution) record(ctx context.Context, status string, stats json.RawMessage, errText *string) bool {
 	run, log := x.run, x.log
+	ended := time.Now()
 	err := retryWhileLeading(ctx, func() error {
 		err := x.e.finishes.finish(ctx, x.term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
-			Error: errText, Version: x.version, Attempts: x.pending}, run.Job, x.notify)
+			Error: errText, Version: x.version, Attempts: x.pending}, ended, run.Job, x.notify)
 		if errors.Is(err, store.ErrNotRunning) {
 			// Only this goroutine finishes its run while the term lasts, so an earlier
 			// attempt committed and its answer was lost.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Finishes in bulk: the ends of many runs recorded in one fenced statement.
@@ -17,6 +18,9 @@ type Finish struct {
 	Version *int64
 	// Attempts are the run's call attempts not recorded yet.
 	Attempts []Attempt
+	// EndedAgo is how long before the statement the run ended (its end waited for its
+	// batch): finished_at is the database's now() less it, and never before started_at.
+	EndedAgo time.Duration
 }
 
 // finishRunsSQL records many runs' ends at once, as FinishRun does one's, and announces each
@@ -24,9 +28,11 @@ type Finish struct {
 const finishRunsSQL = `
 WITH finished AS (
 	UPDATE job_runs r
-	SET status = f.status, finished_at = now(), stats = f.stats, error = f.error, next_attempt_at = NULL,
+	SET status = f.status, finished_at = greatest(now() - f.ago * interval '1 microsecond', r.started_at),
+	    stats = f.stats, error = f.error, next_attempt_at = NULL,
 	    definition_version = coalesce(f.version, r.definition_version)
-	FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[]) AS f (id, status, stats, error, version)
+	FROM unnest($1::bigint[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[], $6::bigint[])
+	     AS f (id, status, stats, error, version, ago)
 	WHERE r.id = f.id AND r.status = 'running'
 	RETURNING r.id
 )
@@ -41,10 +47,12 @@ func (tx *Tx) FinishRuns(ctx context.Context, finishes []Finish) (map[int64]bool
 	stats := make([]json.RawMessage, len(finishes))
 	errs := make([]*string, len(finishes))
 	versions := make([]*int64, len(finishes))
+	ago := make([]int64, len(finishes))
 	var attempts []Attempt
 	var attemptRuns []int64
 	for i, f := range finishes {
 		ids[i], statuses[i], stats[i], errs[i], versions[i] = f.RunID, f.Status, f.Stats, f.Error, f.Version
+		ago[i] = max(f.EndedAgo, 0).Microseconds()
 		for _, a := range f.Attempts {
 			attempts, attemptRuns = append(attempts, a), append(attemptRuns, f.RunID)
 		}
@@ -54,7 +62,7 @@ func (tx *Tx) FinishRuns(ctx context.Context, finishes []Finish) (map[int64]bool
 			return nil, err
 		}
 	}
-	rows, err := tx.Query(ctx, finishRunsSQL, ids, statuses, stats, errs, versions)
+	rows, err := tx.Query(ctx, finishRunsSQL, ids, statuses, stats, errs, versions, ago)
 	if err != nil {
 		return nil, fmt.Errorf("finish %d runs: %w", len(finishes), err)
 	}

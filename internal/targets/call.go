@@ -82,6 +82,10 @@ func NewCaller(c Config) *Caller {
 // Waiting is how many calls wait for a concurrency slot now (a gauge for metrics).
 func (c *Caller) Waiting() int64 { return c.slots.waiting.Load() }
 
+// Queued reports whether calls wait for a host's or the global concurrency bound: a burst
+// (every job of a schedule due at once) is being called as fast as the bounds allow.
+func (c *Caller) Queued() bool { return c.slots.queued.Load() > 0 }
+
 // RetryPolicy says how often and how far apart a failed call is tried again.
 type RetryPolicy struct {
 	MaxAttempts    int           // <= 1: one attempt

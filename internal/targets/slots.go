@@ -21,6 +21,10 @@ type slots struct {
 	perHost int
 	perJob  int
 	waiting atomic.Int64
+	// queued counts the calls waiting for a host's or the global bound: the replica makes
+	// calls as fast as its bounds let it (Caller.Queued). Waits for a job's or a namespace's
+	// own bound are that tenant's, and not counted.
+	queued atomic.Int64
 
 	mu sync.Mutex
 	// hosts keeps a semaphore per host for the life of the process: hosts are bounded by
@@ -70,7 +74,7 @@ func (s *slots) acquire(ctx context.Context, req slotRequest) (release func(), e
 		defer cancel()
 	}
 	jobSem, leaveJob := s.job(req.job)
-	if err := s.take(ctx, jobSem); err != nil {
+	if err := s.take(ctx, jobSem, nil); err != nil {
 		leaveJob()
 		return nil, err
 	}
@@ -81,13 +85,13 @@ func (s *slots) acquire(ctx context.Context, req slotRequest) (release func(), e
 		return nil, err
 	}
 	hostSem := s.host(req.host)
-	if err := s.take(ctx, hostSem); err != nil {
+	if err := s.take(ctx, hostSem, &s.queued); err != nil {
 		leaveNamespace()
 		<-jobSem
 		leaveJob()
 		return nil, err
 	}
-	if err := s.take(ctx, s.global); err != nil {
+	if err := s.take(ctx, s.global, &s.queued); err != nil {
 		<-hostSem
 		leaveNamespace()
 		<-jobSem
@@ -128,7 +132,8 @@ func (s *slots) host(host string) chan struct{} {
 	return sem
 }
 
-func (s *slots) take(ctx context.Context, sem chan struct{}) error {
+// take takes a slot of sem, counting the wait, if any, in s.waiting and in queued (if set).
+func (s *slots) take(ctx context.Context, sem chan struct{}, queued *atomic.Int64) error {
 	select {
 	case sem <- struct{}{}:
 		return nil
@@ -136,6 +141,10 @@ func (s *slots) take(ctx context.Context, sem chan struct{}) error {
 	}
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
+	if queued != nil {
+		queued.Add(1)
+		defer queued.Add(-1)
+	}
 	select {
 	case sem <- struct{}{}:
 		return nil

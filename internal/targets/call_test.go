@@ -333,6 +333,7 @@ func TestConcurrencyBoundsHold(t *testing.T) {
 				}
 			}
 			require.Eventually(t, func() bool { return c.Waiting() == calls-int64(bound) }, 5*time.Second, time.Millisecond)
+			assert.True(t, c.Queued(), "calls queue for the replica's bounds")
 			close(release)
 			for range calls {
 				select {
@@ -344,6 +345,7 @@ func TestConcurrencyBoundsHold(t *testing.T) {
 			}
 			assert.LessOrEqual(t, most.Load(), bound)
 			assert.Zero(t, c.Waiting())
+			assert.False(t, c.Queued())
 		})
 	}
 }
@@ -456,6 +458,8 @@ func TestOneJobHoldsAtMostItsShareOfTheCalls(t *testing.T) {
 	for range 2 {
 		assert.Equal(t, "slow", receive(t, arrived, "the slow job's calls to arrive"))
 	}
+	require.Eventually(t, func() bool { return c.Waiting() == 2 }, 5*time.Second, time.Millisecond)
+	assert.False(t, c.Queued(), "a job's own bound is the job's: its waits are no queue for the replica's bounds")
 	call("other")
 	got := receive(t, arrived, "another job's call to go out while the slow job's calls hang")
 	assert.Equal(t, "other", got, "the slow job had more than its share of the slots")

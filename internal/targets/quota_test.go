@@ -55,6 +55,7 @@ func TestNamespaceBoundsItsCallsInFlight(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.Waiting() == calls-2 }, 5*time.Second, time.Millisecond,
 		"the other calls wait for a slot of the namespace")
+	assert.False(t, c.Queued(), "a namespace's own bound is the namespace's: its waits are no queue for the replica's bounds")
 
 	go func() { done <- c.Do(ctx, Request{Namespace: "ops", URL: srv.URL + "/?ns=ops"}).Err }()
 	assert.Equal(t, "ops", receive(t, arrived, "another namespace's call while billing's hang"))

@@ -94,6 +94,10 @@ func TestConsoleRetryWaitAndJobPage(t *testing.T) {
 			chromedp.Click(chromedp.CSS("#job-body-all")),
 			waitJS(`document.querySelector("#job-body").dataset.full === "true"`),
 			waitJS(`document.querySelector("#job-body").textContent === `+jsString(body)),
+			waitJS(`document.activeElement === document.querySelector("#job-body")`),
+			// The page's refreshes leave the whole body shown, and the focus on it.
+			refreshes(2),
+			waitJS(`document.querySelector("#job-body").dataset.full === "true" && document.querySelector("#job-body-all") === null`),
 			waitJS(`document.activeElement === document.querySelector("#job-body")`))
 		axeClean(t, tab, axe, "an HTTP job's definition")
 		phone := newTab(t, browser)

@@ -43,21 +43,19 @@ function headersView(headers) {
 }
 
 // bodyView shows the body the job sends, as text; a long one shows its start and a button
-// that shows the rest.
-function bodyView(body) {
+// that shows the rest (showAll), unless shown. Whether it is shown is the page's to keep:
+// every refresh renders the card afresh, and the body stays as the operator left it. The
+// button's showAll is the page's own, the same on every render, so that whichever render's
+// button the page kept, it acts on the page.
+function bodyView(body, shown, showAll) {
   if (!body) return h("span", { class: "muted" }, "none");
-  const long = body.length > BODY_SHOWN;
-  const pre = h("pre", { class: "def-body", id: "job-body", "data-full": long ? "false" : "true" },
+  const long = body.length > BODY_SHOWN && !shown;
+  // Focusable from a script (tabindex -1), so that Show all can hand it the focus.
+  const pre = h("pre", { class: "def-body", id: "job-body", tabindex: "-1", "data-full": long ? "false" : "true" },
     long ? `${body.slice(0, BODY_SHOWN)}…` : body);
   if (!long) return pre;
-  const more = h("button", { type: "button", class: "link", id: "job-body-all", "aria-controls": "job-body" }, `Show all ${body.length} characters`);
-  more.addEventListener("click", () => {
-    pre.textContent = body;
-    pre.dataset.full = "true";
-    more.remove();
-    pre.setAttribute("tabindex", "-1");
-    pre.focus();
-  });
+  const more = h("button", { type: "button", class: "link", id: "job-body-all", "aria-controls": "job-body", onclick: showAll },
+    `Show all ${body.length} characters`);
   return [pre, more];
 }
 
@@ -77,7 +75,7 @@ function clockChanges(job) {
 
 // definitionCard shows what a runtime job does. Every value is text the job's author
 // wrote: it goes into text nodes only (h), never into markup.
-function definitionCard(job) {
+function definitionCard(job, bodyShown, showBody) {
   const d = job.definition || {};
   const http = d.http;
   const dt = (k, v, id) => [h("dt", {}, k), h("dd", { id }, v)];
@@ -96,7 +94,7 @@ function definitionCard(job) {
       dt("Overlap", OVERLAP_WORDS[job.overlap] ? OVERLAP_WORDS[job.overlap](job.definition || {}) : OVERLAP_WORDS.skip()),
       http ? [
         dt("Headers", headersView(http.headers)),
-        dt("Body", bodyView(http.body)),
+        dt("Body", bodyView(http.body, bodyShown, showBody)),
         dt("Authentication", auth || "none"),
         dt("Signing", http.signing_secret ? `Standard Webhooks signature, secret ${http.signing_secret}` : "none"),
         dt("Success", (http.success || []).length ? http.success.join(", ") : "any 2xx status"),
@@ -138,6 +136,16 @@ function jobPage(ns, name) {
   const notifyPart = notifySection(ns, path);
   let version = null;
   let gone = false; // the job is deleted (or was never there)
+  // The job as last shown, and whether its whole body is shown (bodyView).
+  let shownJob = null;
+  let bodyShown = false;
+  const showDefinition = () => update(definitionEl, isRuntime(shownJob) ? definitionCard(shownJob, bodyShown, showBody) : builtinCard(shownJob));
+  const showBody = () => {
+    bodyShown = true;
+    showDefinition();
+    const pre = document.getElementById("job-body");
+    if (pre) pre.focus();
+  };
   let deletion; // its delete's audit row (null: none found), once asked
   let cursors = []; // cursors of the pages before the one shown; [] = newest page (live)
   let cursor = null;
@@ -264,7 +272,8 @@ function jobPage(ns, name) {
     toc.el.hidden = false;
     await Promise.all([slotsPart.refresh(job), backfillPart.refresh(job), notifyPart.refresh(job)]);
     showHistory(runs.data);
-    update(definitionEl, isRuntime(job) ? definitionCard(job) : builtinCard(job));
+    shownJob = job;
+    showDefinition();
   }
 
   function showHistory(data) {

@@ -74,7 +74,7 @@ func (s *slots) acquire(ctx context.Context, req slotRequest) (release func(), e
 		defer cancel()
 	}
 	jobSem, leaveJob := s.job(req.job)
-	if err := s.take(ctx, jobSem, nil); err != nil {
+	if err := s.take(ctx, jobSem, false); err != nil {
 		leaveJob()
 		return nil, err
 	}
@@ -85,13 +85,13 @@ func (s *slots) acquire(ctx context.Context, req slotRequest) (release func(), e
 		return nil, err
 	}
 	hostSem := s.host(req.host)
-	if err := s.take(ctx, hostSem, &s.queued); err != nil {
+	if err := s.take(ctx, hostSem, true); err != nil {
 		leaveNamespace()
 		<-jobSem
 		leaveJob()
 		return nil, err
 	}
-	if err := s.take(ctx, s.global, &s.queued); err != nil {
+	if err := s.take(ctx, s.global, true); err != nil {
 		<-hostSem
 		leaveNamespace()
 		<-jobSem
@@ -132,8 +132,9 @@ func (s *slots) host(host string) chan struct{} {
 	return sem
 }
 
-// take takes a slot of sem, counting the wait, if any, in s.waiting and in queued (if set).
-func (s *slots) take(ctx context.Context, sem chan struct{}, queued *atomic.Int64) error {
+// take takes a slot of sem, counting the wait, if any, in s.waiting, and in s.queued for a
+// bound of the replica's (a host's or the global one).
+func (s *slots) take(ctx context.Context, sem chan struct{}, replicaBound bool) error {
 	select {
 	case sem <- struct{}{}:
 		return nil
@@ -141,9 +142,9 @@ func (s *slots) take(ctx context.Context, sem chan struct{}, queued *atomic.Int6
 	}
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
-	if queued != nil {
-		queued.Add(1)
-		defer queued.Add(-1)
+	if replicaBound {
+		s.queued.Add(1)
+		defer s.queued.Add(-1)
 	}
 	select {
 	case sem <- struct{}{}:

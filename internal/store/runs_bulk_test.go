@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // A batch of claims decides each slot as ClaimSlot would, whatever state its job is in:
@@ -105,5 +106,46 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 		default:
 			assert.True(t, o.Taken, "claim %d (%s) a second time", i, claims[i].Job)
 		}
+	}
+}
+
+// A claim is planned for its own arrays every time, also from the sixth time on one
+// connection, where PostgreSQL would otherwise switch the prepared statement to a generic
+// plan that guesses three claims (nested loops where ten thousand claims want hashes).
+func TestClaimSlotsIsPlannedForItsArraysEveryTime(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{MaxConns: 1})
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 1`)
+	require.NoError(t, err)
+	var now time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT date_trunc('minute', now())`).Scan(&now))
+	for round := range 8 {
+		slot := now.Add(time.Duration(round-8) * time.Second)
+		claims := make([]store.Claim, 50)
+		for i := range claims {
+			claims[i] = store.Claim{Job: fmt.Sprintf("job-%02d", i), ScheduledAt: slot,
+				Trigger: store.TriggerSchedule, InstanceID: "a"}
+		}
+		var generic, custom int64
+		require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
+			out, err := tx.ClaimSlots(ctx, claims)
+			if err != nil {
+				return err
+			}
+			for i, o := range out {
+				require.NotNil(t, o.Run, "round %d, claim %d", round, i)
+			}
+			// The one connection's prepared statements: the claim is the one that inserts runs
+			// from the active ones.
+			return tx.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+				FROM pg_prepared_statements
+				WHERE statement LIKE '%WITH active AS MATERIALIZED%INSERT INTO job_runs%'
+				  AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom)
+		}))
+		assert.Zero(t, generic, "round %d: the claim ran with a generic plan", round)
+		assert.Equal(t, int64(round+1), custom, "round %d: the claim ran on the one connection, planned each time", round)
+		_, err := db.Pool.Exec(ctx, `UPDATE job_runs SET status = 'succeeded', finished_at = now() WHERE status = 'running'`)
+		require.NoError(t, err)
 	}
 }

@@ -82,9 +82,10 @@ func claimSQL(gaps, maxRuns []int64, safe bool) string {
 //
 // The claim is a prepared statement of the connection it runs on, and from its sixth
 // execution there PostgreSQL may plan it once for any arrays (a generic plan), guessing three
-// claims where there are ten thousand: nested loops that cost 1.4 times the statement
-// planned for its arrays on an empty table, and more as the tables it joins grow. A claim
-// runs a few times a minute; planning it for its arrays each time costs a few milliseconds.
+// claims where there are ten thousand: nested loops that took 1.4 times the statement
+// planned for its arrays with 100 000 runs in the day's partition and no definitions, and
+// more in the scale benchmark (BENCHMARKS.md, "Claims planned for their arrays"). Planning a
+// claim for its arrays costs a few milliseconds.
 const claimSettings = `SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off; SET LOCAL plan_cache_mode = force_custom_plan`
 
 // claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: the

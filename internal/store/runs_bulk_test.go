@@ -109,10 +109,11 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	}
 }
 
-// A claim is planned for its own arrays every time, also from the sixth time on one
-// connection, where PostgreSQL would otherwise switch the prepared statement to a generic
-// plan that guesses three claims (nested loops where ten thousand claims want hashes).
-func TestClaimSlotsIsPlannedForItsArraysEveryTime(t *testing.T) {
+// A slot's claims and a batch's ends are planned for their own arrays every time, also from
+// the sixth time on one connection, where PostgreSQL would otherwise switch their prepared
+// statements to a generic plan that guesses ten elements (nested loops where thousands want
+// hashes).
+func TestBulkStatementsArePlannedForTheirArraysEveryTime(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{MaxConns: 1})
 	ctx := context.Background()
@@ -127,7 +128,7 @@ func TestClaimSlotsIsPlannedForItsArraysEveryTime(t *testing.T) {
 			claims[i] = store.Claim{Job: fmt.Sprintf("job-%02d", i), ScheduledAt: slot,
 				Trigger: store.TriggerSchedule, InstanceID: "a"}
 		}
-		var generic, custom int64
+		var finishes []store.Finish
 		require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
 			out, err := tx.ClaimSlots(ctx, claims)
 			if err != nil {
@@ -135,17 +136,31 @@ func TestClaimSlotsIsPlannedForItsArraysEveryTime(t *testing.T) {
 			}
 			for i, o := range out {
 				require.NotNil(t, o.Run, "round %d, claim %d", round, i)
+				finishes = append(finishes, store.Finish{RunID: o.Run.ID, Status: store.StatusSucceeded, Stats: []byte(`{}`)})
 			}
-			// The one connection's prepared statements: the claim is the one that inserts runs
-			// from the active ones.
-			return tx.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-				FROM pg_prepared_statements
-				WHERE statement LIKE '%WITH active AS MATERIALIZED%INSERT INTO job_runs%'
-				  AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom)
+			assertPlannedForItsArrays(t, ctx, tx, "%WITH active AS MATERIALIZED%INSERT INTO job_runs%", round)
+			return nil
 		}))
-		assert.Zero(t, generic, "round %d: the claim ran with a generic plan", round)
-		assert.Equal(t, int64(round+1), custom, "round %d: the claim ran on the one connection, planned each time", round)
-		_, err := db.Pool.Exec(ctx, `UPDATE job_runs SET status = 'succeeded', finished_at = now() WHERE status = 'running'`)
-		require.NoError(t, err)
+		require.NoError(t, db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
+			done, err := tx.FinishRuns(ctx, finishes)
+			if err != nil {
+				return err
+			}
+			require.Len(t, done, len(finishes), "round %d", round)
+			assertPlannedForItsArrays(t, ctx, tx, "%WITH finished AS%UPDATE job_runs%", round)
+			return nil
+		}))
 	}
+}
+
+// assertPlannedForItsArrays checks that the prepared statement like pattern, on tx's
+// connection, ran round+1 times, never with a generic plan.
+func assertPlannedForItsArrays(t *testing.T, ctx context.Context, tx *store.Tx, pattern string, round int) {
+	t.Helper()
+	var generic, custom int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+		FROM pg_prepared_statements
+		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, pattern).Scan(&generic, &custom))
+	assert.Zero(t, generic, "round %d: %s ran with a generic plan", round, pattern)
+	assert.Equal(t, int64(round+1), custom, "round %d: %s ran on the one connection, planned each time", round, pattern)
 }

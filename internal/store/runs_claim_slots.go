@@ -80,13 +80,8 @@ func claimSQL(gaps, maxRuns []int64, safe bool) string {
 // (10 000 more a minute at 10 000 jobs): an index-only scan marks them dead the first time
 // (12 ms for 100 000 of them, 1 ms on the next read).
 //
-// The claim is a prepared statement of the connection it runs on, and from its sixth
-// execution there PostgreSQL may plan it once for any arrays (a generic plan), guessing three
-// claims where there are ten thousand: nested loops that took 1.4 times the statement
-// planned for its arrays with 100 000 runs in the day's partition and no definitions, and
-// more in the scale benchmark (BENCHMARKS.md, "Claims planned for their arrays"). Planning a
-// claim for its arrays costs a few milliseconds.
-const claimSettings = `SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off; SET LOCAL plan_cache_mode = force_custom_plan`
+// And it plans the claim for its arrays each time (forceCustomPlan).
+const claimSettings = `SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off; ` + forceCustomPlan
 
 // claimSlotsSafeSQL is claimSlotsSQL with ON CONFLICT DO NOTHING (without a target: the
 // slot's unique index), for a batch that met a row written meanwhile.

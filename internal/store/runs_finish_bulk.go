@@ -38,6 +38,17 @@ WITH finished AS (
 )
 SELECT id, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM finished`
 
+// forceCustomPlan makes the statements of the transaction that sets it planned for their
+// own arguments every time. The statements over arrays (a slot's claims, a batch's ends) are
+// prepared statements of the connection they run on, and from the sixth execution there
+// PostgreSQL may plan them once for any arrays (a generic plan), guessing ten elements
+// where there are thousands. For the claim of 10 000 slots that plan joined with nested
+// loops: 1.4 times the custom plan's time on a test database, more in the scale benchmark
+// (BENCHMARKS.md, "Claims planned for their arrays"). For 1 500 ends it probed the partial
+// index of active runs once per end, reading all of it each time: 185 ms against 27 ms.
+// Planning them costs a few milliseconds.
+const forceCustomPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
+
 // FinishRuns records the ends of many runs, and their pending attempts, inside the caller's
 // fenced transaction, and returns the ids it finished: a run missing from them was no longer
 // running (ErrNotRunning, for FinishRun).
@@ -61,6 +72,9 @@ func (tx *Tx) FinishRuns(ctx context.Context, finishes []Finish) (map[int64]bool
 		if err := tx.recordAttempts(ctx, attemptRuns, attempts); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := tx.Exec(ctx, forceCustomPlan); err != nil {
+		return nil, fmt.Errorf("finish %d runs: %w", len(finishes), err)
 	}
 	rows, err := tx.Query(ctx, finishRunsSQL, ids, statuses, stats, errs, versions, ago)
 	if err != nil {

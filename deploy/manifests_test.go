@@ -158,8 +158,16 @@ type container struct {
 			FieldRef *struct {
 				FieldPath string `yaml:"fieldPath"`
 			} `yaml:"fieldRef"`
+			ResourceFieldRef *struct {
+				Resource string `yaml:"resource"`
+			} `yaml:"resourceFieldRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
+	Resources struct {
+		Limits struct {
+			Memory string `yaml:"memory"`
+		} `yaml:"limits"`
+	} `yaml:"resources"`
 	ReadinessProbe  *probe `yaml:"readinessProbe"`
 	LivenessProbe   *probe `yaml:"livenessProbe"`
 	SecurityContext struct {
@@ -237,11 +245,16 @@ func TestKubernetesManifests(t *testing.T) {
 		if ref := e.ValueFrom.FieldRef; ref != nil {
 			env[e.Name] = ref.FieldPath
 		}
+		if ref := e.ValueFrom.ResourceFieldRef; ref != nil {
+			env[e.Name] = ref.Resource
+		}
 	}
 	assert.Equal(t, "<secret>", env["DATABASE_URL"])
 	assert.Equal(t, "<secret>", env["SCHEDULER_API_TOKEN"], "a non-loopback address requires the token")
 	assert.Equal(t, "0.0.0.0:8080", env["SCHEDULER_HTTP_ADDR"])
 	assert.Equal(t, "metadata.name", env["SCHEDULER_INSTANCE_ID"], "each pod needs its own instance id")
+	assert.Equal(t, "limits.memory", env["GOMEMLIMIT"], "the garbage collector works to stay under the container's limit")
+	assert.NotEmpty(t, c.Resources.Limits.Memory, "GOMEMLIMIT needs a memory limit to follow")
 	shutdown, err := time.ParseDuration(env["SCHEDULER_SHUTDOWN_TIMEOUT"])
 	require.NoError(t, err)
 	assert.Greater(t, time.Duration(spec.TerminationGracePeriodSeconds)*time.Second, shutdown,

@@ -42,14 +42,11 @@ Usage:
                                   prepare or check a SQL target (SCHEDULER_SQL_TARGET_NAME)
   scheduler secret-key rotate     re-seal the stored secrets with SCHEDULER_SECRET_KEY
   scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
-  scheduler version               print the build version
+  scheduler version [-o json]     print the version, commit and build date
 
 Run "scheduler <command> --help" for a command's flags. The server side's configuration
 comes from the environment; see README.md ("Configuration"). DATABASE_URL is required there.
 `
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -78,8 +75,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "healthcheck":
 		return healthcheck(environ, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, version)
-		return exitOK
+		return versionCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage+clientHelp())
 		return exitOK

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 REPLICAS ?= 3
 
-.PHONY: build run test lint bench chaos clean
+.PHONY: build run test lint bench chaos release clean
 
 build:
 	go build -o bin/scheduler ./cmd/scheduler
@@ -30,6 +30,11 @@ bench:
 chaos:
 	FAULTS=$(FAULTS) scripts/bench.sh chaos $(if $(DURATION),-duration $(DURATION))
 
+# make release [VERSION=v1.2.0]: static linux/amd64 and linux/arm64 binaries in dist/, a CycloneDX
+# SBOM of each and SHA256SUMS; the version from git describe unless VERSION is given.
+release:
+	scripts/release.sh
+
 clean:
-	rm -rf bin .run
+	rm -rf bin dist .run
 	scripts/pg.sh remove .pgdata

@@ -26,7 +26,7 @@ version=${VERSION:-}
 commit=${COMMIT:-}
 if [ -z "$version" ] || [ -z "$commit" ]; then
   if ! in_git; then
-    echo "release.sh: not a git checkout (or no git): set VERSION and COMMIT, e.g. VERSION=v1.2.0 COMMIT=\$(cat REVISION)" >&2
+    echo "release.sh: not a git checkout (or no git): set VERSION and COMMIT, e.g. VERSION=v1.2.0 COMMIT=<the full commit hash>" >&2
     exit 2
   fi
   version=${version:-$(git describe --tags --always --dirty)}

@@ -3,6 +3,7 @@ package main
 import (
 	"debug/buildinfo"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -135,4 +136,70 @@ func TestVersionOfABuiltBinary(t *testing.T) {
 		assert.Contains(t, out, ", committed ")
 		assert.NotContains(t, out, "scheduler dev ", "the module's pseudo-version stands for the version")
 	})
+}
+
+// TestReleaseAndDockerfileBuildAlike: the image holds the same build as `make release`, so
+// scripts/release.sh and the Dockerfile pass go build the same environment, flags and
+// ldflags (the values aside), and the ldflags set the three variables `scheduler version`
+// reads.
+func TestReleaseAndDockerfileBuildAlike(t *testing.T) {
+	t.Parallel()
+	release := goBuildIn(t, "../../scripts/release.sh")
+	docker := goBuildIn(t, "../../Dockerfile")
+	assert.Equal(t, release, docker, "scripts/release.sh and the Dockerfile build differently")
+	assert.Equal(t, []string{"CGO_ENABLED=0"}, release.env, "a static binary")
+	assert.Subset(t, release.flags, []string{"-trimpath", "-tags", "timetzdata"})
+	assert.Equal(t, []string{"-s", "-w", "-X", "main.version", "-X", "main.commit", "-X", "main.date"}, release.ldflags)
+}
+
+// goBuild is a `go build` command of a script, without the values that vary by build: the
+// target platform and the ldflags' values.
+type goBuild struct {
+	env, flags, ldflags []string
+}
+
+var (
+	ldflagsArg  = regexp.MustCompile(`-ldflags[= ]"([^"]*)"`)
+	ldflagsVar  = regexp.MustCompile(`(?m)^ldflags="([^"]*)"$`)
+	envAssigned = regexp.MustCompile(`^[A-Z_]+=`)
+)
+
+func goBuildIn(t *testing.T, path string) goBuild {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cmd string
+	for _, line := range strings.Split(strings.ReplaceAll(string(text), "\\\n", " "), "\n") {
+		if strings.Contains(line, " go build ") {
+			require.Empty(t, cmd, "%s: one go build command", path)
+			cmd = line
+		}
+	}
+	require.NotEmpty(t, cmd, "%s: no go build command", path)
+	m := ldflagsArg.FindStringSubmatch(cmd)
+	require.NotNil(t, m, "%s: go build without -ldflags", path)
+	ldflags := m[1]
+	if ldflags == "$ldflags" {
+		v := ldflagsVar.FindSubmatch(text)
+		require.NotNil(t, v, "%s: $ldflags is not set", path)
+		ldflags = string(v[1])
+	}
+	var b goBuild
+	before, after, _ := strings.Cut(strings.Replace(cmd, m[0], "", 1), " go build ")
+	for _, f := range strings.Fields(before) {
+		if envAssigned.MatchString(f) && !strings.HasPrefix(f, "GOOS=") && !strings.HasPrefix(f, "GOARCH=") {
+			b.env = append(b.env, f)
+		}
+	}
+	for _, f := range strings.Fields(after) {
+		if f == "-o" {
+			break
+		}
+		b.flags = append(b.flags, f)
+	}
+	for _, f := range strings.Fields(ldflags) {
+		name, _, _ := strings.Cut(f, "=")
+		b.ldflags = append(b.ldflags, name)
+	}
+	return b
 }

@@ -99,6 +99,9 @@ func TestVersionOfABuiltBinary(t *testing.T) {
 		// The flags that change what is compiled (-trimpath, CGO_ENABLED, -tags) stay as
 		// `go build ./...` had them, so only the link runs again.
 		out, err := exec.Command(goTool, append(append([]string{"build", "-o", bin}, args...), ".")...).CombinedOutput()
+		if err != nil && strings.Contains(string(out), "error obtaining VCS status") {
+			t.Skipf("git cannot read this checkout here (the toolchain cannot stamp it): %s", out)
+		}
 		require.NoError(t, err, "go build: %s", out)
 		return bin
 	}

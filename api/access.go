@@ -81,8 +81,9 @@ func (a envTokens) match(h [sha256.Size]byte) (access.Principal, bool) {
 // a token made through POST /v1/tokens, or a service account's JWT when OIDC is configured.
 // Tokens travel only in the Authorization header, never in a cookie, so a page on another
 // site cannot make a browser send one. A replica without an environment token answers only
-// loopback (checkHost) and treats a caller without a token as an admin; a token it is sent
-// still narrows the caller to that token's grants.
+// loopback (checkHost) and treats a caller without an Authorization header as an admin; a
+// token it is sent still narrows the caller to that token's grants, and one it cannot
+// honour is refused 401 as on any replica.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const prefix = "Bearer "
@@ -99,9 +100,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeProblem(w, r, http.StatusServiceUnavailable, probAuthUnavailable,
 				"the token could not be checked (the database or the OIDC issuer did not answer); retry")
 			return
-		case !found && !s.env.configured():
+		case !found && h == "" && !s.env.configured():
 			p = access.Admin(tokenNone, "", "")
 		case !found:
+			// A credential this replica cannot honour (revoked, expired, made up, or of
+			// another scheme) is refused even where no token is required: treated as none,
+			// it would act as the loopback admin.
 			s.refused(r, probUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler"`)
 			detail := "send an API token as \"Authorization: Bearer <token>\": SCHEDULER_API_TOKEN, a token made with `scheduler token create`, or a service account's token"

@@ -12,8 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -61,7 +59,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	f := store.ActionFilter{Namespaces: p.Readable()}
 	if ns := q.Get("namespace"); ns != "" {
 		if !p.CanRead(ns) {
-			s.forbid(w, r, "read namespace "+ns+"'s audit log")
+			s.forbid(w, r, "read this namespace's audit log")
 			return
 		}
 		f.Namespaces = []string{ns}
@@ -261,32 +259,6 @@ func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*strin
 		return nil, false
 	}
 	return reason, true
-}
-
-// refused logs a request refused for its credentials or origin (401, 403) and records it in
-// the audit log, at most refusalsPerSecond a second beyond a burst of refusalsBurst per
-// replica: a flood of refusals must neither fill the audit log nor load the database (the
-// log line and scheduler_http_requests_total still count every one).
-func (s *Server) refused(r *http.Request, why problemType) {
-	kind := tokenKind(r.Context())
-	if kind == "" {
-		kind = tokenNone
-		if r.Header.Get("Authorization") != "" {
-			kind = tokenInvalid
-		}
-	}
-	s.cfg.Log.WarnContext(r.Context(), "request refused", "why", why.slug, "method", r.Method, "path", r.URL.Path,
-		"host", r.Host, "token_kind", kind, "remote_addr", remoteHost(r), "request_id", requestID(r.Context()))
-	if !s.refusals.Allow() {
-		return
-	}
-	reason := oneLine(why.slug+": "+r.Method+" "+r.URL.Path, maxReasonRunes)
-	a := s.actionIn(r, store.ActionRefused, "", &reason)
-	a.TokenKind = kind
-	if ns := chi.URLParam(r, "ns"); ns != "" && namespace.Valid(ns) {
-		a.Namespace = &ns
-	}
-	s.record(r, a)
 }
 
 // oneLine keeps the first n runes of s, valid UTF-8 and without NUL (which PostgreSQL

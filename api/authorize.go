@@ -110,7 +110,9 @@ func routeNamespace(r *http.Request) string {
 	return namespace.Default
 }
 
-// forbid answers 403 for an action the caller's grants do not cover, and audits it.
+// forbid answers 403 for an action the caller's grants do not cover, and audits it. Its
+// detail says what the caller's own grants are and names nothing of a namespace the caller
+// cannot read: what is refused is "this namespace", the one the caller named itself.
 func (s *Server) forbid(w http.ResponseWriter, r *http.Request, what string) {
 	s.refused(r, probForbidden)
 	writeProblem(w, r, http.StatusForbidden, probForbidden, fmt.Sprintf("%s may not %s", describe(principal(r.Context())), what))
@@ -122,7 +124,7 @@ func (s *Server) mayRead(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ns := routeNamespace(r)
 		if !principal(r.Context()).CanRead(ns) {
-			s.forbid(w, r, "read namespace "+ns)
+			s.forbid(w, r, "read this namespace")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -133,7 +135,7 @@ func (s *Server) mayEdit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ns := routeNamespace(r)
 		if !principal(r.Context()).CanEdit(ns) {
-			s.forbid(w, r, "change namespace "+ns+"'s jobs or secrets (an editor of it may)")
+			s.forbid(w, r, "change this namespace's jobs or secrets (an editor of it may)")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -144,7 +146,7 @@ func (s *Server) mayEdit(next http.Handler) http.Handler {
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !principal(r.Context()).IsAdmin() {
-			s.forbid(w, r, r.Method+" "+r.URL.Path+": only an admin manages namespaces, tokens and leadership")
+			s.forbid(w, r, "manage namespaces, tokens or leadership: only an admin may")
 			return
 		}
 		next.ServeHTTP(w, r)

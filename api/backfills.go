@@ -178,18 +178,20 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request, edit bool) (st
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	b, err := s.cfg.DB.Backfill(ctx, id)
+	p := principal(r.Context())
 	switch {
-	case errors.Is(err, store.ErrBackfillNotFound):
+	case errors.Is(err, store.ErrBackfillNotFound), err == nil && !p.CanRead(namespace.Of(b.Job)):
+		// Another namespace's backfill is answered as a missing one (runNotFound says why).
 		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no backfill with id %d", id))
 		return b, false
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return b, false
 	}
-	p, ns := principal(r.Context()), namespace.Of(b.Job)
+	ns := namespace.Of(b.Job)
 	_, builtin := s.jobs[b.Job]
-	if !p.CanRead(ns) || edit && (!p.CanEdit(ns) || builtin && !p.CanActOnBuiltin()) {
-		s.forbid(w, r, fmt.Sprintf("%s backfill %d of job %s", map[bool]string{true: "cancel", false: "read"}[edit], id, b.Job))
+	if edit && (!p.CanEdit(ns) || builtin && !p.CanActOnBuiltin()) {
+		s.forbid(w, r, fmt.Sprintf("cancel backfill %d of job %s", id, b.Job))
 		return b, false
 	}
 	return b, true

@@ -90,20 +90,15 @@ type Server struct {
 	finishes finishWatch
 	// waitRecheck is how often a ?wait re-reads its run without a notification.
 	waitRecheck time.Duration
-	// refusals bounds the refused requests recorded in the audit log.
-	refusals *rate.Limiter
+	// refusals and allRefusals bound the refused requests recorded in the audit log, per
+	// caller and in all (refusals.go).
+	refusals    *callerLimiter
+	allRefusals *rate.Limiter
 	// runtimeViews keeps the runtime jobs' views between requests.
 	runtimeViews jobViews
 	// compressedAnswers keeps the gzip form of the last big answers.
 	compressedAnswers compressedAnswers
 }
-
-// The audit log records at most refusalsPerSecond refused requests a second per replica,
-// after a burst of refusalsBurst.
-const (
-	refusalsPerSecond = 1
-	refusalsBurst     = 20
-)
 
 // NewServer builds the API, filling Config's defaults.
 func NewServer(cfg Config) *Server {
@@ -123,7 +118,8 @@ func NewServer(cfg Config) *Server {
 		cfg.MaxJobs = config.MaxJobsDefault
 	}
 	s := &Server{cfg: cfg, jobs: make(map[string]*config.Job, len(cfg.Jobs)), finishes: finishWatch{notifier: cfg.Notifier, metrics: cfg.Recorder}, waitRecheck: waitRecheck,
-		refusals: rate.NewLimiter(refusalsPerSecond, refusalsBurst)}
+		refusals:    newCallerLimiter(refusalsPerSecond, refusalsBurst, refusalCallersMax),
+		allRefusals: rate.NewLimiter(refusalsTotalPerSecond, refusalsTotalBurst)}
 	for i := range cfg.Jobs {
 		j := &s.cfg.Jobs[i]
 		s.jobs[j.Name] = j

@@ -149,12 +149,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	run, err := s.cfg.DB.Run(ctx, id)
 	switch {
-	case errors.Is(err, store.ErrRunNotFound):
-		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+	case errors.Is(err, store.ErrRunNotFound), err == nil && !principal(r.Context()).CanRead(namespace.Of(run.Job)):
+		runNotFound(w, r, id)
 	case err != nil:
 		s.databaseProblem(w, r, err)
-	case !principal(r.Context()).CanRead(namespace.Of(run.Job)):
-		s.forbid(w, r, fmt.Sprintf("read run %d: it is a run of namespace %s", id, namespace.Of(run.Job)))
 	default:
 		attempts, err := s.cfg.DB.Attempts(ctx, run.ID)
 		if err != nil {
@@ -171,20 +169,28 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// runNotFound answers 404 for a run id that names no run the caller may read: a run of a
+// namespace the caller cannot read gets this same answer, so that another team's ids
+// cannot be told from ids that were never used (docs/design.md, "Teams see only their own").
+func runNotFound(w http.ResponseWriter, r *http.Request, id int64) {
+	writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+}
+
 // runToActOn reads the run an action (verb: "cancel", "re-run") names, for a caller who
 // may edit its job, and answers 404 or 403 itself (nil then). Who may act depends on the
-// run's job, so the run is read first; its job never changes.
+// run's job, so the run is read first; its job never changes. A run the caller may not even
+// read is missing to it (runNotFound).
 func (s *Server) runToActOn(ctx context.Context, w http.ResponseWriter, r *http.Request, id int64, verb string) *store.Run {
 	run, err := s.cfg.DB.Run(ctx, id)
+	p := principal(r.Context())
 	switch {
-	case errors.Is(err, store.ErrRunNotFound):
-		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+	case errors.Is(err, store.ErrRunNotFound), err == nil && !p.CanRead(namespace.Of(run.Job)):
+		runNotFound(w, r, id)
 		return nil
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return nil
 	}
-	p := principal(r.Context())
 	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
 		s.forbid(w, r, fmt.Sprintf("%s run %d of job %s", verb, id, run.Job))
 		return nil
@@ -221,7 +227,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrRunNotFound):
-		writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+		runNotFound(w, r, id)
 	case err != nil:
 		s.databaseProblem(w, r, err)
 	case outcome == store.CancelTooLate:

@@ -86,12 +86,7 @@ func (a envTokens) match(h [sha256.Size]byte) (access.Principal, bool) {
 // honour is refused 401 as on any replica.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		const prefix = "Bearer "
-		h := r.Header.Get("Authorization")
-		given := ""
-		if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {
-			given = h[len(prefix):]
-		}
+		h, given := r.Header.Get("Authorization"), bearer(r)
 		p, found, err := s.identify(r.Context(), given)
 		switch {
 		case err != nil:
@@ -116,6 +111,28 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// metricsGuard asks GET /metrics for SCHEDULER_METRICS_TOKEN when one is set: the series
+// name every team's jobs, which a team's token must not list. Without it /metrics stays
+// open, as Prometheus' default scrape expects (docs/operations.md says when to set it).
+func (s *Server) metricsGuard(next http.Handler) http.Handler {
+	if s.cfg.MetricsToken == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.cfg.MetricsToken))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given := bearer(r)
+		got := sha256.Sum256([]byte(given))
+		if given == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			s.refused(r, probUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler-metrics"`)
+			detail := `this replica's /metrics needs "Authorization: Bearer <SCHEDULER_METRICS_TOKEN>" (Prometheus: authorization.credentials_file in the scrape config)`
+			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

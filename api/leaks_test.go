@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -219,4 +220,28 @@ func TestRefusalLimiterKeepsBoundedCallers(t *testing.T) {
 	assert.True(t, l.allow("newcomer"))
 	assert.True(t, l.allow("newcomer"))
 	assert.False(t, l.allow("newcomer"), "past its burst")
+}
+
+// TestMetricsTokenGuardsMetrics: with SCHEDULER_METRICS_TOKEN set, /metrics (which names
+// every team's jobs) answers only that token: not a team's, not the API's, not none.
+func TestMetricsTokenGuardsMetrics(t *testing.T) {
+	t.Parallel()
+	a := newTestAPI(t)
+	rec := metrics.New()
+	rec.SetJobPeriod("ops/secret-project", time.Hour)
+	guarded := NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
+		Recorder: rec, MetricsToken: "scrape-token"})
+	a.http.Config.Handler = guarded.Handler()
+	for name, h := range map[string]header{
+		"no token":      {"Authorization": ""},
+		"the API token": {},
+		"a wrong token": {"Authorization": "Bearer scrape-tokeN"},
+	} {
+		res := a.do("GET", "/metrics", "", h)
+		assert.Equal(t, http.StatusUnauthorized, res.Status, "%s: %s", name, res.Body)
+		assert.NotContains(t, string(res.Body), "secret-project", name)
+	}
+	res := a.do("GET", "/metrics", "", header{"Authorization": "Bearer scrape-token"})
+	assert.Equal(t, http.StatusOK, res.Status)
+	assert.Contains(t, string(res.Body), `job_name="ops/secret-project"`)
 }

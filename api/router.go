@@ -64,6 +64,9 @@ type Config struct {
 	// Metrics serves GET /metrics (default: Recorder's registry when set, else
 	// promhttp.Handler() on the default registry).
 	Metrics http.Handler
+	// MetricsToken, when set, is required as "Authorization: Bearer <token>" on GET
+	// /metrics (SCHEDULER_METRICS_TOKEN).
+	MetricsToken string
 	// Recorder counts requests by route and Idempotency-Key replays and conflicts; nil
 	// records nothing.
 	Recorder *metrics.Metrics
@@ -149,7 +152,7 @@ func (s *Server) Handler() http.Handler {
 	dashboard := ui.Handler(s.env.configured())
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
+	r.Method(http.MethodGet, "/metrics", s.metricsGuard(s.cfg.Metrics))
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Get("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
 	r.Method(http.MethodGet, "/ui/", dashboard)

@@ -46,6 +46,8 @@ type Config struct {
 
 	// The API's tokens and host names (config's SCHEDULER_API_*).
 	APIToken, APITokenNext, ReadToken string
+	// MetricsToken guards GET /metrics (SCHEDULER_METRICS_TOKEN; "": open).
+	MetricsToken string
 	// OIDC signs in service accounts (off when OIDC.Issuer is "").
 	OIDC           config.OIDC
 	APIHosts       []string
@@ -131,7 +133,7 @@ func New(c Config) (*Replica, error) {
 		identifier = oidc.New(c.OIDC, nil, c.Log)
 	}
 	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
-		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken,
+		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
 		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs}).Handler()

@@ -109,7 +109,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 
 	rep, err := replica.New(replica.Config{DB: db, InstanceID: cfg.InstanceID, Log: base, JobSettings: settings,
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
-		ReadToken: cfg.APIReadToken, OIDC: cfg.OIDC, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
+		ReadToken: cfg.APIReadToken, MetricsToken: cfg.MetricsToken, OIDC: cfg.OIDC, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,
 		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow,
 		Notifications: cfg.Notifications})

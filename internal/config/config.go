@@ -95,6 +95,7 @@ type Config struct {
 	APIToken     string // required when HTTPAddr is not a loopback address
 	APITokenNext string // accepted beside APIToken during a rotation
 	APIReadToken string // may read every /v1 route and change nothing
+	MetricsToken string // required on GET /metrics when set
 	// APIHosts are the Host names besides loopback and localhost that a replica without a
 	// token answers (SCHEDULER_API_HOSTS): anything else may be a DNS-rebinding page.
 	APIHosts        []string
@@ -143,6 +144,7 @@ func Load(env *Env) *Config {
 		APIToken:        env.String("SCHEDULER_API_TOKEN", ""),
 		APITokenNext:    env.String("SCHEDULER_API_TOKEN_NEXT", ""),
 		APIReadToken:    env.String("SCHEDULER_API_READ_TOKEN", ""),
+		MetricsToken:    env.String("SCHEDULER_METRICS_TOKEN", ""),
 		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", LeaseTimeoutDefault),
 		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
 		FailoverWindow:  env.Duration("SCHEDULER_FAILOVER_WINDOW", FailoverWindowDefault),

@@ -15,6 +15,10 @@ func (m *Metrics) SetLastSuccess(job string, at time.Time) {
 	if m == nil || at.IsZero() {
 		return
 	}
+	job, own := m.jobs.label(job)
+	if !own {
+		return // one value for several jobs would say nothing of any
+	}
 	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
 }
 
@@ -37,10 +41,14 @@ func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
 	if m == nil {
 		return
 	}
+	job, own := m.jobs.label(job)
 	for _, status := range executedStatuses {
 		for _, trigger := range triggers {
 			m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger)
 		}
+	}
+	if !own {
+		return // jobs past the label bound get no stuck alert: see joblabels.go
 	}
 	if period <= 0 {
 		m.expectedPeriod.DeleteLabelValues(job)
@@ -55,7 +63,9 @@ func (m *Metrics) SetJobPaused(job string, paused bool) {
 	if m == nil {
 		return
 	}
-	m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+	if job, own := m.jobs.label(job); own {
+		m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+	}
 }
 
 // SlotsUnrecorded counts due slots of the job that have no row (the slot audit's finding).
@@ -63,5 +73,5 @@ func (m *Metrics) SlotsUnrecorded(job string, n int) {
 	if m == nil {
 		return
 	}
-	m.slotsUnrecorded.WithLabelValues(job).Add(float64(n))
+	m.slotsUnrecorded.WithLabelValues(m.jobs.jobLabel(job)).Add(float64(n))
 }

@@ -8,7 +8,8 @@
 // Label names: the job's name is the label "job_name", not "job", because Prometheus puts
 // every scraped series' target job into "job" (it would rename ours to "exported_job").
 // A runtime job outside namespace default is named "<namespace>/<name>", and the run
-// counter also carries its namespace, so a team's alerts can select theirs.
+// counter also carries its namespace, so a team's alerts can select theirs. Job labels are
+// bounded per namespace and in all (joblabels.go).
 // Every label value comes from a closed set (job names, statuses, triggers, route patterns,
 // reasons), never from ids or raw paths, so the number of series stays bounded.
 package metrics
@@ -50,6 +51,8 @@ type Metrics struct {
 	registry *prometheus.Registry
 	// targetHosts are the host labels scheduler_target_calls_total has given out.
 	targetHosts hostLabels
+	// jobs are the job_name labels given out (joblabels.go).
+	jobs jobLabels
 
 	instanceInfo *prometheus.GaugeVec
 
@@ -303,6 +306,7 @@ func (m *Metrics) RunStarted(job, trigger string, scheduleDelay time.Duration) {
 	if m == nil {
 		return
 	}
+	job = m.jobs.jobLabel(job)
 	m.jobsRunning.WithLabelValues(job).Inc()
 	if trigger == "schedule" {
 		m.scheduleDelaySeconds.WithLabelValues(job).Observe(max(scheduleDelay.Seconds(), 0))
@@ -316,10 +320,11 @@ func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duratio
 	if m == nil {
 		return
 	}
+	job, own := m.jobs.label(job)
 	m.jobsRunning.WithLabelValues(job).Dec()
 	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 	m.runDurationSeconds.WithLabelValues(job).Observe(duration.Seconds())
-	if status == "succeeded" {
+	if status == "succeeded" && own {
 		m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 }
@@ -331,6 +336,7 @@ func (m *Metrics) RunRecorded(job, status, trigger string) {
 	if m == nil {
 		return
 	}
+	job = m.jobs.jobLabel(job)
 	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
 }
 
@@ -344,7 +350,7 @@ func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors
 		n       int64
 	}{{"processed", processed}, {"changed", changed}, {"skipped_locked", skippedLocked}, {"error", errors}} {
 		// Creating the series even for 0 lets rate() and ratios see the job from its first run.
-		m.entitiesTotal.WithLabelValues(job, c.outcome).Add(float64(max(c.n, 0)))
+		m.entitiesTotal.WithLabelValues(m.jobs.jobLabel(job), c.outcome).Add(float64(max(c.n, 0)))
 	}
 }
 

@@ -216,7 +216,8 @@ func TestRefusalLimiterKeepsBoundedCallers(t *testing.T) {
 	for i := range 1000 {
 		l.allow(fmt.Sprintf("caller-%d", i))
 	}
-	assert.LessOrEqual(t, l.len(), 100)
+	assert.LessOrEqual(t, l.recency.Len(), 100)
+	assert.Len(t, l.byKey, l.recency.Len())
 	assert.True(t, l.allow("newcomer"))
 	assert.True(t, l.allow("newcomer"))
 	assert.False(t, l.allow("newcomer"), "past its burst")

@@ -69,13 +69,6 @@ func (c *callerLimiter) allow(key string) bool {
 	return e.Value.(*callerAllowance).limiter.Allow()
 }
 
-// len is how many callers the limiter remembers.
-func (c *callerLimiter) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.recency.Len()
-}
-
 // refusalCaller names the caller of a refused request for its limiter.
 func refusalCaller(r *http.Request) string {
 	if p := principal(r.Context()); p.TokenID != "" {

@@ -171,7 +171,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 
 // runNotFound answers 404 for a run id that names no run the caller may read: a run of a
 // namespace the caller cannot read gets this same answer, so that another team's ids
-// cannot be told from ids that were never used (docs/design.md, "Teams see only their own").
+// cannot be told from ids that were never used (docs/design.md, "What one team learns of another").
 func runNotFound(w http.ResponseWriter, r *http.Request, id int64) {
 	writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
 }

@@ -50,20 +50,32 @@ func scanBackfill(row pgx.Row) (Backfill, error) {
 	return b, err
 }
 
+// backfillIDDraws bounds the draws of a random id (migration 0024) that another backfill
+// already has: with 2^48 ids one draw is almost always enough.
+const backfillIDDraws = 3
+
 // CreateBackfill stores a running backfill, unless its job has one running
-// (ErrBackfillRunning).
+// (ErrBackfillRunning). Its id is drawn at random, so that backfill ids tell nobody how many
+// other namespaces made; an id taken already (ON CONFLICT (id)) is drawn again, while a
+// running backfill of the job still fails the insert.
 func (q queries) CreateBackfill(ctx context.Context, b Backfill) (Backfill, error) {
-	out, err := scanBackfill(q.q.QueryRow(ctx, `
-		INSERT INTO scheduler_backfills (job, since, until, only_status, slots) VALUES ($1, $2, $3, $4, $5)
-		RETURNING `+backfillColumns, b.Job, b.Since, b.Until, b.Only, b.Slots))
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return Backfill{}, ErrBackfillRunning
+	for range backfillIDDraws {
+		out, err := scanBackfill(q.q.QueryRow(ctx, `
+			INSERT INTO scheduler_backfills (job, since, until, only_status, slots) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING `+backfillColumns, b.Job, b.Since, b.Until, b.Only, b.Slots))
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue
+		case errors.As(err, &pgErr) && pgErr.Code == "23505":
+			return Backfill{}, ErrBackfillRunning
+		case err != nil:
+			return Backfill{}, fmt.Errorf("create a backfill of %s: %w", b.Job, err)
+		}
+		return out, nil
 	}
-	if err != nil {
-		return Backfill{}, fmt.Errorf("create a backfill of %s: %w", b.Job, err)
-	}
-	return out, nil
+	return Backfill{}, fmt.Errorf("create a backfill of %s: %d random ids in a row were taken", b.Job, backfillIDDraws)
 }
 
 // Backfill returns the backfill with id, or ErrBackfillNotFound.
@@ -78,9 +90,10 @@ func (q queries) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	return b, nil
 }
 
-// RunningBackfills returns the backfills the leader works on, oldest first.
+// RunningBackfills returns the backfills the leader works on, oldest first (by created_at:
+// ids are random).
 func (q queries) RunningBackfills(ctx context.Context) ([]Backfill, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+backfillColumns+` FROM scheduler_backfills WHERE state = 'running' ORDER BY id`)
+	rows, err := q.q.Query(ctx, `SELECT `+backfillColumns+` FROM scheduler_backfills WHERE state = 'running' ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list running backfills: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
 // Defaults of the fields a definition leaves out.
@@ -259,6 +260,10 @@ func (c *checker) sql(j *Checked) {
 		c.fail("sql.statements", "%d bytes; at most %d (64 KiB)", len(s.Statements), MaxStatements)
 	case !utf8.ValidString(s.Statements) || strings.ContainsRune(s.Statements, 0):
 		c.fail("sql.statements", "must be UTF-8 text without NUL characters")
+	default:
+		if err := targets.TransactionControlError(s.Statements); err != nil {
+			c.fail("sql.statements", "%s", err.Error())
+		}
 	}
 	if j.Def.Retry != nil {
 		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once per slot, with its marker")

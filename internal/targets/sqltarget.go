@@ -11,7 +11,7 @@ package targets
 //
 // Exactly once per slot without sharing the scheduler's transaction: the statements commit
 // in a transaction that also inserts the slot's key (the Idempotency-Key the slot would
-// carry) into scheduler_sql_runs in the target. A later run of the same slot (a retry, a
+// carry) into the login's own marker table in the target (sqlmarkers.go). A later run of the same slot (a retry, a
 // recovery after a leader died, a catch-up) that finds the key commits nothing and reports
 // the run that did; two runs of one slot at once serialise on the key's unique index, and
 // the second rolls back. The scheduler records the run after the target's commit, so a crash
@@ -52,6 +52,11 @@ const (
 	// sqlCleanupTimeout bounds a rollback, a goodbye or a trial after the run's own context
 	// has ended.
 	sqlCleanupTimeout = time.Second
+	// sqlCheckTimeout bounds each statement of a check's session (Check).
+	sqlCheckTimeout = 10 * time.Second
+	// sqlIdleInTransaction is the server's bound on a run's idle transaction when the
+	// target's connection config sets none.
+	sqlIdleInTransaction = 5 * time.Second
 	// ApplicationNameJobPrefix starts the application_name of a job's connection:
 	// scheduler-job:<instance>:<run id>. It is a label for people reading
 	// pg_stat_activity; the runner itself goes by the backend's pid.
@@ -86,6 +91,11 @@ type SQLTargetConfig struct {
 type SQLTarget struct {
 	conf  SQLTargetConfig
 	slots chan struct{}
+	// markers is the login's marker table (markersTable), sql the runner's statements on it.
+	markers string
+	sql     sqlStatements
+	// roleSettings are the login's role settings as the first check found them (checkLogin).
+	roleSettings roleSettings
 	// terminateAfter is sqlTerminateAfter; a test lengthens it to tell a cancel that worked
 	// from the terminate that follows one that did not.
 	terminateAfter time.Duration
@@ -105,7 +115,9 @@ func NewSQLTarget(c SQLTargetConfig) *SQLTarget {
 	// Unnamed statements only: after the job's statements, a statement the scheduler sends
 	// must not be one they PREPAREd under the name of pgx's statement cache.
 	c.Conn.DefaultQueryExecMode = pgx.QueryExecModeExec
-	return &SQLTarget{conf: c, slots: make(chan struct{}, c.Connections), terminateAfter: sqlTerminateAfter}
+	markers := markersTable(c.Conn.User)
+	return &SQLTarget{conf: c, slots: make(chan struct{}, c.Connections), terminateAfter: sqlTerminateAfter,
+		markers: markers, sql: newSQLStatements(markers)}
 }
 
 // Name is the target's <NAME>.
@@ -123,8 +135,9 @@ type SQLRun struct {
 	// (current_setting('scheduler.run_id'), 'scheduler.scheduled_at').
 	RunID       int64
 	ScheduledAt time.Time
-	// Statements are one or more statements separated by ';' (untrusted text), parsed by
-	// the server, never by this package.
+	// Statements are one or more statements separated by ';' (untrusted text), run by the
+	// server as one text; this package only refuses those that would end the run's
+	// transaction (TransactionControl).
 	Statements string
 	// Vars are a trigger's inputs, read by the statements as
 	// current_setting('scheduler.var.<name>') (names checked by the API).
@@ -153,6 +166,10 @@ type SQLResult struct {
 // terminated, and the error wraps context.Cause(ctx). A run whose commit succeeded reports
 // success even if ctx ended just after.
 func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
+	// A definition stored before the check existed is read again here.
+	if err := TransactionControlError(r.Statements); err != nil {
+		return SQLResult{}, fmt.Errorf("SQL target %s refuses the statements: %w", t.conf.Name, err)
+	}
 	select {
 	case t.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -160,11 +177,9 @@ func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
 	}
 	defer func() { <-t.slots }()
 
-	conf := t.conf.Conn.Copy()
-	conf.RuntimeParams["application_name"] = ApplicationNameJobPrefix + t.conf.InstanceID + ":" + strconv.FormatInt(r.RunID, 10)
-	conn, err := pgx.ConnectConfig(ctx, conf)
+	conn, err := t.connect(ctx, strconv.FormatInt(r.RunID, 10), r.Timeout)
 	if err != nil {
-		return SQLResult{}, fmt.Errorf("connect to SQL target %s: %w", t.conf.Name, err)
+		return SQLResult{}, err
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout)
@@ -254,11 +269,9 @@ func (t *SQLTarget) terminate(pid uint32) error {
 func (t *SQLTarget) end(pid uint32, started time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sqlCleanupTimeout+sqlGoneWithin)
 	defer cancel()
-	conf := t.conf.Conn.Copy()
-	conf.RuntimeParams["application_name"] = ApplicationNameJobPrefix + t.conf.InstanceID + ":stop"
-	conn, err := pgx.ConnectConfig(ctx, conf)
+	conn, err := t.connect(ctx, "stop", sqlCleanupTimeout)
 	if err != nil {
-		return fmt.Errorf("SQL target %s: connect to terminate backend %d: %w", t.conf.Name, pid, err)
+		return fmt.Errorf("terminate backend %d: %w", pid, err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	var since *time.Time // NULL: any backend with the pid
@@ -288,122 +301,6 @@ func (t *SQLTarget) end(pid uint32, started time.Time) error {
 	}
 }
 
-// Statements the runner sends on the run's connection. Its own tables are named with their
-// schema, so nothing the statements create can stand in for them.
-const (
-	// sqlAppliedSQL finds the slot's marker of this login.
-	sqlAppliedSQL = `SELECT run_id FROM public.scheduler_sql_runs WHERE login = current_user AND key = $1`
-	// sqlSettingsSQL sets, for the transaction, the statements' timeout and what they may
-	// read of their run.
-	sqlSettingsSQL = `
-SELECT pg_catalog.set_config('statement_timeout', $1, true),
-       pg_catalog.set_config('scheduler.job', $2, true),
-       pg_catalog.set_config('scheduler.run_id', $3, true),
-       pg_catalog.set_config('scheduler.scheduled_at', $4, true)`
-	// sqlMarkSQL records the slot in the statements' transaction. ON CONFLICT waits for a
-	// concurrent run of the same slot: if it committed, this one inserts nothing and rolls
-	// back.
-	sqlMarkSQL = `
-INSERT INTO public.scheduler_sql_runs (key, job, scheduled_at, run_id)
-VALUES ($1, $2, $3::timestamptz, $4)
-ON CONFLICT (login, key) DO NOTHING
-RETURNING true`
-	// sqlPurgeSQL drops this job's markers older than the runs' retention, in the same
-	// transaction, so markers need no upkeep of their own.
-	sqlPurgeSQL = `
-DELETE FROM public.scheduler_sql_runs
-WHERE login = current_user AND job = $1 AND committed_at < pg_catalog.now() - $2::interval`
-)
-
-// apply checks the login, skips a slot already applied, and runs the statements with the
-// slot's marker in one transaction.
-func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLResult, error) {
-	if err := t.checkLogin(ctx, conn); err != nil {
-		return SQLResult{}, err
-	}
-	var res SQLResult
-	err := conn.QueryRow(ctx, sqlAppliedSQL, r.Key).Scan(&res.AppliedBy)
-	if isUndefinedTable(err) {
-		// First use: create the marker table where the login may.
-		if err := InitMarkers(ctx, conn, t.Login()); err != nil {
-			return res, fmt.Errorf("SQL target %s has no marker table public.scheduler_sql_runs and its login %s may not create it (%w): run `scheduler sql-target init %s --admin-url <an administrator's URL>`",
-				t.conf.Name, t.Login(), errors.Unwrap(err), t.conf.Name)
-		}
-		err = conn.QueryRow(ctx, sqlAppliedSQL, r.Key).Scan(&res.AppliedBy)
-	}
-	switch {
-	case err == nil:
-		return res, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return res, fmt.Errorf("SQL target %s: read the slot's marker: %w", t.conf.Name, err)
-	}
-
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return res, fmt.Errorf("SQL target %s: begin: %w", t.conf.Name, err)
-	}
-	defer func() {
-		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlCleanupTimeout)
-		defer cancel()
-		_ = tx.Rollback(rbCtx)
-	}()
-	scheduledAt := ""
-	if !r.ScheduledAt.IsZero() {
-		scheduledAt = r.ScheduledAt.UTC().Format(time.RFC3339)
-	}
-	if _, err := tx.Exec(ctx, sqlSettingsSQL, millis(r.Timeout), r.Job, strconv.FormatInt(r.RunID, 10), scheduledAt); err != nil {
-		return res, fmt.Errorf("SQL target %s: set the run's settings: %w", t.conf.Name, err)
-	}
-	// A trigger's vars, as settings: the statements read them, never have them spliced in.
-	for name, value := range r.Vars {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, "scheduler.var."+name, value); err != nil {
-			return res, fmt.Errorf("SQL target %s: set var %s: %w", t.conf.Name, name, err)
-		}
-	}
-	if t.beforeStatements != nil {
-		t.beforeStatements()
-	}
-	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
-		return res, fmt.Errorf("the statements failed: %w", err)
-	}
-	if conn.PgConn().TxStatus() != 'T' {
-		return res, errors.New("the statements ended the run's transaction (COMMIT, ROLLBACK or END), which SQL jobs may not do: " +
-			"what ran before it may have committed without the slot's marker")
-	}
-	var slot *time.Time // NULL for a manual run
-	if !r.ScheduledAt.IsZero() {
-		slot = &r.ScheduledAt
-	}
-	var marked bool
-	err = tx.QueryRow(ctx, sqlMarkSQL, r.Key, r.Job, slot, r.RunID).Scan(&marked)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Another run of this slot committed while these statements ran: theirs stand.
-		if err := tx.Rollback(ctx); err != nil {
-			return res, fmt.Errorf("SQL target %s: roll back a slot applied by another run: %w", t.conf.Name, err)
-		}
-		applied, err := t.appliedBy(ctx, conn, r.Key)
-		return SQLResult{AppliedBy: applied}, err
-	case err != nil:
-		return res, fmt.Errorf("SQL target %s: record the slot's marker: %w", t.conf.Name, err)
-	}
-	if _, err := tx.Exec(ctx, sqlPurgeSQL, r.Job, strconv.FormatInt(int64(t.conf.MarkerRetention/time.Second), 10)+" seconds"); err != nil {
-		return res, fmt.Errorf("SQL target %s: purge old markers: %w", t.conf.Name, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, fmt.Errorf("SQL target %s: commit: %w", t.conf.Name, err)
-	}
-	return res, nil
-}
-
-func (t *SQLTarget) appliedBy(ctx context.Context, conn *pgx.Conn, key string) (int64, error) {
-	var id int64
-	if err := conn.QueryRow(ctx, sqlAppliedSQL, key).Scan(&id); err != nil {
-		return 0, fmt.Errorf("SQL target %s: read the marker of the run that applied the slot: %w", t.conf.Name, err)
-	}
-	return id, nil
-}
-
 // execStatements sends text as one simple-protocol query, so that the server, not a splitter
 // of ours, decides where statements end, and reads every result, discarding rows as they
 // come so that a large SELECT costs no memory. It returns how many statements ran and the
@@ -431,7 +328,8 @@ func millis(d time.Duration) string {
 	return strconv.FormatInt(int64((max(d, time.Millisecond)+time.Millisecond-1)/time.Millisecond), 10) + "ms"
 }
 
+// isUndefinedTable reports a missing table or schema.
 func isUndefinedTable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }

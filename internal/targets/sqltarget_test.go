@@ -96,7 +96,7 @@ func TestSQLTargetRunsStatementsOncePerSlot(t *testing.T) {
 	_, err = f.target.Run(ctx, sqlRun("slot-2", `INSERT INTO effects VALUES ('two'); SELECT 1/0`))
 	require.ErrorContains(t, err, "division by zero")
 	assert.Zero(t, f.count(t, `SELECT count(*) FROM effects WHERE key = 'two'`), "a failed run commits nothing")
-	assert.Zero(t, f.count(t, `SELECT count(*) FROM scheduler_sql_runs WHERE key = 'slot-2'`), "nor its marker")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM `+f.target.markers+` WHERE key = 'slot-2'`), "nor its marker")
 }
 
 // Runs of one slot at once (a recovery beside a run a dead leader left going) commit once.
@@ -209,34 +209,34 @@ func TestSQLTargetStatementsCannotForgeOrSplitTheMarker(t *testing.T) {
 	_, err := f.target.Run(ctx, sqlRun("shadow", `CREATE TEMP TABLE scheduler_sql_runs (login name, key text, job text,
 		scheduled_at timestamptz, run_id bigint, committed_at timestamptz, PRIMARY KEY (login, key))`))
 	require.NoError(t, err)
-	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM public.scheduler_sql_runs WHERE key = 'shadow'`))
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM `+f.target.markers+` WHERE key = 'shadow'`))
 
 	_, err = f.target.Run(ctx, sqlRun("split", `INSERT INTO effects (key) VALUES ('split'); COMMIT; SELECT 1`))
-	require.ErrorContains(t, err, "ended the run's transaction")
-	assert.Zero(t, f.count(t, `SELECT count(*) FROM public.scheduler_sql_runs WHERE key = 'split'`))
+	require.ErrorContains(t, err, "statement 2: COMMIT")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM `+f.target.markers+` WHERE key = 'split'`))
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM effects WHERE key = 'split'`))
 }
 
-// Two logins sharing a database: one cannot see, forge or delete the other's markers.
+// Two logins sharing a database: one cannot see, forge or delete the other's markers, which
+// sit in a schema of the other's own.
 func TestSQLTargetLoginsCannotTouchEachOthersMarkers(t *testing.T) {
 	f := newSQLFixture(t)
 	ctx := sqlTestCtx(t)
-	other, otherURL := testdb.Login(t, f.url, `GRANT SELECT, INSERT, UPDATE ON effects TO %s`)
-	conn, err := pgx.Connect(ctx, f.url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	require.NoError(t, InitMarkers(ctx, conn, other))
-	hostile := newTestTarget(t, "HOSTILE", otherURL)
+	_, hostile := f.newLoginTarget(t, "HOSTILE")
 
-	// The hostile login forges the victim's marker for a future slot, and deletes its past ones.
-	_, err = f.target.Run(ctx, sqlRun("past", `INSERT INTO effects (key) VALUES ('past')`))
+	// The hostile login deletes the victim's past markers, and forges one for a future slot.
+	_, err := f.target.Run(ctx, sqlRun("past", `INSERT INTO effects (key) VALUES ('past')`))
 	require.NoError(t, err)
-	_, err = hostile.Run(ctx, sqlRun("attack", fmt.Sprintf(`DELETE FROM scheduler_sql_runs;
-		INSERT INTO scheduler_sql_runs (login, key, job, run_id) VALUES ('%s', 'future', 'nightly-sql', 1)`, f.login)))
-	require.ErrorContains(t, err, "row-level security")
-	_, err = hostile.Run(ctx, sqlRun("attack-2", `DELETE FROM scheduler_sql_runs; INSERT INTO scheduler_sql_runs (key, job, run_id) VALUES ('future', 'nightly-sql', 1)`))
+	for _, attack := range []string{`DELETE FROM ` + f.target.markers,
+		`INSERT INTO ` + f.target.markers + ` (key, job, run_id) VALUES ('future', 'nightly-sql', 1)`,
+		`SELECT count(*) FROM ` + f.target.markers} {
+		_, err = hostile.Run(ctx, sqlRun("attack", attack))
+		require.ErrorContains(t, err, "permission denied for schema "+MarkerSchema(f.login), attack)
+	}
+	_, err = hostile.Run(ctx, sqlRun("attack-2", `DELETE FROM `+hostile.markers+`; INSERT INTO `+hostile.markers+` (key, job, run_id) VALUES ('future', 'nightly-sql', 1)`))
 	require.NoError(t, err, "it may write its own markers")
 
-	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM scheduler_sql_runs WHERE login = $1 AND key = 'past'`, f.login), "the victim's marker stands")
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM `+f.target.markers+` WHERE key = 'past'`), "the victim's marker stands")
 	res, err := f.target.Run(ctx, sqlRun("future", `INSERT INTO effects (key) VALUES ('future')`))
 	require.NoError(t, err)
 	assert.Zero(t, res.AppliedBy, "the victim's slot runs: another login's key is not its")
@@ -254,10 +254,10 @@ func TestSQLTargetRefusesLoginsThatReachTheScheduler(t *testing.T) {
 		{`GRANT pg_read_all_data TO %s`, "is a member of pg_read_all_data"},
 		{`GRANT pg_signal_backend TO %s`, "is a member of pg_signal_backend"},
 		{`GRANT postgres TO %s`, "is a member of postgres"},
-		{`GRANT UPDATE ON scheduler_leader TO %s`, "holds privileges on the scheduler's tables (scheduler_leader)"},
-		{`GRANT SELECT ON job_runs TO %s`, "(job_runs)"},
-		{`GRANT USAGE ON SEQUENCE job_runs_id_seq TO %s`, "(job_runs_id_seq)"},
-		{`GRANT CREATE ON SCHEMA public TO %s`, "may CREATE in the scheduler's schema"},
+		{`GRANT UPDATE ON scheduler_leader TO %s`, "holds privileges on the scheduler's tables: public.scheduler_leader"},
+		{`GRANT SELECT ON job_runs TO %s`, "public.job_runs"},
+		{`GRANT USAGE ON SEQUENCE job_runs_id_seq TO %s`, "public.job_runs_id_seq"},
+		{`GRANT CREATE ON SCHEMA public TO %s`, "may CREATE in the scheduler's schema public"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			_, loginURL := testdb.Login(t, u, tc.grant)

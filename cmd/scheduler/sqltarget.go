@@ -18,12 +18,15 @@ import (
 
 const sqlTargetUsage = `Usage:
   scheduler sql-target init NAME [--admin-url URL]
-      create the marker table public.scheduler_sql_runs in SQL target NAME's database
-      (SCHEDULER_SQL_TARGET_NAME) and let its login use it, then check the login as a
-      replica does at start. With --admin-url the table is created by that login (an
-      administrator of the same database), for a target login that may not create tables.
+      create the schema scheduler_markers_<login> of SQL target NAME's login
+      (SCHEDULER_SQL_TARGET_NAME) in its database, owned by the login, which then creates
+      its marker table there (copying its markers from the shared public.scheduler_sql_runs
+      of earlier releases); then check the login as a replica does at start. With
+      --admin-url the schema is created by that login (an administrator of the same
+      database), for a target login that may not create schemas.
   scheduler sql-target check NAME
-      check, as a replica does at start, that NAME's login cannot reach the scheduler.
+      check, as a replica does at start, that NAME's login cannot reach the scheduler, and
+      create its marker table where it may.
 
 Exit codes: 0 ready; 1 refused or failed; 2 usage or configuration.
 `
@@ -87,7 +90,7 @@ func sqlTargetCmd(ctx context.Context, args, environ []string, stdout, stderr io
 			fmt.Fprintf(stderr, "scheduler: SQL target %s: %v\n", name, err)
 			return exitFailure
 		}
-		fmt.Fprintf(stdout, "SQL target %s: public.scheduler_sql_runs is ready for login %s\n", name, target.Login())
+		fmt.Fprintf(stdout, "SQL target %s: schema %s is ready for login %s's markers\n", name, targets.MarkerSchema(target.Login()), target.Login())
 	}
 	if err := target.Check(ctx); err != nil {
 		fmt.Fprintf(stderr, "scheduler: %v\n", err)
@@ -111,8 +114,8 @@ func newSQLTarget(name, targetURL, schedulerURL string) (*targets.SQLTarget, err
 	return targets.NewSQLTarget(targets.SQLTargetConfig{Name: name, Conn: conn, InstanceID: "cli", SchedulerLogin: sched.User}), nil
 }
 
-// initMarkers creates the marker table as the target's login, or as the administrator of
-// adminURL, which must be a URL of the same database.
+// initMarkers creates the login's marker schema as the target's login, or as the
+// administrator of adminURL, which must be a URL of the same database.
 func initMarkers(ctx context.Context, target *targets.SQLTarget, targetURL, adminURL string) error {
 	u := targetURL
 	if adminURL != "" {

@@ -22,7 +22,7 @@ func TestSQLTargetInitAndCheck(t *testing.T) {
 
 	code, stdout, stderr := runCLI(t, environ, "sql-target", "init", "APP", "--admin-url", u)
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "public.scheduler_sql_runs is ready for login "+login+"\n")
+	assert.Contains(t, stdout, "schema scheduler_markers_"+login+" is ready for login "+login+"'s markers\n")
 	assert.Contains(t, stdout, "cannot reach the scheduler; SQL jobs may name it")
 
 	_, wideURL := testdb.Login(t, u, `GRANT pg_write_all_data TO %s`)

@@ -199,3 +199,40 @@ func fmtRole(s, login string) string {
 	}
 	return fmt.Sprintf(strings.ReplaceAll(s, "%s", "%[1]s"), login)
 }
+
+// oldSharedMarkersSQL is the shared marker table of earlier releases, as they created it.
+const oldSharedMarkersSQL = `
+CREATE TABLE public.scheduler_sql_runs (
+    login        name        NOT NULL DEFAULT current_user,
+    key          text        NOT NULL,
+    job          text        NOT NULL,
+    scheduled_at timestamptz,
+    run_id       bigint      NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (login, key)
+);
+ALTER TABLE public.scheduler_sql_runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE public.scheduler_sql_runs FORCE ROW LEVEL SECURITY;
+CREATE POLICY scheduler_sql_runs_own ON public.scheduler_sql_runs
+    USING (login = current_user) WITH CHECK (login = current_user)`
+
+// An upgrade: a slot whose marker an earlier release wrote in the shared table still counts
+// as applied, for its own login only.
+func TestSQLTargetMarkersOfTheSharedTableStillCount(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	other, otherTarget := f.newLoginTarget(t, "OTHER")
+	f.exec(t, oldSharedMarkersSQL)
+	for _, l := range []string{f.login, other} {
+		f.exec(t, `GRANT SELECT, INSERT, DELETE ON public.scheduler_sql_runs TO `+pgx.Identifier{l}.Sanitize())
+	}
+	f.exec(t, `INSERT INTO public.scheduler_sql_runs (login, key, job, run_id) VALUES ($1, 'old-slot', 'nightly-sql', 3)`, f.login)
+
+	res, err := f.target.Run(ctx, sqlRun("old-slot", `INSERT INTO effects (key) VALUES ('old-slot')`))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), res.AppliedBy, "the slot applied before the upgrade is not applied again")
+	res, err = otherTarget.Run(ctx, sqlRun("old-slot", `INSERT INTO effects (key) VALUES ('old-slot')`))
+	require.NoError(t, err)
+	assert.Zero(t, res.AppliedBy, "another login's old marker is not this login's")
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects WHERE key = 'old-slot'`))
+}

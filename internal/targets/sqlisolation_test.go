@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,49 @@ func TestSQLTargetMarkersOfTheSharedTableStillCount(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, res.AppliedBy, "another login's old marker is not this login's")
 	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM effects WHERE key = 'old-slot'`))
+}
+
+// The attack, end to end on a server that checks passwords: a job sets its login's password.
+// The change is rolled back, so later runs still get in; a password changed some other way
+// fails the next run saying so, without showing either password.
+func TestSQLTargetPasswordChangedByAJob(t *testing.T) {
+	const login = "scram_jobs"
+	cluster := testdb.NewCluster(t, testdb.ClusterOptions{HBA: []string{"host all " + login + " 127.0.0.1/32 scram-sha-256"}})
+	u := cluster.NewDatabase(t, "")
+	admin := testdb.Pool(t, u)
+	ctx := sqlTestCtx(t)
+	for _, s := range []string{`CREATE ROLE ` + login + ` LOGIN PASSWORD 'first-password'`, `CREATE TABLE effects (key text)`,
+		`GRANT SELECT, INSERT ON effects TO ` + login} {
+		_, err := admin.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+login)
+	})
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	require.NoError(t, InitMarkers(ctx, conn, login))
+	conn.Close(ctx)
+	target := newTestTarget(t, "APP", "postgres://"+login+":first-password@127.0.0.1:"+cluster.Port()+"/"+
+		strings.TrimPrefix(must(t, u).Path, "/")+"?sslmode=disable")
+
+	_, err = target.Run(ctx, sqlRun("a", `INSERT INTO effects VALUES ('a'); ALTER ROLE CURRENT_USER PASSWORD 'known-to-the-team'`))
+	require.ErrorContains(t, err, "changed a role")
+	_, err = target.Run(ctx, sqlRun("b", `INSERT INTO effects VALUES ('b')`))
+	require.NoError(t, err, "the job's password never took")
+
+	_, err = admin.Exec(ctx, `ALTER ROLE `+login+` PASSWORD 'changed-elsewhere'`)
+	require.NoError(t, err)
+	_, err = target.Run(ctx, sqlRun("c", `INSERT INTO effects VALUES ('c')`))
+	require.ErrorContains(t, err, "its password no longer matches SCHEDULER_SQL_TARGET_APP")
+	assert.ErrorContains(t, err, "a job may have changed it")
+	assert.NotContains(t, err.Error(), "first-password")
+	assert.NotContains(t, err.Error(), "changed-elsewhere")
+}
+
+func must(t *testing.T, u string) *url.URL {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	require.NoError(t, err)
+	return parsed
 }

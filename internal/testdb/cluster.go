@@ -28,6 +28,9 @@ type ClusterOptions struct {
 	Trust []string
 	// Conf adds postgresql.conf lines, e.g. "track_commit_timestamp = on".
 	Conf []string
+	// HBA puts pg_hba.conf lines before the trust of local clients, which they then
+	// override, e.g. "host all jobs 127.0.0.1/32 scram-sha-256".
+	HBA []string
 }
 
 // NewCluster initialises and starts a cluster with scripts/pg.sh (about a second).
@@ -58,9 +61,19 @@ func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		}
 	}
 	dir := c.dir
-	if len(opts.Listen) > 0 || len(opts.Trust) > 0 || len(opts.Conf) > 0 {
+	if len(opts.Listen) > 0 || len(opts.Trust) > 0 || len(opts.Conf) > 0 || len(opts.HBA) > 0 {
 		conf := append([]string{fmt.Sprintf("listen_addresses = '%s'", strings.Join(append([]string{"127.0.0.1"}, opts.Listen...), ","))}, opts.Conf...)
 		appendFile(t, filepath.Join(dir, "postgresql.conf"), conf)
+		if len(opts.HBA) > 0 {
+			path := filepath.Join(dir, "pg_hba.conf")
+			old, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("testdb: %v", err)
+			}
+			if err := os.WriteFile(path, append([]byte(strings.Join(opts.HBA, "\n")+"\n"), old...), 0); err != nil {
+				t.Fatalf("testdb: %v", err)
+			}
+		}
 		var hba []string
 		for _, n := range opts.Trust {
 			hba = append(hba, "host all all "+n+" trust")

@@ -109,7 +109,9 @@ func TestSQLTargetFindsALoginChangedBetweenRuns(t *testing.T) {
 }
 
 // Whatever the role says (settings an operator left, or a job made before this release), a
-// run's session has the settings the runner needs.
+// run's session has the settings the runner needs. With standard_conforming_strings off, the
+// server would read '\'; SELECT ' as one string and run the COMMIT after it, which the
+// runner's reading of the text took for a string.
 func TestSQLTargetSessionSettingsHoldWhateverTheRoleSays(t *testing.T) {
 	f := newSQLFixture(t)
 	ctx := sqlTestCtx(t)
@@ -120,7 +122,8 @@ func TestSQLTargetSessionSettingsHoldWhateverTheRoleSays(t *testing.T) {
 	}
 	r := sqlRun("settings", `INSERT INTO effects (key, note) SELECT 'settings', concat_ws(',',
 		current_setting('standard_conforming_strings'), current_setting('statement_timeout'), current_setting('lock_timeout'),
-		current_setting('idle_in_transaction_session_timeout') <> '0', current_setting('transaction_isolation'))`)
+		current_setting('idle_in_transaction_session_timeout') <> '0', current_setting('transaction_isolation'));
+		SELECT '\'; SELECT '; COMMIT; --'`)
 	r.Timeout = 7 * time.Second
 	_, err := f.target.Run(ctx, r)
 	require.NoError(t, err)

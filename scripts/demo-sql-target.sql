@@ -1,6 +1,7 @@
 -- The demo SQL job's target (make run): a login of its own in the scheduler's database, which
 -- may read members and append to demo_member_counts, and nothing of the scheduler's.
--- psql -v password=... sets its password.
+-- psql -v password=... sets its password. `scheduler sql-target init DEMO --admin-url ...`
+-- then creates its marker schema, scheduler_markers_scheduler_demo_jobs, owned by it.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'scheduler_demo_jobs') THEN

@@ -7,15 +7,17 @@ package targets
 // or a login with the scheduler: whatever they do to their session (rename it, trap cancels,
 // take advisory locks, LISTEN, NOTIFY, SET anything) happens in a session that exists for
 // this one run and is closed after it. What keeps them from the scheduler's own tables is
-// the target's login, which CheckLogin refuses when it could reach them.
+// the target's login, which checkLogin refuses when it could reach them.
 //
 // Exactly once per slot without sharing the scheduler's transaction: the statements commit
 // in a transaction that also inserts the slot's key (the Idempotency-Key the slot would
-// carry) into the login's own marker table in the target (sqlmarkers.go). A later run of the same slot (a retry, a
-// recovery after a leader died, a catch-up) that finds the key commits nothing and reports
-// the run that did; two runs of one slot at once serialise on the key's unique index, and
-// the second rolls back. The scheduler records the run after the target's commit, so a crash
-// in between leaves a run that its recovery finds applied.
+// carry) into the login's own marker table in the target (sqlmarkers.go). A later run of the
+// same slot (a retry, a recovery after a leader died, a catch-up) that finds the key commits
+// nothing and reports the run that did; two runs of one slot at once serialise on the key's
+// unique index, and the second rolls back. The scheduler records the run after the target's
+// commit, so a crash in between leaves a run that its recovery finds applied. The statements
+// may not end that transaction (sqllex.go), nor change their login (checkTransaction), and
+// their session's settings are the runner's whatever the role says (sessionConfig).
 //
 // A hard timeout: a busy backend does not read its socket, so closing the client side does
 // not stop it, and a PL/pgSQL loop may trap the cancel that statement_timeout sends. At the

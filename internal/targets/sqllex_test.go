@@ -1,10 +1,17 @@
 package targets
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // Every way a transaction-ending statement can stand in a job's text is found; none hidden in
@@ -66,4 +73,82 @@ func FuzzTransactionControl(f *testing.F) {
 			t.Fatalf("COMMIT after %q not found: %v", text, found)
 		}
 	})
+}
+
+// The server reads these texts as the lexer does: each holds "; COMMIT" only inside a
+// string, an identifier or a comment, the lexer lets it through, and the server runs it
+// inside the run's transaction, which commits it with its marker.
+func TestTransactionControlReadsTextAsTheServerDoes(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	f.exec(t, `ALTER ROLE `+f.login+` SET standard_conforming_strings = off`)
+	for i, text := range []string{
+		`SELECT E'\'; COMMIT; --'`,
+		`SELECT '\'; SELECT '; COMMIT; --'`,
+		`SELECT 'it''s; COMMIT'`,
+		`SELECT U&'\0041; COMMIT'`,
+		`SELECT $$; COMMIT; $$`,
+		`SELECT $tag$ $$; COMMIT; $$ $tag$`,
+		`SELECT 1 AS "a;""COMMIT"`,
+		"SELECT 1 -- ; COMMIT\n",
+		`SELECT 1 /* /* */ ; COMMIT */`,
+		`DO $x$ BEGIN PERFORM 1; END $x$`,
+		`SELECT 1 AS a$b$; SELECT 2`,
+	} {
+		assert.Empty(t, TransactionControl(text), text)
+		key := fmt.Sprintf("text-%d", i)
+		_, err := f.target.Run(ctx, sqlRun(key, `INSERT INTO effects (key) VALUES ('`+key+`'); `+text))
+		require.NoError(t, err, text)
+		assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM `+f.target.markers+` WHERE key = $1`, key), text)
+	}
+}
+
+// Random statements whose literals, aliases and comments hold "; COMMIT" in every way the
+// lexer must see through, some with a real COMMIT among them: the lexer finds exactly the
+// real ones, and the server, running a text without one inside a transaction, runs all of it
+// and stays in that transaction.
+func TestTransactionControlAgreesWithTheServerOnRandomText(t *testing.T) {
+	ctx := sqlTestCtx(t)
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, `SET standard_conforming_strings = on`) // as a run's session has it
+	require.NoError(t, err)
+	literals := []string{`1`, `'a;COMMIT'`, `'it''s;COMMIT'`, `'\'`, `E'\';COMMIT'`, `E'\\'`, `e'\\\';COMMIT'`,
+		`$$;COMMIT$$`, `$t$ $$;COMMIT $t$`, `$a$;COMMIT$a$`, `U&'\0041;COMMIT'`, `1 AS "a;""COMMIT"`, `1 AS a$b$`, `E'\''`}
+	gaps := []string{" ", "\n", "/* ;COMMIT /* nested; */ */", "-- ;COMMIT\n"}
+	rng := rand.New(rand.NewPCG(42, 42))
+	for range 2000 {
+		var b strings.Builder
+		commits := 0
+		for n := rng.IntN(4) + 1; n > 0; n-- {
+			if b.Len() > 0 {
+				b.WriteString(";" + gaps[rng.IntN(len(gaps))])
+			}
+			if rng.IntN(8) == 0 {
+				b.WriteString("COMMIT")
+				commits++
+				continue
+			}
+			b.WriteString("SELECT" + gaps[rng.IntN(len(gaps))] + literals[rng.IntN(len(literals))])
+			for m := rng.IntN(3); m > 0; m-- {
+				b.WriteString("," + gaps[rng.IntN(len(gaps))] + literals[rng.IntN(len(literals))])
+			}
+		}
+		text := b.String()
+		require.Len(t, TransactionControl(text), commits, text)
+		if commits > 0 {
+			continue
+		}
+		var began, now string
+		_, err := conn.Exec(ctx, `BEGIN`)
+		require.NoError(t, err)
+		require.NoError(t, conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&began))
+		_, _, err = execStatements(ctx, conn.PgConn(), text)
+		require.NoError(t, err, text)
+		require.NoError(t, conn.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&now))
+		require.Equal(t, began, now, "the server left the transaction for %q", text)
+		_, err = conn.Exec(ctx, `ROLLBACK`)
+		require.NoError(t, err)
+	}
 }

@@ -30,6 +30,17 @@ func TestSQLTargetInitAndCheck(t *testing.T) {
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stderr, "is a member of pg_write_all_data")
 
+	// A column of the leader row, in a schema other than public, is found too.
+	admin := testdb.Pool(t, u)
+	for _, s := range []string{`CREATE SCHEMA sched`, `ALTER TABLE scheduler_leader SET SCHEMA sched`} {
+		_, err := admin.Exec(t.Context(), s)
+		require.NoError(t, err, s)
+	}
+	_, columnURL := testdb.Login(t, u, `GRANT USAGE ON SCHEMA sched TO %s`, `GRANT UPDATE (epoch) ON sched.scheduler_leader TO %s`)
+	code, _, stderr = runCLI(t, []string{"DATABASE_URL=" + u, "SCHEDULER_SQL_TARGET_COLUMN=" + columnURL}, "sql-target", "check", "COLUMN")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, stderr, "holds privileges on the scheduler's tables: sched.scheduler_leader (column privileges)")
+
 	code, _, stderr = runCLI(t, environ, "sql-target", "init", "NOPE")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, stderr, "SCHEDULER_SQL_TARGET_NOPE is not set")

@@ -75,7 +75,7 @@ SELECT me.rolname::text, me.rolsuper, me.rolbypassrls, me.rolcreaterole,
              ORDER BY 1) AS schemas,
        -- default privileges the scheduler's owners gave for their next tables and sequences,
        -- everywhere or in the scheduler's schemas, to the login, a role of its, or PUBLIC
-       ARRAY(SELECT DISTINCT pg_catalog.format('%s of %s%s', CASE d.defaclobjtype WHEN 'r' THEN 'tables' ELSE 'sequences' END,
+       ARRAY(SELECT DISTINCT pg_catalog.format('the %s %s creates next%s', CASE d.defaclobjtype WHEN 'r' THEN 'tables' ELSE 'sequences' END,
                     pg_catalog.pg_get_userbyid(d.defaclrole),
                     CASE WHEN d.defaclnamespace = 0 THEN '' ELSE ' in ' || d.defaclnamespace::regnamespace::text END)
              FROM pg_catalog.pg_default_acl d, LATERAL pg_catalog.aclexplode(d.defaclacl) a
@@ -129,7 +129,7 @@ func (t *SQLTarget) checkLogin(ctx context.Context, conn *pgx.Conn) error {
 		why = append(why, "may CREATE in the scheduler's schema "+strings.Join(schemas, ", "))
 	}
 	if len(defaults) > 0 {
-		why = append(why, "is granted default privileges on the scheduler's next "+strings.Join(defaults, ", "))
+		why = append(why, "is granted default privileges on "+strings.Join(defaults, ", "))
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("%w: SQL target %s's login %s %s; give SQL jobs a login of their own with only the privileges on the application's tables they need",

@@ -15,7 +15,7 @@ import (
 // What a target's login must not be or hold, checked at start and before every run, since a
 // grant may come later. The scheduler's database may be a target (an application keeps its
 // tables beside the scheduler's), so each of these would hand a job the scheduler:
-//   - superuser, BYPASSRLS: everything, or every marker of every login;
+//   - superuser, BYPASSRLS: everything, or every row that row-level security keeps from it;
 //   - CREATEROLE: it may grant itself the roles below;
 //   - pg_write_all_data, pg_read_all_data: the scheduler's tables;
 //   - pg_signal_backend: terminating the scheduler's own sessions, the leader's among them;

@@ -285,3 +285,25 @@ func must(t *testing.T, u string) *url.URL {
 	require.NoError(t, err)
 	return parsed
 }
+
+// Replicas that find the login's marker table missing at once all create it, or find it
+// created, and every run goes on.
+func TestSQLTargetReplicasCreateTheMarkerTableAtOnce(t *testing.T) {
+	f := newSQLFixture(t)
+	ctx := sqlTestCtx(t)
+	replicas := make([]*SQLTarget, 4)
+	for i := range replicas {
+		replicas[i] = NewSQLTarget(f.target.conf)
+	}
+	errs := make(chan error, len(replicas))
+	for i, r := range replicas {
+		go func() {
+			_, err := r.Run(ctx, sqlRun(fmt.Sprintf("replica-%d", i), `INSERT INTO effects (key) VALUES ('x')`))
+			errs <- err
+		}()
+	}
+	for range replicas {
+		require.NoError(t, <-errs)
+	}
+	assert.Equal(t, len(replicas), f.count(t, `SELECT count(*) FROM `+f.target.markers))
+}

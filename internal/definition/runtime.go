@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/redact"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -94,13 +94,8 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		secrets = append(secrets, v)
 	}
 	// A target that echoes its request would otherwise put the secret into run_attempts,
-	// which every API reader sees.
-	redact := func(s string) string {
-		for _, v := range secrets {
-			s = strings.ReplaceAll(s, v, "[secret]")
-		}
-		return s
-	}
+	// which every API reader sees, in whatever encoding it echoes it.
+	red := redact.New(secrets...)
 	req := targets.Request{
 		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts,
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
@@ -111,7 +106,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			InitialBackoff: j.def.Retry.InitialBackoff, MaxBackoff: j.def.Retry.MaxBackoff},
 		Deadline: env.Call.Deadline,
 		OnAttempt: func(a targets.Attempt) {
-			a.Body, a.Error = redact(a.Body), redact(a.Error)
+			a.Body, a.Error = red.Text(a.Body), red.Text(a.Error)
 			if err := env.Call.RecordAttempt(ctx, attemptRecord(a)); err != nil {
 				env.Log.Warn("recording the call attempt failed", "attempt", a.Number, "error", err)
 			}
@@ -141,7 +136,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	if res.Err != nil {
 		stats.Errors = 1
-		return stats, errors.New(redact(res.Err.Error()))
+		return stats, errors.New(red.Text(res.Err.Error()))
 	}
 	stats.Changed = 1
 	return stats, nil

@@ -19,7 +19,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -184,17 +183,6 @@ func retryIn(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, retryMax)
-}
-
-// redact replaces each secret value in s by "[secret]": a recorded error or a log line must
-// never show a Slack URL or a signing key.
-func redact(s string, secrets []string) string {
-	for _, v := range secrets {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "[secret]")
-		}
-	}
-	return s
 }
 
 // wanted are the rules of rules that want event.

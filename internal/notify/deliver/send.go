@@ -3,10 +3,13 @@ package deliver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/redact"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -36,7 +39,9 @@ func (t *term) send(ctx context.Context, d store.Delivery) {
 		o.LastStatus = &code
 	}
 	if err != nil {
-		msg := redact(err.Error(), secrets)
+		// The error may quote the URL (a Slack URL is the secret) or what the receiver
+		// answered, in any encoding: it goes to the namespace's viewers and to the log.
+		msg := redact.New(secrets...).Text(err.Error())
 		o.LastError = &msg
 		switch {
 		case retryable && d.Attempts+1 < maxAttempts:
@@ -83,11 +88,15 @@ func (t *term) request(ctx context.Context, d store.Delivery) (targets.Request, 
 		if d.Secret == nil {
 			return req, nil, errors.New("a Slack notification names no secret")
 		}
-		url, hosts, err := t.s.c.Secret(ctx, ns, *d.Secret)
+		hook, hosts, err := t.s.c.Secret(ctx, ns, *d.Secret)
 		if err != nil {
 			return req, nil, err
 		}
-		req.URL, req.AllowedHosts, secrets = url, allowed(*d.Secret, hosts), append(secrets, url)
+		parts, err := slackURL(*d.Secret, hook)
+		if err != nil {
+			return req, nil, err
+		}
+		req.URL, req.AllowedHosts, secrets = hook, allowed(*d.Secret, hosts), append(parts, hook)
 	default:
 		if d.URL == nil {
 			return req, nil, errors.New("a webhook notification names no URL")
@@ -105,6 +114,29 @@ func (t *term) request(ctx context.Context, d store.Delivery) (targets.Request, 
 	}
 	return req, secrets, nil
 }
+
+// slackURL checks that a Slack secret's value is a URL before anything quotes it: the
+// caller's words for a URL that does not parse, or lacks a scheme or a host, show parts of
+// it. It returns the parts that hold the credential, the path and the query, to be hidden
+// wherever they show alone (a receiver that redirects elsewhere with the same path).
+func slackURL(secret, value string) ([]string, error) {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("secret %s does not hold a Slack incoming webhook's URL (https://hooks.slack.com/services/...): "+
+			"store the URL Slack gave for the webhook as its value", secret)
+	}
+	var parts []string
+	for _, p := range []string{u.Path, u.RawQuery} {
+		if len(p) >= minURLPart {
+			parts = append(parts, p)
+		}
+	}
+	return parts, nil
+}
+
+// minURLPart is the shortest path or query of a Slack URL hidden on its own: "/" or "/hook"
+// alone say nothing, and would hide every slash.
+const minURLPart = 8
 
 // allowed is the call's bound for a secret with hosts (none: an operator's, any host).
 func allowed(secret string, hosts []string) []targets.AllowedHosts {

@@ -50,8 +50,8 @@ type Redactor struct {
 	forms []form
 }
 
-// form is one string searched for: a value, or an encoding of it. wide forms are base64
-// fragments whose neighbouring characters also carry bits of the value.
+// form is one string searched for: a value, or an encoding of it. A base64 fragment widens
+// to the character on a side where that character holds bits of the value too.
 type form struct {
 	s                     string
 	widenLeft, widenRight bool
@@ -83,8 +83,6 @@ func New(values ...string) *Redactor {
 			}
 		}
 	}
-	// Longer first, so that of two values where one holds the other the longer is hidden whole.
-	slices.SortStableFunc(r.forms, func(a, b form) int { return len(b.s) - len(a.s) })
 	return r
 }
 
@@ -148,7 +146,8 @@ func (r *Redactor) Text(s string) string {
 	at := 0
 	for i := 0; i < len(spans); {
 		lo, hi := spans[i].lo, spans[i].hi
-		for i++; i < len(spans) && spans[i].lo < hi; i++ { // overlapping: one marker
+		// Overlapping finds (a value inside another, two readings of one) make one marker.
+		for i++; i < len(spans) && spans[i].lo < hi; i++ {
 			hi = max(hi, spans[i].hi)
 		}
 		b.WriteString(s[at:lo])

@@ -181,7 +181,9 @@ func FuzzRedactor(f *testing.F) {
 		}
 		r := redact.New(v)
 		leftWhole := func(name, text, e string) {
-			if e == "" || !strings.Contains(text, e) || strings.Contains(redact.Marker, e) {
+			// Where the prefix's or suffix's encoding also spells e, the text holds e apart
+			// from the value: the value's own is what must go.
+			if e == "" || strings.Count(text, e) != 1 || strings.Contains(redact.Marker, e) {
 				return
 			}
 			if got := r.Text(text); strings.Contains(got, e) {

@@ -147,10 +147,7 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 		c.fail("namespace", "%q is not a namespace: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)", d.Namespace)
 	}
 	c.schedule(j)
-	if p := c.period(j); env.MinInterval > 0 && p > 0 && p < env.MinInterval {
-		c.fail("schedule", "its slots are %s apart, and namespace %s allows no less than %s between slots (its min_interval); choose a slower schedule, or ask an admin to lower the quota",
-			short(p), namespace.Of(def.Key()), short(env.MinInterval))
-	}
+	c.minInterval(j)
 	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
 		c.fail("description", "at most %d characters of UTF-8 text, without NUL characters", maxDescription)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 )
 
@@ -178,4 +179,23 @@ func windowField(d *Definition) string {
 		return "end_at"
 	}
 	return "start_at"
+}
+
+// minInterval holds the namespace's min_interval for the whole schedule set: no two slots
+// closer, the DST policy and the window included. The job's jitter is one fixed offset
+// for all its slots (Checked.Offset), so it moves every call alike and narrows no gap.
+func (c *checker) minInterval(j *Checked) {
+	if c.env.MinInterval <= 0 || j.Schedule == nil {
+		return
+	}
+	now := c.env.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	a, b, ok := j.Schedule.CloserThan(now, c.env.MinInterval)
+	if !ok {
+		return
+	}
+	c.fail("schedule", "slots %s and %s are %s apart, and namespace %s allows no less than %s between slots (its min_interval); choose schedules whose slots are further apart, or ask an admin to lower the quota",
+		a.Format(time.RFC3339), b.Format(time.RFC3339), short(b.Sub(a)), namespace.Of(j.Def.Key()), short(c.env.MinInterval))
 }

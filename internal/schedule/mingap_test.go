@@ -1,0 +1,96 @@
+package schedule_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/schedule"
+)
+
+// TestCloserThanAgreesWithWalkingEverySlot: on random schedule sets (crons, @every, DST
+// zones and policies, windows), CloserThan finds a pair closer than the floor exactly when
+// walking every slot of the horizon with Next finds one, and its pair is two real slots.
+func TestCloserThanAgreesWithWalkingEverySlot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 42))
+	zones := []string{"UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe"}
+	from := time.Date(2026, 11, 25, 7, 13, 0, 0, time.UTC)
+	pick := func(lo, hi, n int) string {
+		s := ""
+		for i := range n {
+			if i > 0 {
+				s += ","
+			}
+			s += fmt.Sprint(lo + rng.IntN(hi-lo))
+		}
+		return s
+	}
+	hours := func() string { // the hours clocks change in, often
+		if rng.IntN(2) == 0 {
+			return pick(1, 4, 1+rng.IntN(2))
+		}
+		return pick(0, 24, 1+rng.IntN(4))
+	}
+	for i := range 400 {
+		zone := zones[rng.IntN(len(zones))]
+		var specs []string
+		for range 1 + rng.IntN(3) {
+			switch rng.IntN(4) {
+			case 0:
+				specs = append(specs, fmt.Sprintf("@every %dm", 20+rng.IntN(200)))
+			case 1:
+				specs = append(specs, fmt.Sprintf("%s %s * * %s", pick(0, 60, 1+rng.IntN(2)), hours(), pick(0, 7, 1+rng.IntN(3))))
+			default:
+				specs = append(specs, fmt.Sprintf("%s %s * * *", pick(0, 60, 1+rng.IntN(2)), hours()))
+			}
+		}
+		if zone != "UTC" {
+			for j := range specs {
+				specs[j] = "CRON_TZ=" + zone + " " + specs[j]
+			}
+		}
+		o := schedule.Options{DST: schedule.DST{
+			Gap:    []string{schedule.GapSkip, schedule.GapShift}[rng.IntN(2)],
+			Repeat: []string{schedule.RepeatFirst, schedule.RepeatLast, schedule.RepeatBoth}[rng.IntN(3)]}}
+		if rng.IntN(4) == 0 {
+			o.From = from.Add(time.Duration(rng.IntN(100)) * 24 * time.Hour)
+			o.Until = o.From.Add(time.Duration(1+rng.IntN(200)) * 24 * time.Hour)
+		}
+		floor := time.Duration(10+rng.IntN(110)) * time.Minute
+		s, err := schedule.New(specs, o)
+		require.NoError(t, err)
+		name := fmt.Sprintf("%d %q %+v floor %s", i, specs, o.DST, floor)
+
+		walked := false
+		start := from
+		if !o.From.IsZero() {
+			start = o.From
+		}
+		end := start.Add(schedule.GapHorizon)
+		if !o.Until.IsZero() && o.Until.Before(end) {
+			end = o.Until
+		}
+		for cur := s.Next(start.Add(-time.Second)); !cur.IsZero() && !cur.After(end); {
+			next := s.Next(cur)
+			if next.IsZero() || next.After(end) {
+				break
+			}
+			if next.Sub(cur) < floor {
+				walked = true
+				break
+			}
+			cur = next
+		}
+		a, b, found := s.CloserThan(from, floor)
+		require.Equal(t, walked, found, "%s: found %s %s", name, a, b)
+		if found {
+			assert.Less(t, b.Sub(a), floor, name)
+			assert.Equal(t, a, s.Prev(a), "%s: %s is a slot", name, a)
+			assert.Equal(t, b, s.Prev(b), "%s: %s is a slot", name, b)
+		}
+	}
+}

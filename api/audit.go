@@ -253,12 +253,20 @@ func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*strin
 	if reason != nil && *reason == "" {
 		return nil, true
 	}
-	// PostgreSQL stores no NUL in text: such a reason is the client's mistake, not a 503.
-	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason) || strings.ContainsRune(*reason, 0)) {
-		fieldProblem(w, r, probInvalidRequest, "reason", fmt.Sprintf("reason must be valid UTF-8 without NUL (\\u0000) of at most %d characters", maxReasonRunes))
+	if p := reasonProblem(reason); p != "" {
+		fieldProblem(w, r, probInvalidRequest, "reason", p)
 		return nil, false
 	}
 	return reason, true
+}
+
+// reasonProblem says what is wrong with a reason, or "". PostgreSQL stores no NUL in text:
+// such a reason is the client's mistake, not a 503.
+func reasonProblem(reason *string) string {
+	if reason != nil && (utf8.RuneCountInString(*reason) > maxReasonRunes || !utf8.ValidString(*reason) || strings.ContainsRune(*reason, 0)) {
+		return fmt.Sprintf("reason must be valid UTF-8 without NUL (\\u0000) of at most %d characters", maxReasonRunes)
+	}
+	return ""
 }
 
 // oneLine keeps the first n runes of s, valid UTF-8 and without NUL (which PostgreSQL

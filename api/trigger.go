@@ -70,6 +70,9 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fields := checkParams(j, params); len(fields) > 0 {
+		if p := reasonProblem(req.Reason); p != "" { // every problem at once
+			fields = append([]FieldError{{Field: "reason", Detail: p}}, fields...)
+		}
 		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the run's params have problems; see errors", fields...)
 		return
 	}

@@ -22,10 +22,7 @@ const (
 	maxParamBody     = 32 << 10 // the request's body is capped at 64 KiB, JSON escaping included
 )
 
-var (
-	paramVarRE    = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
-	headerTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-)
+var paramVarRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // checkParams lists every wrong member of p for job j: vars are a SQL job's, body and
 // headers an HTTP job's, and no header may stand in for one the scheduler sets itself.
@@ -56,8 +53,8 @@ func checkParams(j *jobRef, p job.Params) []FieldError {
 			fail("params.vars."+name, "at most %d bytes of UTF-8 text without NUL", maxParamVarBytes)
 		}
 	}
-	if p.Body != nil && (len(*p.Body) > maxParamBody || !utf8.ValidString(*p.Body)) {
-		fail("params.body", "at most %d bytes of UTF-8 text", maxParamBody)
+	if p.Body != nil && (len(*p.Body) > maxParamBody || !utf8.ValidString(*p.Body) || strings.ContainsRune(*p.Body, 0)) {
+		fail("params.body", "at most %d bytes of UTF-8 text without NUL (\\u0000, which PostgreSQL cannot store)", maxParamBody)
 	}
 	if len(p.Headers) > maxParamHeaders {
 		fail("params.headers", "%d headers; at most %d", len(p.Headers), maxParamHeaders)
@@ -65,12 +62,14 @@ func checkParams(j *jobRef, p job.Params) []FieldError {
 	for _, name := range slices.Sorted(maps.Keys(p.Headers)) {
 		v, lower := p.Headers[name], strings.ToLower(name)
 		switch {
-		case !headerTokenRE.MatchString(name):
-			fail("params.headers."+name, "not a header name")
+		case !definition.ValidHeaderName(name):
+			fail("params.headers."+name, "%s", definition.HeaderNameWant)
 		case strings.HasPrefix(lower, "x-scheduler-") || lower == "authorization" || slices.Contains(definition.ReservedHeaders, lower):
 			fail("params.headers."+name, "the scheduler sets %s itself (keys, signatures, its own headers and the job's auth); a trigger cannot", name)
-		case len(v) > maxParamVarBytes || strings.ContainsAny(v, "\r\n\x00"):
-			fail("params.headers."+name, "at most %d bytes on one line", maxParamVarBytes)
+		case len(v) > maxParamVarBytes:
+			fail("params.headers."+name, "at most %d bytes", maxParamVarBytes)
+		case definition.HeaderValueProblem(v) != "":
+			fail("params.headers."+name, "%s", definition.HeaderValueProblem(v))
 		}
 	}
 	return fields

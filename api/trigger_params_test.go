@@ -1,7 +1,9 @@
 package api
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,4 +54,35 @@ func TestDryRunIsNotTheLastRun(t *testing.T) {
 	last := a.do("GET", "/v1/jobs/hook", "", nil).JSON(t)["last_run"].(map[string]any)
 	assert.Equal(t, float64(failed), last["id"])
 	assert.Equal(t, "failed", last["status"])
+}
+
+// TestTriggerParamsRefuseBadBytes: bytes PostgreSQL cannot store (NUL) and bytes no HTTP
+// call can carry (control characters in a header) are the caller's mistake: 422 listing
+// every one, reason included, never a 503 or a run whose every attempt fails.
+func TestTriggerParamsRefuseBadBytes(t *testing.T) {
+	t.Parallel()
+	a := newRuntimeAPI(t, 0)
+	require.Equal(t, http.StatusCreated, a.do("POST", "/v1/jobs", string(httpJob("hook")), nil).Status)
+	require.Equal(t, http.StatusCreated, a.do("POST", "/v1/jobs",
+		`{"name": "refresh", "schedule": "0 2 * * *", "sql": {"target": "APP", "statements": "SELECT 1"}}`, nil).Status)
+
+	res := a.do("POST", "/v1/jobs/hook/runs", `{"reason": "a\u0000b", "params": {"body": "{\"a\": \"\u0000\"}",
+		"headers": {"X-A": "a\u0001b", "X-B\u0007": "v", "X-C": "\u007f", "X-D": "tab\tand café are fine", "X\u0000": "v"}}}`, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	got := map[string]string{}
+	for _, e := range res.JSON(t)["errors"].([]any) {
+		got[e.(map[string]any)["field"].(string)] = e.(map[string]any)["detail"].(string)
+	}
+	assert.ElementsMatch(t, []string{"reason", "params.body", "params.headers.X-A", "params.headers.X-B\a", "params.headers.X-C", "params.headers.X\x00"},
+		slices.Collect(maps.Keys(got)), "%s", res.Body)
+	assert.Contains(t, got["params.body"], "NUL")
+	assert.Contains(t, got["params.headers.X-A"], "U+0001")
+	assert.Contains(t, got["params.headers.X-B\a"], "RFC 9110 token")
+
+	res = a.do("POST", "/v1/jobs/refresh/runs", `{"params": {"vars": {"day": "\u0000"}}}`, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	assert.Equal(t, "params.vars.day", res.problemField(t))
+
+	res = a.do("POST", "/v1/jobs/hook/runs", `{"params": {"body": "ünïcode\ttext", "headers": {"X-D": "tab\tand café"}}}`, nil)
+	assert.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 }

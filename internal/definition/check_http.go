@@ -1,6 +1,7 @@
 package definition
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -89,8 +90,8 @@ func (c *checker) http(j *Checked) {
 func (c *checker) header(field, name, value string, withAuth bool) {
 	lower := strings.ToLower(name)
 	switch {
-	case name == "" || len(name) > maxHeaderName || !isToken(name):
-		c.fail(field, "not a header name: want letters, digits and -, at most %d", maxHeaderName)
+	case !ValidHeaderName(name):
+		c.fail(field, "%s", HeaderNameWant)
 	case slices.Contains(ReservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
 		c.fail(field, "%s %s", name, headerReservedMessage)
 	case withAuth && lower == "authorization":
@@ -98,9 +99,33 @@ func (c *checker) header(field, name, value string, withAuth bool) {
 	}
 	if len(value) > maxHeaderValue {
 		c.fail(field, "the value has %d bytes; at most %d", len(value), maxHeaderValue)
-	} else if strings.ContainsAny(value, "\x00\r\n") {
-		c.fail(field, "a header value is one line, without CR, LF or NUL")
+	} else if p := HeaderValueProblem(value); p != "" {
+		c.fail(field, "%s", p)
 	}
+}
+
+// HeaderNameWant says what a header name is, for the message that refuses one.
+var HeaderNameWant = fmt.Sprintf("not a header name: want an RFC 9110 token of at most %d characters: letters, digits and !#$%%&'*+-.^_`|~ (e.g. X-Request-Source)", maxHeaderName)
+
+// ValidHeaderName reports a header name a call can carry: an RFC 9110 token, not too long.
+func ValidHeaderName(name string) bool {
+	return name != "" && len(name) <= maxHeaderName && isToken(name)
+}
+
+// HeaderValueProblem says what keeps value from being a header's value, or "". RFC 9110's
+// field value is visible characters, spaces and tabs; Go's client refuses a request with
+// any other control character, so a job holding one would fail every attempt, and
+// PostgreSQL stores no NUL.
+func HeaderValueProblem(value string) string {
+	if !utf8.ValidString(value) {
+		return "a header value is UTF-8 text"
+	}
+	for i, r := range value {
+		if r < ' ' && r != '\t' || r == 0x7f {
+			return fmt.Sprintf("a header value is one line of visible characters, spaces and tabs; it holds the control character %U at byte %d: remove it", r, i)
+		}
+	}
+	return ""
 }
 
 // secret checks a secret the job of namespace ns names, and that it may be sent to the

@@ -167,3 +167,23 @@ func TestLoad(t *testing.T) {
 	assert.Nil(t, checked)
 	assert.Nil(t, decoded)
 }
+
+// A header value with a control character would make every call of the job fail (Go's
+// client refuses it): the definition is refused instead, naming the character.
+func TestCheckRefusesControlCharactersInHeaders(t *testing.T) {
+	d := decode(t, `{"name": "hook", "schedule": "0 2 * * *", "http": {"url": "https://billing.example/x",
+		"headers": {"X-A": "a\u0001b", "X-B": "\u007f", "X-C": "tab\tand café are fine", "X-D\u0007": "v"},
+		"auth": {"header": "X-Key\u0000", "header_secret": "BILLING_TOKEN"}}}`)
+	_, errs := definition.Check(d, env())
+	got := fields(errs)
+	assert.ElementsMatch(t, []string{"http.headers.X-A", "http.headers.X-B", "http.headers.X-D\a", "http.auth.header"}, keys(got), "%v", errs)
+	assert.Contains(t, got["http.headers.X-A"], "U+0001")
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -38,6 +38,7 @@ var (
 	probMethodNotAllowed    = problemType{"method-not-allowed", "Method not allowed on this route"}
 	probJobDisabled         = problemType{"job-disabled", "The job is disabled"}
 	probRunFinished         = problemType{"run-finished", "The run has already finished"}
+	probRunActive           = problemType{"run-active", "The job's active run has other params"}
 	probNoLeader            = problemType{"no-leader", "No replica has been elected leader yet"}
 	probInvalidDefinition   = problemType{"invalid-definition", "The job definition is invalid"}
 	probJobExists           = problemType{"job-exists", "A job with this name exists"}

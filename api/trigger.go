@@ -28,7 +28,9 @@ type triggerRequest struct {
 // triggerRun queues a manual run; the leader's engine executes it (the insert NOTIFYs it).
 //
 // Without an Idempotency-Key, a trigger while the job has a queued or running run answers
-// that run (200) instead of queuing another. With a key, the key is claimed in the same
+// that run (200) instead of queuing another, when that run has the trigger's params (or the
+// trigger has none); otherwise the trigger's inputs would be dropped silently, so it is
+// refused (409 with the active run's id) and nothing is kept, its key included. With a key, the key is claimed in the same
 // transaction as the run insert, so concurrent duplicates wait for that transaction and
 // replay its stored answer; the same key with another body is a 409. With ?wait, the key
 // stays PENDING while the run is awaited (the run must be committed for the leader to see
@@ -93,7 +95,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		Job: j.conf.Name, Reason: reason, Params: paramsJSON,
 		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
 		// Also when the job already had an active run: the operator did ask for a run.
-		Audit: s.triggerAction(r, j.conf.Name, reason, params),
+		Audit:  s.triggerAction(r, j.conf.Name, reason, params),
+		Refuse: func(active *store.Run) bool { return !answersParams(active, params) },
 		Answer: func(run *store.Run, created bool) (int, []byte) {
 			answer, _ := json.Marshal(newRunView(run))
 			return triggerStatus(created), answer
@@ -105,6 +108,9 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	case t.Existing != nil:
 		s.replay(w, r, t.Existing, key, scope, hash)
+		return
+	case t.Refused:
+		activeRunProblem(w, r, j, t.Run)
 		return
 	}
 	s.logTrigger(r, t.Run, t.Created)

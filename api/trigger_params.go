@@ -1,15 +1,20 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // A trigger's params: inputs of one run, untrusted like a definition, checked at once.
@@ -73,4 +78,44 @@ func checkParams(j *jobRef, p job.Params) []FieldError {
 		}
 	}
 	return fields
+}
+
+// answersParams reports whether the job's active run answers a trigger with params p: a
+// trigger without inputs takes whatever run is active, one with inputs only a run that has
+// the very same (its body, headers, vars and dry_run).
+func answersParams(active *store.Run, p job.Params) bool {
+	if !p.DryRun && len(p.Vars) == 0 && p.Body == nil && len(p.Headers) == 0 {
+		return true
+	}
+	theirs, err := job.ParseParams(active.Params)
+	if err != nil {
+		return false
+	}
+	a, _ := json.Marshal(theirs) // maps marshal in key order: equal inputs, equal bytes
+	b, _ := json.Marshal(p)
+	return bytes.Equal(a, b)
+}
+
+// activeRunProblem refuses a trigger whose params the job's active run does not have: 409
+// with that run's id (and Location), and the ways on.
+func activeRunProblem(w http.ResponseWriter, r *http.Request, j *jobRef, active *store.Run) {
+	id := strconv.FormatInt(active.ID, 10)
+	overlap := "" // a built-in job's runs never overlap
+	if j.def != nil {
+		overlap = `, or let runs of the job overlap ("overlap": "allow" with "max_concurrent" of 2 or more)`
+	}
+	w.Header().Set("Location", "/v1/runs/"+id)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusConflict)
+	_ = json.NewEncoder(w).Encode(struct {
+		problem
+		ActiveRunID int64 `json:"active_run_id"`
+	}{problem: problem{
+		Type: problemBase + probRunActive.slug, Title: probRunActive.title, Status: http.StatusConflict,
+		Detail: fmt.Sprintf("job %s already has a %s run, %s, with other params than this trigger's; nothing was queued, so these inputs are not lost in it. "+
+			"Wait for run %s to end (GET /v1/runs/%s) and trigger again, cancel it (POST /v1/runs/%s/cancel)%s",
+			j.conf.Name, active.Status, id, id, id, id, overlap),
+		Instance: r.URL.Path, RequestID: requestID(r.Context()),
+	}, ActiveRunID: active.ID})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -145,6 +146,12 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		}
 		var raw json.RawMessage
 		status, err := x.c.do(ctx, "POST", jobPath(x.ns, args[0])+"/runs", q, body, h, &raw)
+		if e := (*apiError)(nil); errors.As(err, &e) && e.slug() == "run-active" {
+			// Not one line of problem: the caller must learn which run is in the way and how on.
+			fmt.Fprintf(x.stderr, "scheduler trigger: nothing queued: run %d of %s is queued or running with other params than these, which it would not use.\n"+
+				"  wait for it:  scheduler run %d, then trigger again\n  or cancel it: scheduler cancel %d\n", e.ActiveRunID, args[0], e.ActiveRunID, e.ActiveRunID)
+			return exitRefused
+		}
 		if err != nil {
 			return x.fail(ctx, err)
 		}

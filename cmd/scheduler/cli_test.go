@@ -126,7 +126,14 @@ func TestClientCommands(t *testing.T) {
 		run := jsonOf(out)
 		assert.Contains(t, []any{"queued", "running"}, run["status"])
 		id := strconv.FormatInt(int64(run["id"].(float64)), 10)
-		code, out, stderr := cli("cancel", id, "--reason", "wrong export")
+		// A dry run meeting the real run is refused, not answered with it: the CLI says
+		// which run is in the way and what to do.
+		code, _, stderr := cli("trigger", "slow", "--dry-run")
+		assert.Equal(t, exitRefused, code, stderr)
+		assert.Contains(t, stderr, "run "+id+" of slow is ")
+		assert.Contains(t, stderr, "scheduler run "+id)
+		assert.Contains(t, stderr, "scheduler cancel "+id)
+		code, out, stderr = cli("cancel", id, "--reason", "wrong export")
 		require.Equal(t, exitOK, code, stderr)
 		assert.Contains(t, out, "run "+id)
 		require.Eventually(t, func() bool {

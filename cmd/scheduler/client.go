@@ -50,6 +50,8 @@ type apiError struct {
 	Detail string `json:"detail"`
 	// Errors are the fields a refused request got wrong, one problem each.
 	Errors []fieldProblem `json:"errors"`
+	// ActiveRunID is the job's run in the way of a trigger with other params (run-active).
+	ActiveRunID int64 `json:"active_run_id"`
 }
 
 // fieldProblem is one field a problem is about: every wrong field of a request (422), or the

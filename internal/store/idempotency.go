@@ -121,6 +121,10 @@ type ManualTrigger struct {
 	// Audit, when set, is recorded with the run's id in the transaction that queues the run
 	// (or finds the job's active one), so no trigger goes unaudited.
 	Audit *Action
+	// Refuse, when set, says whether the job's active run (met instead of queuing one) does
+	// not answer this trigger, e.g. it has other inputs: then nothing is kept (no run, no
+	// audit row, the key left unused for a retry) and Triggered.Refused is set.
+	Refuse func(active *Run) bool
 }
 
 // Triggered is what TriggerManualRun did: either it queued (Created) or found the job's
@@ -131,7 +135,12 @@ type Triggered struct {
 	// Answer is the stored answer (a key, not Wait).
 	Answer   []byte
 	Existing *IdempotencyRecord
+	// Refused says the trigger met an active Run that Refuse refused; nothing was kept.
+	Refused bool
 }
+
+// errRefused rolls back a trigger that ManualTrigger.Refuse refused.
+var errRefused = errors.New("the active run does not answer this trigger")
 
 // TriggerManualRun queues a manual run of t.Job (QueueManualRun: the job's active run is
 // answered instead of a second one) and records t.Audit, in one transaction. With a key, the
@@ -157,6 +166,10 @@ func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered,
 		if out.Run, out.Created, err = q.QueueManualRun(ctx, t.Job, t.Reason, t.Params); err != nil {
 			return err
 		}
+		if !out.Created && t.Refuse != nil && t.Refuse(out.Run) {
+			out.Refused = true
+			return errRefused
+		}
 		if t.Audit != nil {
 			a := *t.Audit
 			a.RunID = &out.Run.ID
@@ -174,7 +187,10 @@ func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered,
 		status, out.Answer = t.Answer(out.Run, out.Created)
 		return q.CompleteIdempotencyKey(ctx, t.Key, t.Scope, status, out.Answer)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errRefused):
+		return Triggered{Run: out.Run, Refused: true}, nil
+	case err != nil:
 		return Triggered{}, err
 	}
 	return out, nil

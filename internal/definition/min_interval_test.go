@@ -76,6 +76,8 @@ func BenchmarkMinIntervalCheck(b *testing.B) {
 		{"every-2s-paris-with-every", `"time_zone": "Europe/Paris", "dst": {"repeat": "both", "gap": "shift"}, "schedule": ["*/2 * * * * *", "@every 7s"]`},
 		{"every-2s-paris-with-every-passes", `"time_zone": "Europe/Paris", "dst": {"repeat": "both", "gap": "shift"}, "schedule": ["*/2 * * * * *", "@every 4s", "@every 6s"]`},
 		{"every-second-refused", `"schedule": ["* * 0 * * *", "0 0 2 * * *"]`},
+		{"32-specs-many-day-sets-passes", `"time_zone": "Europe/Paris", "schedule": [` + daySetSpecs("*/2") + `]`},
+		{"32-specs-many-times-and-day-sets-passes", `"time_zone": "Europe/Paris", "schedule": [` + daySetSpecs("") + `]`},
 		{"32-specs-minutes", `"time_zone": "America/New_York", "schedule": [` + minuteSpecs() + `]`},
 	} {
 		d, err := definition.Decode([]byte(`{"name": "bench", ` + tc.def + `, "http": {"url": "https://billing.example/x"}}`))
@@ -102,4 +104,26 @@ func minuteSpecs() string {
 		s += fmt.Sprintf(`"%d-59/32 * * * 0-5"`, i)
 	}
 	return s
+}
+
+// daySetSpecs are 32 specs, at seconds (or each at its own second of every minute), whose
+// sets of days differ (months, weekdays, days of the month), so that nearly every day of a
+// year fires another set of them.
+func daySetSpecs(seconds string) string {
+	var specs []string
+	for i := range 32 {
+		sec := seconds
+		if sec == "" {
+			sec = fmt.Sprint(2 * (i % 30))
+		}
+		switch {
+		case i < 12:
+			specs = append(specs, fmt.Sprintf(`"%s * * * %d *"`, sec, i+1))
+		case i < 19:
+			specs = append(specs, fmt.Sprintf(`"%s * * * * %d"`, sec, i-12))
+		default:
+			specs = append(specs, fmt.Sprintf(`"%s * * %d,%d * *"`, sec, i-18, i-6))
+		}
+	}
+	return strings.Join(specs, ", ")
 }

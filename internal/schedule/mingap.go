@@ -1,9 +1,7 @@
 package schedule
 
 import (
-	"math/big"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -17,12 +15,13 @@ import (
 //   - A cron spec names the same times of day on every day it fires (its seconds, minutes
 //     and hours fields); which specs fire on a day depends only on the date. The union's
 //     gaps inside a day are therefore those of the union of the firing specs' times of day,
-//     computed once per set of specs, and the gaps across midnight join one day's last to
-//     the next firing day's first: a few operations a day.
+//     computed once per distinct union, and the gaps across midnight join one day's last
+//     to the next firing day's first: a few operations a day.
 //   - @every N names the multiples of N since the epoch: two of them come gcd(N, M) apart
-//     somewhere (Bézout), and never closer; a cron slot's nearest @every slot is arithmetic.
+//     somewhere (Bézout), and never closer; a cron slot's nearest @every slot is arithmetic
+//     (mingap_every.go).
 //   - Around each change of the zone's clocks, where DST policies move, double or drop
-//     slots, the real slots (Next) are walked, a few hours either side.
+//     slots, the real slots (Next) are walked, a few minutes beyond the shift either side.
 //   - @at slots are checked against their real neighbours.
 //
 // It stops at the first pair it finds, and reports it.
@@ -82,6 +81,9 @@ type gapFinder struct {
 	at         []time.Time
 	walks      [][2]int64 // around clock changes: intervals whose real slots are walked
 	near       map[everyKey]nearPair
+	classOf    []int                // each cron spec's class: its set of times among the distinct ones
+	classes    []*daySet            // the distinct sets of times
+	patterns   map[uint64]*dayTimes // unions of classes, by class mask
 	a, b       int64
 }
 
@@ -96,97 +98,106 @@ func (g *gapFinder) found(a, b int64) bool {
 	return true
 }
 
-// everyPairs: @every N alone is N apart; two of them, gcd(N, M) at the closest.
-func (g *gapFinder) everyPairs() bool {
-	for i, n := range g.every {
-		first := ceilMultiple(g.start, n)
-		if g.found(first, first+n) {
-			return true
-		}
-		for _, m := range g.every[i+1:] {
-			if x, y, ok := closestMultiples(n, m, g.start); ok && g.found(x, y) {
-				return true
+// daySet is a set of times of day, a bit a second.
+type daySet [daySeconds / 64]uint64
+
+// timesOf is the set of times of day spec names (its seconds, minutes and hours fields).
+func timesOf(spec *cron.SpecSchedule) *daySet {
+	var set daySet
+	for h := range 24 {
+		for m := range 60 {
+			if spec.Hour&(1<<h) == 0 || spec.Minute&(1<<m) == 0 {
+				continue
+			}
+			for sec := range 60 {
+				if spec.Second&(1<<sec) != 0 {
+					t := h*3600 + m*60 + sec
+					set[t/64] |= 1 << (t % 64)
+				}
 			}
 		}
 	}
-	return false
+	return &set
 }
-
-// closestMultiples returns x, a multiple of n, and y, of m, gcd(n, m) apart, with x at or
-// after start: x - y = gcd by Bézout, moved by lcm(n, m) (big: it overflows for long ones).
-func closestMultiples(n, m, start int64) (x, y int64, ok bool) {
-	bn, bm := big.NewInt(n), big.NewInt(m)
-	u, v, gcd := new(big.Int), new(big.Int), new(big.Int)
-	gcd.GCD(u, v, bn, bm) // u*n + v*m = gcd
-	if gcd.Int64() == n || gcd.Int64() == m {
-		return 0, 0, false // one's slots are all the other's: no pair closer than the larger
-	}
-	lcm := new(big.Int).Div(new(big.Int).Mul(bn, bm), gcd)
-	bx := new(big.Int).Mul(u, bn)
-	// Move x (and y with it) to the first place at or after start.
-	k := new(big.Int).Sub(big.NewInt(start), bx)
-	k.Add(k, lcm).Sub(k, big.NewInt(1)).Div(k, lcm) // ceil((start-x)/lcm), Div floors
-	bx.Add(bx, new(big.Int).Mul(k, lcm))
-	if !bx.IsInt64() {
-		return 0, 0, false
-	}
-	x = bx.Int64()
-	return x, x - gcd.Int64(), true
-}
-
-func ceilMultiple(t, n int64) int64 { return -floorDiv(-t, n) * n }
 
 // dayTimes are the times of day (seconds after midnight) a set of cron specs names.
 type dayTimes struct {
-	times       []int32
-	minA, minB  int32 // the closest consecutive pair, when there are two times
+	set         daySet
+	times       []int32 // the set's times in order, listed when first asked for (list)
+	minA, minB  int32   // the closest consecutive pair, when there are two times
 	first, last int32
 	hasPair     bool
+	empty       bool
 }
 
-// pattern is the union of the times of day of the specs in mask.
-func (g *gapFinder) pattern(mask uint64, cache map[uint64]*dayTimes) *dayTimes {
-	if p, ok := cache[mask]; ok {
+// list is the pattern's times in order.
+func (p *dayTimes) list() []int32 {
+	if p.times == nil && !p.empty {
+		for w, word := range p.set {
+			for ; word != 0; word &= word - 1 {
+				p.times = append(p.times, int32(w*64+bits.TrailingZeros64(word)))
+			}
+		}
+	}
+	return p.times
+}
+
+// pattern is the union of the times of day of the specs in mask. Specs that name the same
+// times share one bit of the key (classes), so a year of days costs as many unions as
+// there are distinct sets of times among them, not of specs.
+func (g *gapFinder) pattern(mask uint64) *dayTimes {
+	var key uint64
+	for i := range g.crons {
+		if mask&(1<<i) != 0 {
+			key |= 1 << g.classOf[i]
+		}
+	}
+	if p, ok := g.patterns[key]; ok {
 		return p
 	}
-	var set [daySeconds/64 + 1]uint64
-	for i, spec := range g.crons {
-		if mask&(1<<i) == 0 {
-			continue
-		}
-		for h := range 24 {
-			if spec.Hour&(1<<h) == 0 {
-				continue
-			}
-			for m := range 60 {
-				if spec.Minute&(1<<m) == 0 {
-					continue
-				}
-				for sec := range 60 {
-					if spec.Second&(1<<sec) != 0 {
-						t := h*3600 + m*60 + sec
-						set[t/64] |= 1 << (t % 64)
-					}
-				}
+	p := &dayTimes{empty: true}
+	for c, set := range g.classes {
+		if key&(1<<c) != 0 {
+			for w := range p.set {
+				p.set[w] |= set[w]
 			}
 		}
 	}
-	p := &dayTimes{}
-	for w, word := range set {
-		for word != 0 {
+	prev := int32(-1)
+	for w, word := range p.set {
+		for ; word != 0; word &= word - 1 {
 			t := int32(w*64 + bits.TrailingZeros64(word))
-			word &= word - 1
-			if n := len(p.times); n > 0 && (!p.hasPair || t-p.times[n-1] < p.minB-p.minA) {
-				p.minA, p.minB, p.hasPair = p.times[n-1], t, true
+			if prev >= 0 && (!p.hasPair || t-prev < p.minB-p.minA) {
+				p.minA, p.minB, p.hasPair = prev, t, true
 			}
-			p.times = append(p.times, t)
+			if prev < 0 {
+				p.first, p.empty = t, false
+			}
+			prev = t
 		}
 	}
-	if len(p.times) > 0 { // a parsed spec names at least one time; guard all the same
-		p.first, p.last = p.times[0], p.times[len(p.times)-1]
-	}
-	cache[mask] = p
+	p.last = prev
+	g.patterns[key] = p
 	return p
+}
+
+// classify gives each cron spec its class: the index of its set of times among the
+// distinct ones.
+func (g *gapFinder) classify() {
+	type fields struct{ second, minute, hour uint64 }
+	seen := map[fields]int{}
+	g.classOf = make([]int, len(g.crons))
+	for i, spec := range g.crons {
+		f := fields{spec.Second, spec.Minute, spec.Hour}
+		c, ok := seen[f]
+		if !ok {
+			c = len(g.classes)
+			seen[f] = c
+			g.classes = append(g.classes, timesOf(spec))
+		}
+		g.classOf[i] = c
+	}
+	g.patterns = map[uint64]*dayTimes{}
 }
 
 // firing is the set of cron specs that fire on the date (y, m, d), as robfig decides it:
@@ -218,7 +229,7 @@ func (g *gapFinder) days() bool {
 	if len(g.crons) == 0 {
 		return false
 	}
-	cache := map[uint64]*dayTimes{}
+	g.classify()
 	loc := g.s.loc
 	y, m, d := time.Unix(g.start, 0).In(loc).Date()
 	var prev int64 // the last cron slot met, 0 before the first
@@ -228,8 +239,8 @@ func (g *gapFinder) days() bool {
 			return false
 		}
 		mask := g.firing(date)
-		p := g.pattern(mask, cache)
-		if len(p.times) == 0 {
+		p := g.pattern(mask)
+		if p.empty {
 			continue
 		}
 		local := time.Date(y, m, d+i, 0, 0, 0, 0, loc)
@@ -263,7 +274,7 @@ func (g *gapFinder) days() bool {
 			prev = dayStart + int64(p.last)
 			continue
 		}
-		for _, t := range p.times {
+		for _, t := range p.list() {
 			at := dayStart + int64(t)
 			if changes {
 				switch {
@@ -288,53 +299,6 @@ func (g *gapFinder) days() bool {
 			}
 		}
 	}
-}
-
-// nearEvery returns the closest distinct pair of a time t of p and a slot e of @every n, as
-// seconds after dayStart. It depends on the day only through where the @every slots fall
-// in it (dayStart mod n), so it is remembered by that: a day costs a look-up, and at most
-// n days cost the search, each one binary search per @every slot of the day.
-func (g *gapFinder) nearEvery(p *dayTimes, mask uint64, n, dayStart int64) (t, e int64, ok bool) {
-	phase := ceilMultiple(dayStart, n) - dayStart // the day's first @every slot
-	key := everyKey{mask: mask, n: n, phase: phase}
-	if r, seen := g.near[key]; seen {
-		return r.t, r.e, r.ok
-	}
-	best := int64(-1)
-	for at := phase - n; at < daySeconds+n; at += n {
-		j, _ := slices.BinarySearch(p.times, int32(min(at, daySeconds)))
-		for _, k := range []int{j - 1, j, j + 1} {
-			if k < 0 || k >= len(p.times) || int64(p.times[k]) == at {
-				continue
-			}
-			if d := abs(int64(p.times[k]) - at); best < 0 || d < best {
-				best, t, e = d, int64(p.times[k]), at
-			}
-		}
-	}
-	ok = best > 0
-	if g.near == nil {
-		g.near = map[everyKey]nearPair{}
-	}
-	g.near[key] = nearPair{t: t, e: e, ok: ok}
-	return t, e, ok
-}
-
-type everyKey struct {
-	mask     uint64
-	n, phase int64
-}
-
-type nearPair struct {
-	t, e int64
-	ok   bool
-}
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // ats compares each one-time slot with its real neighbours.

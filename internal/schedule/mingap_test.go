@@ -39,9 +39,13 @@ func TestCloserThanAgreesWithWalkingEverySlot(t *testing.T) {
 		zone := zones[rng.IntN(len(zones))]
 		var specs []string
 		for range 1 + rng.IntN(3) {
-			switch rng.IntN(4) {
+			switch rng.IntN(6) {
 			case 0:
 				specs = append(specs, fmt.Sprintf("@every %dm", 20+rng.IntN(200)))
+			case 4:
+				specs = append(specs, fmt.Sprintf("%s %s %s * * *", pick(0, 60, 1+rng.IntN(3)), pick(0, 60, 1+rng.IntN(2)), hours()))
+			case 5:
+				specs = append(specs, fmt.Sprintf("@every %ds", 1000+rng.IntN(9000)))
 			case 1:
 				specs = append(specs, fmt.Sprintf("%s %s * * %s", pick(0, 60, 1+rng.IntN(2)), hours(), pick(0, 7, 1+rng.IntN(3))))
 			default:
@@ -60,8 +64,11 @@ func TestCloserThanAgreesWithWalkingEverySlot(t *testing.T) {
 			o.From = from.Add(time.Duration(rng.IntN(100)) * 24 * time.Hour)
 			o.Until = o.From.Add(time.Duration(1+rng.IntN(200)) * 24 * time.Hour)
 		}
-		floor := time.Duration(10+rng.IntN(110)) * time.Minute
+		floor := time.Duration(10+rng.IntN(7000)) * time.Second
 		s, err := schedule.New(specs, o)
+		if err != nil && !o.From.IsZero() {
+			continue // a short window without a slot
+		}
 		require.NoError(t, err)
 		name := fmt.Sprintf("%d %q %+v floor %s", i, specs, o.DST, floor)
 
@@ -93,4 +100,23 @@ func TestCloserThanAgreesWithWalkingEverySlot(t *testing.T) {
 			assert.Equal(t, b, s.Prev(b), "%s: %s is a slot", name, b)
 		}
 	}
+}
+
+// Two @every specs come gcd(N, M) apart, and CloserThan names the first such pair from
+// the start on, both slots real.
+func TestCloserThanFindsTheGCDOfTwoEverys(t *testing.T) {
+	s, err := schedule.New([]string{"@every 1h", "@every 3601s"}, schedule.Options{})
+	require.NoError(t, err)
+	from := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	a, b, ok := s.CloserThan(from, time.Hour)
+	require.True(t, ok)
+	assert.Equal(t, time.Second, b.Sub(a))
+	assert.False(t, a.Before(from))
+	assert.Equal(t, b, s.Next(a), "consecutive slots")
+	assert.True(t, a.Unix()%3600 == 0 && b.Unix()%3601 == 0 || a.Unix()%3601 == 0 && b.Unix()%3600 == 0, "%s %s", a, b)
+
+	nested, err := schedule.New([]string{"@every 2h", "@every 6h"}, schedule.Options{})
+	require.NoError(t, err)
+	_, _, ok = nested.CloserThan(from, 2*time.Hour)
+	assert.False(t, ok, "every 6h slot is a 2h slot")
 }

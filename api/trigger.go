@@ -30,13 +30,13 @@ type triggerRequest struct {
 // Without an Idempotency-Key, a trigger while the job has a queued or running run answers
 // that run (200) instead of queuing another, when that run has the trigger's params (or the
 // trigger has none); otherwise the trigger's inputs would be dropped silently, so it is
-// refused (409 with the active run's id) and nothing is kept, its key included. With a key, the key is claimed in the same
-// transaction as the run insert, so concurrent duplicates wait for that transaction and
-// replay its stored answer; the same key with another body is a 409. With ?wait, the key
-// stays PENDING while the run is awaited (the run must be committed for the leader to see
-// it) and a duplicate arriving meanwhile gets 409 idempotency-key-in-progress with
-// Retry-After, as the IETF Idempotency-Key draft prescribes; once the answer is sent, it is
-// stored and replayed.
+// refused (409 with the active run's id) and nothing is kept, its key included. With a
+// key, the key is claimed in the same transaction as the run insert, so concurrent
+// duplicates wait for that transaction and replay its stored answer; the same key with
+// another body is a 409. With ?wait, the key stays PENDING while the run is awaited (the
+// run must be committed for the leader to see it) and a duplicate arriving meanwhile gets
+// 409 idempotency-key-in-progress with Retry-After, as the IETF Idempotency-Key draft
+// prescribes; once the answer is sent, it is stored and replayed.
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	j := s.jobToActOn(w, r)
 	if j == nil {

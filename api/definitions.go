@@ -61,6 +61,17 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	if row.MinInterval != nil {
 		env.MinInterval = *row.MinInterval
 	}
+	if s.cfg.Outbound != nil && namespace.Valid(ns) {
+		// The namespace's SQL targets and private hosts, as an admin bound them.
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		surface, err := s.cfg.Outbound.Of(ctx, row)
+		cancel()
+		if err != nil {
+			s.databaseProblem(w, r, err)
+			return nil, false
+		}
+		env.SQLTarget, env.CheckURL = surface.CheckSQLTarget, surface.Guard().CheckURL
+	}
 	if s.cfg.Secrets != nil && namespace.Valid(ns) {
 		// The namespace's secrets, read once for every field that names one.
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)

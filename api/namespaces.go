@@ -3,11 +3,13 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -16,18 +18,24 @@ import (
 
 // namespaceView is a namespace as the API shows it. A quota left out is unbounded.
 type namespaceView struct {
-	Name               string    `json:"name"`
-	MaxJobs            *int      `json:"max_jobs"`
-	MaxConcurrentCalls *int      `json:"max_concurrent_calls"`
-	MinInterval        *string   `json:"min_interval"`
-	Jobs               int       `json:"jobs"`
-	Secrets            int       `json:"secrets"`
-	CreatedAt          time.Time `json:"created_at"`
-	UpdatedAt          time.Time `json:"updated_at"`
+	Name               string  `json:"name"`
+	MaxJobs            *int    `json:"max_jobs"`
+	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
+	MinInterval        *string `json:"min_interval"`
+	// The outbound surface; null is "never set" (namespace default only: what it had
+	// before, docs/operations.md).
+	SQLTargets *[]string `json:"sql_targets"`
+	HTTPAllow  *[]string `json:"http_allow"`
+	EnvSecrets *[]string `json:"env_secrets"`
+	Jobs       int       `json:"jobs"`
+	Secrets    int       `json:"secrets"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 func newNamespaceView(n store.Namespace, c store.NamespaceCounts) namespaceView {
 	v := namespaceView{Name: n.Name, MaxJobs: n.MaxJobs, MaxConcurrentCalls: n.MaxConcurrentCalls,
+		SQLTargets: n.SQLTargets, HTTPAllow: n.HTTPAllow, EnvSecrets: n.EnvSecrets,
 		Jobs: c.Jobs, Secrets: c.Secrets, CreatedAt: n.CreatedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC()}
 	if n.MinInterval != nil {
 		d := n.MinInterval.String()
@@ -71,13 +79,20 @@ func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, newNamespaceView(list[0], counts[list[0].Name]))
 }
 
-// namespaceRequest is PUT /v1/namespaces/{ns}'s body: its quotas, each optional.
+// namespaceRequest is PUT /v1/namespaces/{ns}'s body: its quotas, each optional (left out:
+// unbounded), and its outbound surface (internal/outbound; left out or null: as it is).
 type namespaceRequest struct {
-	MaxJobs            *int    `json:"max_jobs"`
-	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
-	MinInterval        *string `json:"min_interval"`
-	Reason             *string `json:"reason"`
+	MaxJobs            *int      `json:"max_jobs"`
+	MaxConcurrentCalls *int      `json:"max_concurrent_calls"`
+	MinInterval        *string   `json:"min_interval"`
+	SQLTargets         *[]string `json:"sql_targets"`
+	HTTPAllow          *[]string `json:"http_allow"`
+	EnvSecrets         *[]string `json:"env_secrets"`
+	Reason             *string   `json:"reason"`
 }
+
+// errLoginsHeld ends a PUT's transaction whose targets' logins another namespace holds.
+var errLoginsHeld = errors.New("a login is bound to another namespace")
 
 // Bounds of a namespace's quotas.
 const (
@@ -116,6 +131,11 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		}
 		n.MinInterval = &d
 	}
+	binding, problems := s.outbound.CheckBinding(ns, req.SQLTargets, req.HTTPAllow, req.EnvSecrets)
+	for _, p := range problems {
+		fields = append(fields, FieldError{Field: p.Field, Detail: p.Detail})
+	}
+	n.SQLTargets, n.HTTPAllow, n.EnvSecrets = binding.SQLTargets, binding.HTTPAllow, binding.EnvSecrets
 	reason, ok := checkReason(w, r, req.Reason)
 	if !ok {
 		return
@@ -134,6 +154,16 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		created = c
+		if binding.SQLTargets != nil {
+			held, err := ex.BindSQLLogins(ctx, ns, binding.Logins)
+			if err != nil {
+				return err
+			}
+			if len(held) > 0 {
+				fields = heldLogins(*binding.SQLTargets, s.outbound, held)
+				return errLoginsHeld
+			}
+		}
 		list, counts, err := ex.Namespaces(ctx, []string{ns})
 		if err != nil {
 			return err
@@ -143,6 +173,10 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		a.Detail, _ = json.Marshal(view)
 		return ex.RecordAction(ctx, a)
 	})
+	if errors.Is(err, errLoginsHeld) {
+		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "a SQL target's login serves one namespace; see errors", fields...)
+		return
+	}
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -154,4 +188,19 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", requestID(ctx))
 	writeJSON(w, status, view)
+}
+
+// heldLogins words the refusal of targets whose logins other namespaces hold: one field per
+// target, naming the holder (an admin sees every namespace).
+func heldLogins(names []string, p *outbound.Policy, held map[string]string) []FieldError {
+	var fields []FieldError
+	for i, name := range names {
+		login, _ := p.LoginOf(name)
+		if holder, ok := held[login]; ok {
+			fields = append(fields, FieldError{Field: fmt.Sprintf("sql_targets[%d]", i), Detail: fmt.Sprintf(
+				"target %s connects as login %s, which namespace %s has bound: a login serves one namespace; unbind it there first, or have an operator declare a target with a login of its own",
+				name, login, holder)})
+		}
+	}
+	return fields
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -79,6 +80,11 @@ type Config struct {
 	Secrets *secrets.Source
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS; 0: config's default).
 	MaxJobs int
+	// Outbound is what each namespace's jobs may reach (internal/outbound): the check of a
+	// definition then takes its SQL targets and URL guard from the namespace's surface, and
+	// PUT /v1/namespaces/{ns} binds targets, private hosts and environment secrets within
+	// it. Nil: Runtime's checks as given, and no namespace can be given any.
+	Outbound *outbound.Policy
 }
 
 // Server holds the API's dependencies.
@@ -101,6 +107,8 @@ type Server struct {
 	runtimeViews jobViews
 	// compressedAnswers keeps the gzip form of the last big answers.
 	compressedAnswers compressedAnswers
+	// outbound is cfg.Outbound, or a policy with nothing to give when that is nil.
+	outbound *outbound.Policy
 }
 
 // NewServer builds the API, filling Config's defaults.
@@ -130,6 +138,10 @@ func NewServer(cfg Config) *Server {
 	}
 	s.cfg.Runtime.IsBuiltin = func(name string) bool { _, ok := s.jobs[name]; return ok }
 	s.env = newEnvTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
+	s.outbound = cfg.Outbound
+	if s.outbound == nil {
+		s.outbound = outbound.New(nil, nil, nil, cfg.DB)
+	}
 	return s
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/oidc"
+	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -116,14 +117,17 @@ func New(c Config) (*Replica, error) {
 	registry := job.NewRegistry(append(business, c.Extra...)...)
 	// One source of secrets, by namespace, for the leader's calls, its notifications and
 	// the API's checks.
-	secretSource := secrets.New(c.Runtime.Secrets, c.Runtime.SecretBox, c.DB)
+	// What each namespace's jobs may reach: its SQL targets, private hosts and the operator's
+	// secrets an admin granted it; a target's password is no secret any job may name.
+	surfaces := outbound.New(guard, sqlTargets, c.Runtime.Secrets, c.DB)
+	secretSource := secrets.New(surfaces.OperatorSecrets(), c.Runtime.SecretBox, c.DB)
 	notifications, err := buildNotifications(c, guard, secretSource)
 	if err != nil {
 		return nil, err
 	}
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
-		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets},
+		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces},
 		Notifications: notifications})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
@@ -136,7 +140,7 @@ func New(c Config) (*Replica, error) {
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
 		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
-		MaxJobs: c.Runtime.MaxJobs}).Handler()
+		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),
 		callLimits: callLimits{db: c.DB, caller: caller, every: c.PollInterval, log: apiLog(c.Log, c.InstanceID)}}, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/redact"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -24,6 +25,23 @@ type Runtime struct {
 	Secrets SecretSource
 	// SQLTargets are the databases SQL jobs run in.
 	SQLTargets *targets.SQLTargets
+	// Outbound says what each namespace's jobs may reach (internal/outbound), read at every
+	// run: a SQL job runs only in a target of its namespace, an HTTP job calls through its
+	// namespace's guard. Nil: every declared target and the caller's guard.
+	Outbound *outbound.Policy
+}
+
+// surface reads the outbound surface of the job's namespace for one run; nil without a
+// policy.
+func (rt *Runtime) surface(ctx context.Context, c *Checked) (*outbound.Surface, error) {
+	if rt.Outbound == nil {
+		return nil, nil
+	}
+	s, err := rt.Outbound.For(ctx, namespace.Of(c.Def.Key()))
+	if err != nil {
+		return nil, fmt.Errorf("not attempted: reading what namespace %s may reach failed: %w", namespace.Of(c.Def.Key()), err)
+	}
+	return s, nil
 }
 
 // Build makes the body the engine runs for a checked definition.
@@ -56,6 +74,10 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		recordDryRun(ctx, env, fmt.Sprintf("dry run: would call %s %s with %d headers of its own and %d of the trigger's, a body of %d bytes, and Idempotency-Key %s; nothing was sent",
 			h.Method, h.URL, len(h.Headers), len(env.Params.Headers), len(body), env.Call.IdempotencyKey))
 		return stats, nil
+	}
+	surface, err := j.rt.surface(ctx, j.def)
+	if err != nil {
+		return stats, err
 	}
 	values, allowedHosts, err := j.callSecrets(ctx)
 	if err != nil {
@@ -97,7 +119,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	// which every API reader sees, in whatever encoding it echoes it.
 	red := redact.New(secrets...)
 	req := targets.Request{
-		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts,
+		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts, Guard: surface.Guard(),
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
@@ -185,7 +207,7 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	if s.Target == "" {
 		return job.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
 	}
-	target, err := j.rt.SQLTargets.Lookup(s.Target)
+	target, err := j.target(ctx)
 	if err != nil {
 		return job.Stats{}, err
 	}
@@ -210,4 +232,23 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		return stats, nil
 	}
 	return job.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
+}
+
+// target is the SQL target the job names, if its namespace may use it now: a definition
+// stored before an admin took the target from the namespace (or bound its login elsewhere)
+// fails its run, nothing run, with what to do.
+func (j *sqlRunner) target(ctx context.Context) (*targets.SQLTarget, error) {
+	name := j.def.Def.SQL.Target
+	surface, err := j.rt.surface(ctx, j.def)
+	switch {
+	case err != nil:
+		return nil, err
+	case surface == nil:
+		return j.rt.SQLTargets.Lookup(name)
+	}
+	t, err := surface.SQLTarget(name)
+	if err != nil {
+		return nil, fmt.Errorf("not run: %w", err)
+	}
+	return t, nil
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
-// A definition names its secrets; their values live elsewhere, by namespace: in namespace
-// default an operator's secret from the environment (SCHEDULER_SECRET_<NAME>, to any host)
-// first, else one stored through the API; in any other namespace only the secrets stored in
-// that namespace, each bound to the hosts its allowed_hosts list. internal/secrets resolves
+// A definition names its secrets; their values live elsewhere, by namespace: an operator's
+// secret from the environment (SCHEDULER_SECRET_<NAME>, to any host) that an admin granted
+// the namespace first, else one stored through the API in the namespace, bound to the hosts
+// its allowed_hosts list. internal/secrets resolves
 // them; the check and the runner ask it through Env.Secret and Runtime.Secrets.
 
 // SecretValue is a secret resolved for one call.
@@ -33,11 +33,11 @@ type SecretSource interface {
 func SecretMissing(ns, name string) string {
 	put := fmt.Sprintf("PUT /v1/namespaces/%s/secrets/%s", ns, name)
 	if ns == namespace.Default {
-		return fmt.Sprintf("secret %s is not set in namespace %s: store it with %s, or an operator sets %s on every replica",
-			name, ns, put, SecretEnv(name))
+		return fmt.Sprintf("secret %s is not set in namespace %s: store it with %s, or an operator sets %s on every replica and an admin grants it with PUT /v1/namespaces/%s {\"env_secrets\": [\"%s\"]}",
+			name, ns, put, SecretEnv(name), ns, name)
 	}
-	return fmt.Sprintf("secret %s is not set in namespace %s: store it with %s (the replicas' SCHEDULER_SECRET_* variables belong to namespace %s alone)",
-		name, ns, put, namespace.Default)
+	return fmt.Sprintf("secret %s is not set in namespace %s: store it with %s (the replicas' SCHEDULER_SECRET_* variables are the operator's: an admin grants one with PUT /v1/namespaces/%s {\"env_secrets\": [\"%s\"]})",
+		name, ns, put, ns, name)
 }
 
 // SecretHostRefused says that a secret may not be sent to the job's host.

@@ -76,6 +76,16 @@ func (m *memStore) SealedSecrets(_ context.Context, ns string, names []string) (
 
 func (m *memStore) Secrets(context.Context, string) ([]store.Secret, error) { return nil, nil }
 
+// Namespace is a namespace as migration 0023 leaves it: default with its grants never set,
+// every other with none.
+func (m *memStore) Namespace(_ context.Context, ns string) (store.Namespace, error) {
+	n := store.Namespace{Name: ns}
+	if ns != "default" {
+		n.EnvSecrets = &[]string{}
+	}
+	return n, nil
+}
+
 func (m *memStore) put(t *testing.T, box *secretbox.Box, ns, name, value string, hosts ...string) {
 	id, sealed, err := box.Seal(ns, name, []byte(value))
 	require.NoError(t, err)

@@ -1,10 +1,12 @@
 // Package secrets resolves the secrets runtime jobs name, by the job's namespace. It is the
 // one place that decides where a name leads:
 //
-//   - in namespace default, an operator's secret from the environment
-//     (SCHEDULER_SECRET_<NAME>, which may go to any host) first, else one stored through the
-//     API in namespace default;
-//   - in any other namespace, only the secrets stored in that namespace.
+//   - an operator's secret from the environment (SCHEDULER_SECRET_<NAME>, which may go to
+//     any host) that an admin granted the namespace (its env_secrets) first, else one stored
+//     through the API in the namespace; namespace default, while its grants were never set,
+//     has every operator secret (docs/operations.md);
+//   - never an operator's secret whose value is a SQL target's password: the replica leaves
+//     those out of the operator's secrets it hands New (outbound.Policy.OperatorSecrets).
 //
 // A stored secret goes only to the hosts its allowed_hosts list. So a team that may define
 // jobs in its namespace can send its own secrets to its own hosts, and nothing else: not the
@@ -26,8 +28,9 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// Store is what a Source reads: the store's secret queries.
+// Store is what a Source reads: the store's secret queries, and the namespace's grants.
 type Store interface {
+	Namespace(ctx context.Context, name string) (store.Namespace, error)
 	SealedSecrets(ctx context.Context, ns string, names []string) ([]store.SealedSecret, error)
 	Secrets(ctx context.Context, ns string) ([]store.Secret, error)
 }
@@ -53,20 +56,37 @@ func New(operator map[string]string, box *secretbox.Box, db Store) *Source {
 // Box seals the values the API stores, and says whether it can.
 func (s *Source) Box() *secretbox.Box { return s.box }
 
-// operatorValue is the operator's secret name, which namespace default alone may use.
-func (s *Source) operatorValue(ns, name string) (string, bool) {
-	if ns != namespace.Default {
-		return "", false
-	}
-	v, ok := s.operator[name]
-	return v, ok && v != ""
+// IsOperator reports whether namespace ns has the operator's secret name while its grants
+// were never set (namespace default), which jobs use before a stored secret of that name.
+func (s *Source) IsOperator(ns, name string) bool {
+	return ns == namespace.Default && s.operator[name] != ""
 }
 
-// IsOperator reports whether namespace ns has the operator's secret name, which jobs use
-// before a stored secret of that name.
-func (s *Source) IsOperator(ns, name string) bool {
-	_, ok := s.operatorValue(ns, name)
-	return ok
+// granted returns the operator's secrets namespace ns may name, by name: those an admin
+// granted it. It reads the namespace only when one of names is an operator's secret.
+func (s *Source) granted(ctx context.Context, ns string, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range names {
+		if s.operator[name] != "" {
+			out[name] = s.operator[name]
+		}
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	n, err := s.db.Namespace(ctx, ns)
+	if errors.Is(err, store.ErrNamespaceNotFound) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the secrets granted to namespace %s: %w", ns, err)
+	}
+	for name := range out {
+		if !n.GrantsEnvSecret(name) {
+			delete(out, name)
+		}
+	}
+	return out, nil
 }
 
 // Resolve returns the values of the named secrets for a call of a job of namespace ns, with
@@ -74,9 +94,13 @@ func (s *Source) IsOperator(ns, name string) bool {
 // open, is an error that says what to do.
 func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[string]definition.SecretValue, error) {
 	out := make(map[string]definition.SecretValue, len(names))
+	operator, err := s.granted(ctx, ns, names)
+	if err != nil {
+		return nil, err
+	}
 	var stored []string
 	for _, name := range names {
-		if v, ok := s.operatorValue(ns, name); ok {
+		if v, ok := operator[name]; ok {
 			out[name] = definition.SecretValue{Value: v}
 		} else {
 			stored = append(stored, name)
@@ -116,11 +140,19 @@ func (s *Source) Lookup(ctx context.Context, ns string) (func(ns, name string) (
 	for _, sec := range list {
 		hosts[sec.Name] = hostsOf(sec)
 	}
+	names := make([]string, 0, len(s.operator))
+	for name := range s.operator {
+		names = append(names, name)
+	}
+	operator, err := s.granted(ctx, ns, names)
+	if err != nil {
+		return nil, err
+	}
 	return func(asked, name string) ([]string, bool) {
 		if asked != ns {
 			return nil, false
 		}
-		if _, ok := s.operatorValue(ns, name); ok {
+		if _, ok := operator[name]; ok {
 			return nil, true
 		}
 		h, ok := hosts[name]

@@ -63,6 +63,8 @@ type Executor interface {
 	RevokeToken(ctx context.Context, id string) (Token, error)
 	ActiveToken(ctx context.Context, hash []byte) (t Token, ok bool, err error)
 	NamespaceCallLimits(ctx context.Context) (map[string]int, error)
+	BindSQLLogins(ctx context.Context, ns string, logins []string) (map[string]string, error)
+	SQLLogins(ctx context.Context) (map[string]string, error)
 
 	// scheduler_secrets (secrets.go): sealed values, which only the leader's call and a key
 	// rotation read

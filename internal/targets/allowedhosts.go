@@ -72,12 +72,12 @@ func checkAllowedHosts(lists []AllowedHosts, addr string) error {
 	return nil
 }
 
-// dial is the transport's DialContext: the allowed hosts, then the outbound guard.
-func (c *Caller) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+// dial is the transport's DialContext: the allowed hosts, then the outbound guard g.
+func (c *Caller) dial(ctx context.Context, g *Guard, network, addr string) (net.Conn, error) {
 	if err := checkAllowedHosts(allowedHostsOf(ctx), addr); err != nil {
 		return nil, err
 	}
-	return c.guard.DialContext(ctx, network, addr)
+	return g.DialContext(ctx, network, addr)
 }
 
 // allowedHostsTransport checks each request's host and port before the transport sends it,

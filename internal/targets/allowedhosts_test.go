@@ -62,7 +62,7 @@ func TestDialRefusesAHostOutsideTheAllowedHosts(t *testing.T) {
 	}()
 	c := loopbackCaller(t, Config{})
 	ctx := withAllowedHosts(context.Background(), []AllowedHosts{{Secret: "X", Hosts: []string{"api.example.com"}}})
-	_, err = c.dial(ctx, "tcp", l.Addr().String())
+	_, err = c.dial(ctx, c.guard, "tcp", l.Addr().String())
 	var refused *HostNotAllowedError
 	require.True(t, errors.As(err, &refused), "got %v", err)
 	assert.Equal(t, "X", refused.Secret)
@@ -72,7 +72,7 @@ func TestDialRefusesAHostOutsideTheAllowedHosts(t *testing.T) {
 	default:
 	}
 
-	conn, err := c.dial(withAllowedHosts(context.Background(), []AllowedHosts{{Secret: "X", Hosts: []string{"127.0.0.1"}}}), "tcp", l.Addr().String())
+	conn, err := c.dial(withAllowedHosts(context.Background(), []AllowedHosts{{Secret: "X", Hosts: []string{"127.0.0.1"}}}), c.guard, "tcp", l.Addr().String())
 	require.NoError(t, err, "an allowed host is dialled")
 	conn.Close()
 }

@@ -47,7 +47,7 @@ func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, ret
 		return a, 0
 	}
 	req.Header = attemptHeader(r, n, a.StartedAt)
-	resp, err := c.client.Do(req)
+	resp, err := c.clientFor(r.Guard).Do(req)
 	if err != nil {
 		a.Error, a.Retryable = describeError(ctx, attemptCtx, err, timeout)
 		return a, 0

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
@@ -43,6 +45,10 @@ type Caller struct {
 	client *http.Client
 	slots  *slots
 	onCall func(host, class string, d time.Duration)
+
+	conf    Config
+	mu      sync.Mutex
+	clients map[string]*http.Client // by namespace allowance (Guard.key)
 }
 
 // NewCaller builds a Caller; zero fields of c take their defaults.
@@ -59,24 +65,51 @@ func NewCaller(c Config) *Caller {
 	if c.JobConcurrency <= 0 {
 		c.JobConcurrency = jobConcurrencyDefault
 	}
-	caller := &Caller{guard: c.Guard, slots: newSlots(c.Concurrency, c.HostConcurrency, c.JobConcurrency), onCall: c.OnCall}
+	caller := &Caller{guard: c.Guard, slots: newSlots(c.Concurrency, c.HostConcurrency, c.JobConcurrency), onCall: c.OnCall,
+		conf: c, clients: map[string]*http.Client{}}
+	caller.client = caller.newClient(c.Guard)
+	return caller
+}
+
+// newClient is a client whose connections are dialled through guard g, pooled apart from
+// every other guard's.
+func (c *Caller) newClient(g *Guard) *http.Client {
 	transport := &http.Transport{
-		Proxy:               nil, // a proxy from the environment would dial for us, past the guard
-		DialContext:         caller.dial,
+		Proxy: nil, // a proxy from the environment would dial for us, past the guard
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return c.dial(ctx, g, network, addr)
+		},
 		TLSHandshakeTimeout: tlsHandshakeTimeout,
-		MaxIdleConns:        c.Concurrency,
-		MaxIdleConnsPerHost: c.HostConcurrency,
-		MaxConnsPerHost:     c.HostConcurrency,
+		MaxIdleConns:        c.conf.Concurrency,
+		MaxIdleConnsPerHost: c.conf.HostConcurrency,
+		MaxConnsPerHost:     c.conf.HostConcurrency,
 		IdleConnTimeout:     idleConnTimeout,
 		ForceAttemptHTTP2:   true,
 	}
-	caller.client = &http.Client{
+	return &http.Client{
 		Transport: allowedHostsTransport{next: transport},
 		// A redirect could lead anywhere; the guard would still check it, but the user
 		// asked for this URL, and a 3xx usually means a mistyped one (http for https).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return caller
+}
+
+// clientFor is the client of a request's guard: the caller's own for nil or the operator's
+// guard, else one per namespace allowance (Guard.Narrow), made on first use. The pool key of
+// a connection is only its host and port, so namespaces whose allowances differ must not
+// share a pool: a connection to a private address dialled for one would serve the other.
+func (c *Caller) clientFor(g *Guard) *http.Client {
+	if g == nil || g == c.guard || g.outer == nil {
+		return c.client
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	client, ok := c.clients[g.key]
+	if !ok {
+		client = c.newClient(g)
+		c.clients[g.key] = client
+	}
+	return client
 }
 
 // Waiting is how many calls wait for a concurrency slot now (a gauge for metrics).
@@ -104,7 +137,9 @@ type Request struct {
 	// AllowedHosts are the hosts each stored secret the call carries may be sent to: every
 	// connection the call makes must be to a host (and port) of every list, or the attempt
 	// is refused before anything is sent. Empty: no secret restricts the call.
-	AllowedHosts   []AllowedHosts
+	AllowedHosts []AllowedHosts
+	// Guard is the outbound guard of the job's namespace (Guard.Narrow); nil: the caller's.
+	Guard          *Guard
 	Method, URL    string
 	Header         http.Header // the user's headers plus auth, already resolved; never logged
 	Body           []byte
@@ -150,7 +185,11 @@ type Result struct {
 // Do calls r.URL, retrying as r.Retry allows. The URL is checked again before the first
 // attempt, because the allow list may have been narrowed since the definition was written.
 func (c *Caller) Do(ctx context.Context, r Request) Result {
-	if err := c.guard.CheckURL(r.URL); err != nil {
+	guard := r.Guard
+	if guard == nil {
+		guard = c.guard
+	}
+	if err := guard.CheckURL(r.URL); err != nil {
 		return Result{Err: fmt.Errorf("not attempted: %w", err)}
 	}
 	u, _ := url.Parse(r.URL) // CheckURL parsed it already

@@ -90,6 +90,13 @@ type Guard struct {
 	allowHosts    map[string]bool // lower case, without a trailing dot
 	special       *ssrf.Guardian  // the IANA special-purpose ranges; ports and networks are ours to judge
 
+	// A namespace's guard (guard_namespace.go) is narrowed from the operator's: outer is the
+	// operator's, which every address must pass too; hint and named say who lifts a
+	// refusal; key names its allowance, which its connections are pooled by.
+	outer       *Guard
+	hint, named string
+	key         string
+
 	// lookup resolves a host name; tests replace it to play a DNS server that lies.
 	lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
@@ -103,6 +110,8 @@ func NewGuard(allow []string) (*Guard, error) {
 		allowHosts: map[string]bool{},
 		special:    ssrf.New(ssrf.WithAnyPort(), ssrf.WithAnyNetwork()),
 		lookup:     net.DefaultResolver.LookupNetIP,
+		hint:       allowHint,
+		named:      namedHint,
 	}
 	var bad []string
 	for _, entry := range allow {
@@ -165,7 +174,7 @@ func (g *Guard) CheckURL(raw string) error {
 		if err := g.checkAddr("", a, false); err != nil {
 			var refused *RefusedError
 			errors.As(err, &refused)
-			return urlRefusal(host, refused.Reason)
+			return g.urlRefusal(host, refused.Reason)
 		}
 		return nil
 	}
@@ -202,17 +211,17 @@ func (g *Guard) loopbackNameRefusal(u *url.URL, host string) error {
 			}
 		}
 	}
-	return fmt.Errorf("url host %s is a loopback name: localhost names are refused; %s, or use an address it allows", host, allowHint)
+	return fmt.Errorf("url host %s is a loopback name: localhost names are refused; %s, or use an address it allows", host, g.hint)
 }
 
-func urlRefusal(host, reason string) error {
+func (g *Guard) urlRefusal(host, reason string) error {
 	if reason == metadataReason {
 		return fmt.Errorf("url host %s is %s, which is never allowed", host, reason)
 	}
-	if strings.HasSuffix(reason, namedHint) {
+	if strings.Contains(reason, "allowed only when") { // a credentials address: its own hint
 		return fmt.Errorf("url host %s is %s", host, reason)
 	}
-	return fmt.Errorf("url host %s is %s; %s", host, reason, allowHint)
+	return fmt.Errorf("url host %s is %s; %s", host, reason, g.hint)
 }
 
 // DialContext resolves addr, checks every resolved address and dials only checked ones; the
@@ -287,11 +296,24 @@ const metadataReason = "a cloud metadata address"
 func (g *Guard) checkAddr(host string, a netip.Addr, hostAllowed bool) error {
 	// ::ffff:127.0.0.1 is 127.0.0.1 on the wire, and a zone does not change where it leads.
 	a = a.Unmap().WithZone("")
+	if err := g.checkOwn(host, a, hostAllowed); err != nil {
+		return err
+	}
+	if g.outer == nil {
+		return nil
+	}
+	// The operator's list stays the bound of every namespace's, at every connection: a
+	// credentials address passes only where the operator named it too.
+	return g.outer.checkAddr(host, a, g.outer.allowHosts[normalHost(host)])
+}
+
+// checkOwn is checkAddr against g's own allow list.
+func (g *Guard) checkOwn(host string, a netip.Addr, hostAllowed bool) error {
 	if isMetadata(a) {
 		return &RefusedError{Host: host, Addr: a, Reason: metadataReason}
 	}
 	if what, ok := g.unnamedCredentials(a); ok {
-		return &RefusedError{Host: host, Addr: a, Reason: what + ", " + namedHint}
+		return &RefusedError{Host: host, Addr: a, Reason: what + ", " + g.named}
 	}
 	if hostAllowed {
 		return nil

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -63,6 +65,40 @@ func (ts *SQLTargets) CheckAll(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	return errors.Join(refused...)
+}
+
+// LoginOf returns the login target name connects as, with the server and database it
+// reaches ("user@host:port/database"): what one namespace alone may bind. ok is false for a
+// target not declared.
+func (ts *SQLTargets) LoginOf(name string) (login string, ok bool) {
+	t, err := ts.Lookup(name)
+	if err != nil {
+		return "", false
+	}
+	c := t.conf.Conn
+	return fmt.Sprintf("%s@%s/%s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database), true
+}
+
+// Names are the declared targets' names, sorted.
+func (ts *SQLTargets) Names() []string {
+	if ts == nil {
+		return nil
+	}
+	return ts.names()
+}
+
+// IsPassword reports whether v is the password of a declared target: an environment secret
+// with that value is a target's, which no definition may name.
+func (ts *SQLTargets) IsPassword(v string) bool {
+	if ts == nil || v == "" {
+		return false
+	}
+	for _, t := range ts.byName {
+		if t.conf.Conn.Password == v {
+			return true
+		}
+	}
+	return false
 }
 
 func (ts *SQLTargets) names() []string {

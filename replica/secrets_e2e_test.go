@@ -110,7 +110,7 @@ func TestStoredSecretValueAppearsNowhereButInTheCall(t *testing.T) {
 		return b
 	}
 
-	do("PUT", "/v1/namespaces/billing", "", http.StatusCreated)
+	do("PUT", "/v1/namespaces/billing", `{"http_allow": ["127.0.0.1"]}`, http.StatusCreated)
 	do("PUT", "/v1/namespaces/billing/secrets/TOKEN", `{"value": "`+values[0]+`", "allowed_hosts": ["127.0.0.1"]}`, http.StatusCreated)
 	do("POST", "/v1/namespaces/billing/jobs", `{"name": "echo", "schedule": "0 0 1 1 *",
 		"retry": {"max_attempts": 2, "initial_backoff": "100ms"},

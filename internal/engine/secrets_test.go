@@ -102,7 +102,7 @@ func TestStoredSecretsAreResolvedByNamespaceAtEachRun(t *testing.T) {
 		assert.Equal(t, store.StatusFailed, r.Status)
 		require.NotNil(t, r.Error)
 		assert.Equal(t, "secret "+name+" is not set in namespace billing: store it with PUT /v1/namespaces/billing/secrets/"+name+
-			" (the replicas' SCHEDULER_SECRET_* variables belong to namespace default alone)", *r.Error)
+			" (the replicas' SCHEDULER_SECRET_* variables are the operator's: an admin grants one with PUT /v1/namespaces/billing {\"env_secrets\": [\""+name+"\"]})", *r.Error)
 	}
 	assert.Len(t, received(), 2, "nothing was sent by the jobs naming what is not theirs")
 	for _, v := range []string{"first-value", "second-value", "ops-value", "operator-value"} {

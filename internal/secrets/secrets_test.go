@@ -76,10 +76,10 @@ func TestResolveFollowsTheNamespaceRules(t *testing.T) {
 		_, err := src.Resolve(ctx, "billing", []string{"BILLING_TOKEN", name})
 		require.Error(t, err, name)
 		assert.Equal(t, "secret "+name+" is not set in namespace billing: store it with PUT /v1/namespaces/billing/secrets/"+name+
-			" (the replicas' SCHEDULER_SECRET_* variables belong to namespace default alone)", err.Error())
+			" (the replicas' SCHEDULER_SECRET_* variables are the operator's: an admin grants one with PUT /v1/namespaces/billing {\"env_secrets\": [\""+name+"\"]})", err.Error())
 	}
 	_, err = src.Resolve(ctx, "default", []string{"NOPE"})
-	assert.EqualError(t, err, "secret NOPE is not set in namespace default: store it with PUT /v1/namespaces/default/secrets/NOPE, or an operator sets SCHEDULER_SECRET_NOPE on every replica")
+	assert.EqualError(t, err, "secret NOPE is not set in namespace default: store it with PUT /v1/namespaces/default/secrets/NOPE, or an operator sets SCHEDULER_SECRET_NOPE on every replica and an admin grants it with PUT /v1/namespaces/default {\"env_secrets\": [\"NOPE\"]}")
 }
 
 // A value replaced through the store is the one the next resolution returns: nothing is

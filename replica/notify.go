@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
+	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -13,7 +14,7 @@ import (
 // buildNotifications makes the leader's delivery of the jobs' notifications, and refuses a
 // built-in job's notification URL that the outbound guard refuses: its variable is the
 // operator's, and a replica that could never send must say so at start, not at a failure.
-func buildNotifications(c Config, guard *targets.Guard, src *secrets.Source) (*deliver.Service, error) {
+func buildNotifications(c Config, guard *targets.Guard, src *secrets.Source, surfaces *outbound.Policy) (*deliver.Service, error) {
 	var problems []string
 	for _, j := range c.Jobs {
 		for _, r := range j.Notify {
@@ -37,8 +38,15 @@ func buildNotifications(c Config, guard *targets.Guard, src *secrets.Source) (*d
 		DB: c.DB,
 		// A caller of their own, behind the same guard: notifications neither wait for the
 		// jobs' calls' concurrency slots nor take them.
-		Caller:    targets.NewCaller(targets.Config{Guard: guard}),
-		Secret:    notifySecret(src),
+		Caller: targets.NewCaller(targets.Config{Guard: guard}),
+		Secret: notifySecret(src),
+		Guard: func(ctx context.Context, ns string) (*targets.Guard, error) {
+			s, err := surfaces.For(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+			return s.Guard(), nil
+		},
 		Interval:  c.Notifications.Interval,
 		PublicURL: public,
 		Metrics:   c.Metrics,

@@ -121,7 +121,7 @@ func New(c Config) (*Replica, error) {
 	// secrets an admin granted it; a target's password is no secret any job may name.
 	surfaces := outbound.New(guard, sqlTargets, c.Runtime.Secrets, c.DB)
 	secretSource := secrets.New(surfaces.OperatorSecrets(), c.Runtime.SecretBox, c.DB)
-	notifications, err := buildNotifications(c, guard, secretSource)
+	notifications, err := buildNotifications(c, guard, secretSource, surfaces)
 	if err != nil {
 		return nil, err
 	}

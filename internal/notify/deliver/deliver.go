@@ -64,6 +64,10 @@ type Config struct {
 	// notifications and the jobs' calls never wait for each other's concurrency slots.
 	Caller *targets.Caller
 	Secret SecretFunc
+	// Guard is the outbound guard of a namespace's messages (internal/outbound): a job's
+	// webhook reaches a private address only where its namespace's http_allow allows it.
+	// Nil: the caller's guard.
+	Guard func(ctx context.Context, namespace string) (*targets.Guard, error)
 	// Interval coalesces a storm: the events of one job and type are gathered for this long
 	// (config's SCHEDULER_NOTIFY_INTERVAL; 0: its default).
 	Interval time.Duration

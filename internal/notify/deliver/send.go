@@ -82,6 +82,13 @@ func (t *term) request(ctx context.Context, d store.Delivery) (targets.Request, 
 		AttemptTimeout: t.s.c.AttemptTimeout, IdempotencyKey: d.WebhookID.String(),
 		Retry: targets.RetryPolicy{MaxAttempts: 1}, // a later pass retries, so a slow receiver holds one goroutine
 	}
+	if t.s.c.Guard != nil {
+		g, err := t.s.c.Guard(ctx, ns)
+		if err != nil {
+			return req, nil, err
+		}
+		req.Guard = g
+	}
 	var secrets []string
 	switch d.Kind {
 	case notify.KindSlack:

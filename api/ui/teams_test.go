@@ -50,6 +50,7 @@ func TestConsoleTeams(t *testing.T) {
 	for _, ns := range []string{"billing", "ops", "bulk"} {
 		admin("PUT", "/v1/namespaces/"+ns, "")
 	}
+	admin("PUT", "/v1/namespaces/billing", `{"http_allow": ["127.0.0.1"]}`) // its export calls the receiver
 	admin("POST", "/v1/namespaces/billing/jobs", idleJob("report"))
 	admin("POST", "/v1/namespaces/billing/jobs", idleJob("invoice"))
 	admin("POST", "/v1/namespaces/billing/jobs", fmt.Sprintf(`{"name": "export", "schedule": "0 0 1 1 *", "timeout": "10m",

@@ -91,7 +91,7 @@ the file does not define; jobs of other namespaces and built-in jobs are never d
 	"token create": `A viewer or editor token acts in the one namespace -n names (on the command line:
 SCHEDULER_NAMESPACE is not taken for it); an admin token acts in every namespace. The value
 is printed once, alone on stdout; the scheduler keeps only its hash.`,
-	"namespace set": `Only the quotas named change; 0 removes a bound.`,
+	"namespace set": `Only the quotas named change; 0 removes a bound. --sql-targets, --http-allow and --env-secrets replace that list ("" empties it).`,
 	"secret set": `The value is read from stdin (or --from-file), never from a flag: a flag would stay in
 the shell's history and show in ps. One final line end is dropped.
   printf %s "$TOKEN" | scheduler secret set BILLING_TOKEN -n billing --allowed-host api.example.com`,

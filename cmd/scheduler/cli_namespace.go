@@ -46,7 +46,22 @@ type namespaceRequest struct {
 	MaxJobs            *int    `json:"max_jobs"`
 	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
 	MinInterval        *string `json:"min_interval"`
-	Reason             string  `json:"reason,omitempty"`
+	// The outbound surface: sent only when a flag names it, so the rest stays as it is.
+	SQLTargets *[]string `json:"sql_targets,omitempty"`
+	HTTPAllow  *[]string `json:"http_allow,omitempty"`
+	EnvSecrets *[]string `json:"env_secrets,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+// commaList is a list flag's value for the API: "" is the empty list.
+func commaList(s string) *[]string {
+	out := []string{}
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return &out
 }
 
 // namespacePutFlags is namespace create (a namespace that exists is refused, so a typo in a
@@ -59,6 +74,9 @@ func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context,
 		maxJobs := fs.Int("max-jobs", 0, "at most this many runtime jobs in it (0: no bound)")
 		maxCalls := fs.Int("max-concurrent-calls", 0, "at most this many of its HTTP calls at once (0: no bound)")
 		minInterval := fs.Duration("min-interval", 0, "refuse schedules whose slots come closer than this, such as 5m (0: no bound)")
+		sqlTargets := fs.String("sql-targets", "", `comma-separated SQL targets its jobs may name, such as APP ("": none)`)
+		httpAllow := fs.String("http-allow", "", `comma-separated CIDRs and host names its jobs may call although private, inside SCHEDULER_HTTP_ALLOW ("": none)`)
+		envSecrets := fs.String("env-secrets", "", `comma-separated SCHEDULER_SECRET_<NAME> names its jobs may name ("": none)`)
 		reason := fs.String("reason", "", "why (kept in the audit log)")
 		return func(ctx context.Context, x *cli, args []string) int {
 			ns := args[0]
@@ -94,6 +112,12 @@ func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context,
 					req.MaxJobs = bound(*maxJobs)
 				case "max-concurrent-calls":
 					req.MaxConcurrentCalls = bound(*maxCalls)
+				case "sql-targets":
+					req.SQLTargets = commaList(*sqlTargets)
+				case "http-allow":
+					req.HTTPAllow = commaList(*httpAllow)
+				case "env-secrets":
+					req.EnvSecrets = commaList(*envSecrets)
 				case "min-interval":
 					req.MinInterval = nil
 					if *minInterval > 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -19,7 +20,7 @@ import (
 // a team's token that works in its namespace only, and its revocation.
 func TestTeamsCommands(t *testing.T) {
 	t.Parallel()
-	srv := replicatest.Start(t, replicatest.Options{Token: cliToken})
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}}})
 	proxy, proxyURL := startCountingProxy(t, srv.URL, jobListPage)
 	admin := []string{"SCHEDULER_URL=" + proxyURL, "SCHEDULER_API_TOKEN=" + cliToken}
 	cli := func(args ...string) (int, string, string) {
@@ -66,6 +67,17 @@ func TestTeamsCommands(t *testing.T) {
 		code, out, _ = cli("namespace", "set", "billing", "--max-jobs", "0", "--reason", "grown")
 		require.Equal(t, exitOK, code)
 		assert.Equal(t, "namespace billing set: max jobs no bound, max concurrent calls 4, min interval 1m\n", out)
+		// The outbound surface: only what a flag names is sent, "" empties it.
+		code, out, stderr = cli("namespace", "set", "billing", "--http-allow", "127.0.0.1", "-o", "json")
+		require.Equal(t, exitOK, code, stderr)
+		assert.Contains(t, out, `"http_allow": [`+"\n"+`    "127.0.0.1"`)
+		assert.Contains(t, out, `"sql_targets": []`)
+		code, _, stderr = cli("namespace", "set", "billing", "--http-allow", "10.0.0.0/8")
+		assert.Equal(t, exitFailure, code)
+		assert.Contains(t, stderr, "an operator must allow it there first")
+		code, out, _ = cli("namespace", "set", "billing", "--http-allow", "", "-o", "json")
+		require.Equal(t, exitOK, code)
+		assert.Contains(t, out, `"http_allow": []`)
 		code, _, stderr = cli("namespace", "set", "nope", "--max-jobs", "1")
 		assert.Equal(t, exitUsage, code)
 		assert.Contains(t, stderr, "there is no namespace nope; scheduler namespace create nope makes it")

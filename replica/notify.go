@@ -38,15 +38,9 @@ func buildNotifications(c Config, guard *targets.Guard, src *secrets.Source, sur
 		DB: c.DB,
 		// A caller of their own, behind the same guard: notifications neither wait for the
 		// jobs' calls' concurrency slots nor take them.
-		Caller: targets.NewCaller(targets.Config{Guard: guard}),
-		Secret: notifySecret(src),
-		Guard: func(ctx context.Context, ns string) (*targets.Guard, error) {
-			s, err := surfaces.For(ctx, ns)
-			if err != nil {
-				return nil, err
-			}
-			return s.Guard(), nil
-		},
+		Caller:    targets.NewCaller(targets.Config{Guard: guard}),
+		Secret:    notifySecret(src),
+		Guard:     surfaces.GuardFor,
 		Interval:  c.Notifications.Interval,
 		PublicURL: public,
 		Metrics:   c.Metrics,

@@ -31,17 +31,17 @@ type Runtime struct {
 	Outbound *outbound.Policy
 }
 
-// surface reads the outbound surface of the job's namespace for one run; nil without a
-// policy.
-func (rt *Runtime) surface(ctx context.Context, c *Checked) (*outbound.Surface, error) {
+// guard is the outbound guard of the job's namespace for one run's call; nil (the caller's)
+// without a policy.
+func (rt *Runtime) guard(ctx context.Context, c *Checked) (*targets.Guard, error) {
 	if rt.Outbound == nil {
 		return nil, nil
 	}
-	s, err := rt.Outbound.For(ctx, namespace.Of(c.Def.Key()))
+	g, err := rt.Outbound.GuardFor(ctx, namespace.Of(c.Def.Key()))
 	if err != nil {
-		return nil, fmt.Errorf("not attempted: reading what namespace %s may reach failed: %w", namespace.Of(c.Def.Key()), err)
+		return nil, fmt.Errorf("not attempted: %w", err)
 	}
-	return s, nil
+	return g, nil
 }
 
 // Build makes the body the engine runs for a checked definition.
@@ -75,7 +75,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			h.Method, h.URL, len(h.Headers), len(env.Params.Headers), len(body), env.Call.IdempotencyKey))
 		return stats, nil
 	}
-	surface, err := j.rt.surface(ctx, j.def)
+	guard, err := j.rt.guard(ctx, j.def)
 	if err != nil {
 		return stats, err
 	}
@@ -119,7 +119,7 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	// which every API reader sees, in whatever encoding it echoes it.
 	red := redact.New(secrets...)
 	req := targets.Request{
-		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts, Guard: surface.Guard(),
+		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts, Guard: guard,
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
@@ -239,12 +239,13 @@ func (j *sqlRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 // fails its run, nothing run, with what to do.
 func (j *sqlRunner) target(ctx context.Context) (*targets.SQLTarget, error) {
 	name := j.def.Def.SQL.Target
-	surface, err := j.rt.surface(ctx, j.def)
-	switch {
-	case err != nil:
-		return nil, err
-	case surface == nil:
+	if j.rt.Outbound == nil {
 		return j.rt.SQLTargets.Lookup(name)
+	}
+	ns := namespace.Of(j.def.Def.Key())
+	surface, err := j.rt.Outbound.For(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("not run: reading the SQL targets of namespace %s failed: %w", ns, err)
 	}
 	t, err := surface.SQLTarget(name)
 	if err != nil {

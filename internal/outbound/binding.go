@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
-	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
 // maxEntries bounds each outbound field of a namespace.
@@ -102,9 +100,6 @@ func (p *Policy) undeclared(name string) string {
 	}
 	return fmt.Sprintf("%q is not a declared SQL target; declared: %s", name, strings.Join(declared, ", "))
 }
-
-// Guard is the operator's outbound guard.
-func (p *Policy) Guard() *targets.Guard { return p.guard }
 
 // LoginOf is the login of declared target name (targets.SQLTargets.LoginOf).
 func (p *Policy) LoginOf(name string) (string, bool) { return p.targets.LoginOf(name) }

@@ -95,6 +95,21 @@ func (p *Policy) Of(ctx context.Context, n store.Namespace) (*Surface, error) {
 	return &Surface{p: p, ns: n, logins: logins, guard: p.guardOf(n)}, nil
 }
 
+// GuardFor is the outbound guard of namespace ns's calls (targets.Request.Guard), read at
+// each call, so an allowance taken away holds from the next call on. Without
+// SCHEDULER_HTTP_ALLOW no namespace can be allowed anything, and the operator's guard is
+// every namespace's: the database is not asked.
+func (p *Policy) GuardFor(ctx context.Context, ns string) (*targets.Guard, error) {
+	if len(p.guard.Entries()) == 0 {
+		return p.guard, nil
+	}
+	n, err := p.db.Namespace(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("read what namespace %s may call: %w", ns, err)
+	}
+	return p.guardOf(n), nil
+}
+
 // guardOf is namespace n's outbound guard: the operator's for a default never set, else the
 // operator's narrowed to the namespace's http_allow. An entry the operator has since taken
 // out of SCHEDULER_HTTP_ALLOW is left out rather than failing every call of the namespace;
@@ -118,15 +133,8 @@ func (p *Policy) guardOf(n store.Namespace) *targets.Guard {
 	return g
 }
 
-// Guard is the outbound guard of the namespace's calls (targets.Request.Guard) and of its
-// definitions' URLs (definition.Env.CheckURL).
-// A nil Surface (no policy) is nil: the caller's own guard.
-func (s *Surface) Guard() *targets.Guard {
-	if s == nil {
-		return nil
-	}
-	return s.guard
-}
+// Guard is the outbound guard of the namespace's definitions' URLs (definition.Env.CheckURL).
+func (s *Surface) Guard() *targets.Guard { return s.guard }
 
 // SQLTarget returns the target a job of the namespace names, or an error that says which
 // targets the namespace has and who can bind another.

@@ -148,3 +148,35 @@ func TestLookupForTheCheck(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, []string{"a.example:8443"}, hosts)
 }
+
+// The environment's secrets are the operator's: a run resolves one only while an admin has
+// granted it to the job's namespace, read at each run; namespace default, never set, has
+// every one.
+func TestOperatorSecretsFollowTheGrants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _, src := setup(t)
+
+	_, err := src.Resolve(ctx, "billing", []string{"OPS_TOKEN"})
+	require.ErrorContains(t, err, "secret OPS_TOKEN is not set in namespace billing")
+	_, _, err = db.PutNamespace(ctx, store.Namespace{Name: "billing", EnvSecrets: &[]string{"OPS_TOKEN"}})
+	require.NoError(t, err)
+	got, err := src.Resolve(ctx, "billing", []string{"OPS_TOKEN", "BILLING_TOKEN"})
+	require.NoError(t, err)
+	assert.Equal(t, definition.SecretValue{Value: "operator-value"}, got["OPS_TOKEN"], "granted: to any host")
+	lookup, err := src.Lookup(ctx, "billing")
+	require.NoError(t, err)
+	_, ok := lookup("billing", "OPS_TOKEN")
+	assert.True(t, ok)
+	_, ok = lookup("billing", "SHARED")
+	assert.False(t, ok, "not granted")
+
+	// Default made explicit has only what it lists: its stored SHARED, no longer the operator's.
+	_, _, err = db.PutNamespace(ctx, store.Namespace{Name: "default", EnvSecrets: &[]string{}})
+	require.NoError(t, err)
+	got, err = src.Resolve(ctx, "default", []string{"SHARED"})
+	require.NoError(t, err)
+	assert.Equal(t, definition.SecretValue{Value: "stored-shared", AllowedHosts: []string{"a.example"}}, got["SHARED"])
+	_, err = src.Resolve(ctx, "default", []string{"OPS_TOKEN"})
+	require.ErrorContains(t, err, "secret OPS_TOKEN is not set in namespace default")
+}

@@ -23,7 +23,8 @@ type Runtime struct {
 	// SQLConnections bounds each SQL target's runs at once (SCHEDULER_SQL_CONNECTIONS).
 	SQLConnections int
 	// Secrets are the values of SCHEDULER_SECRET_<NAME>, by NAME: the operator's secrets,
-	// which only jobs of namespace default may use. Never logged.
+	// which a namespace's jobs may use once an admin grants them (internal/outbound). Never
+	// logged.
 	Secrets map[string]string
 	// SecretBox seals and opens the secrets stored through the API (SCHEDULER_SECRET_KEY,
 	// SCHEDULER_SECRET_KEY_PREVIOUS); without a key it seals nothing.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
@@ -160,7 +161,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 			if len(held) > 0 {
-				fields = heldLogins(*binding.SQLTargets, s.outbound, held)
+				fields = heldLogins(*req.SQLTargets, s.outbound, held)
 				return errLoginsHeld
 			}
 		}
@@ -191,10 +192,11 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 // heldLogins words the refusal of targets whose logins other namespaces hold: one field per
-// target, naming the holder (an admin sees every namespace).
+// entry of the request's sql_targets, naming the holder (an admin sees every namespace).
 func heldLogins(names []string, p *outbound.Policy, held map[string]string) []FieldError {
 	var fields []FieldError
 	for i, name := range names {
+		name = strings.ToUpper(name)
 		login, _ := p.LoginOf(name)
 		if holder, ok := held[login]; ok {
 			fields = append(fields, FieldError{Field: fmt.Sprintf("sql_targets[%d]", i), Detail: fmt.Sprintf(

@@ -136,7 +136,7 @@ func TestBindingALoginBoundElsewhereIsRefused(t *testing.T) {
 	must(t, srv, http.StatusCreated, "PUT", "/v1/namespaces/teama", `{"max_jobs": 5}`)
 	for _, target := range []string{"APP2", "APP2_AGAIN"} {
 		a := must(t, srv, http.StatusUnprocessableEntity, "PUT", "/v1/namespaces/teama", `{"sql_targets": ["APP1", "`+target+`"]}`)
-		assert.Contains(t, a.body, "connects as login app2_jobs@127.0.0.1:1/app2, which namespace teamb has bound")
+		assert.Contains(t, a.body, `"field":"sql_targets[1]","detail":"target `+target+` connects as login app2_jobs@127.0.0.1:1/app2, which namespace teamb has bound`)
 		assert.NotContains(t, a.body, "pw2", "no password in the answer")
 	}
 	ns := must(t, srv, http.StatusOK, "GET", "/v1/namespaces/teama", "").json(t)

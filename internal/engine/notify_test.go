@@ -220,6 +220,39 @@ func TestNotificationToAPrivateAddressIsRefusedAtSend(t *testing.T) {
 	assert.Empty(t, h.all(), "no connection reached the private address")
 }
 
+// A job's messages go through its namespace's guard: where the operator's list allows the
+// hook's address but the namespace's http_allow does not, the message is refused at send.
+func TestNotificationGoesThroughItsNamespacesGuard(t *testing.T) {
+	t.Parallel()
+	db, url := newDB(t)
+	h, srv := newHook(t)
+	target := failing(t)
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), pollInterval: 200 * time.Millisecond,
+		notifications: func(db *store.DB) *deliver.Service {
+			g, err := targets.NewGuard([]string{"127.0.0.1/32"})
+			if err != nil {
+				panic(err)
+			}
+			return deliver.New(deliver.Config{DB: db, Caller: targets.NewCaller(targets.Config{Guard: g}),
+				Interval: time.Second, AttemptTimeout: time.Second,
+				Guard: func(_ context.Context, ns string) (*targets.Guard, error) { return g.Narrow(ns, nil) }})
+		}})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	createDefinition(t, db, `{"name": "hooked", "schedule": "0 0 1 1 *", "retry": {"max_attempts": 1}, "http": {"url": "`+target.URL+`"},
+		"notify": [{"on": ["failed"], "webhook": {"url": "`+srv.URL+`"}}]}`)
+	awaitSignal(t, &n.en.testSignals.definitionLoaded, "loaded")
+	awaitStatus(t, db, queueRun(t, db, "hooked"), store.StatusFailed)
+
+	require.Eventually(t, func() bool {
+		return count(t, db, `SELECT count(*) FROM scheduler_notification_deliveries WHERE job = 'hooked' AND status = 'failed'`) == 1
+	}, waitTimeout, 20*time.Millisecond, "the message is given up at once")
+	var lastError string
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT last_error FROM scheduler_notification_deliveries WHERE job = 'hooked'`).Scan(&lastError))
+	assert.Contains(t, lastError, "an admin can allow it in namespace default's http_allow")
+	assert.Empty(t, h.all(), "no connection reached the private address")
+}
+
 // A hostile receiver — one that never answers, one that answers without end, one that
 // redirects — cannot stall the leader or another job's notifications: the good receiver
 // hears within the interval and a second, the redirect is not followed, the endless answer

@@ -68,15 +68,16 @@ func (ts *SQLTargets) CheckAll(ctx context.Context, log *slog.Logger) error {
 }
 
 // LoginOf returns the login target name connects as, with the server and database it
-// reaches ("user@host:port/database"): what one namespace alone may bind. ok is false for a
-// target not declared.
+// reaches ("user@host:port/database", the host as its URL writes it, lower-case): what one
+// namespace alone may bind. ok is false for a target not declared. (Two spellings of one
+// server, a name and its address, are two logins here: an operator declares each login once.)
 func (ts *SQLTargets) LoginOf(name string) (login string, ok bool) {
 	t, err := ts.Lookup(name)
 	if err != nil {
 		return "", false
 	}
 	c := t.conf.Conn
-	return fmt.Sprintf("%s@%s/%s", c.User, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database), true
+	return fmt.Sprintf("%s@%s/%s", c.User, net.JoinHostPort(strings.ToLower(c.Host), strconv.Itoa(int(c.Port))), c.Database), true
 }
 
 // Names are the declared targets' names, sorted.

@@ -299,7 +299,7 @@ func TestDockerfileBuildsTheStaticBinaryWithTheModulesGo(t *testing.T) {
 	// another toolchain, or fails).
 	want := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(string(goMod))
 	require.NotNil(t, want)
-	builder := regexp.MustCompile(`(?m)^FROM golang:(\d+\.\d+)`).FindStringSubmatch(text)
+	builder := regexp.MustCompile(`(?m)^FROM (?:--platform=\S+ )?golang:(\d+\.\d+)`).FindStringSubmatch(text)
 	require.NotNil(t, builder, "a golang builder stage")
 	assert.Equal(t, want[1], builder[1])
 

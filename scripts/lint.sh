@@ -22,6 +22,8 @@ install deadcode "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
 
 echo "go vet" >&2
 go vet ./...
+# ./... stops at a nested module: tools/ (test-only tools, its own go.mod) is vetted apart.
+(cd tools && go vet ./...)
 echo "gofmt" >&2
 unformatted=$(find . \( -path ./bin -o -path ./tmp -o -path './.*' \) -prune -o -name '*.go' -print0 | xargs -0 gofmt -l)
 if [ -n "$unformatted" ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — the static checks (scripts/lint.sh), then the whole suite against a real PostgreSQL:
 # TEST_DATABASE_URL when set, otherwise one throwaway cluster for the run (installed when
-# missing), removed at the end.
+# missing), removed at the end; then the tools module's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +38,8 @@ fi
 
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...
+# The test-only tools module (tools/, its own go.mod: Helm and client-go stay out of the
+# product's): the Helm chart rendered and decoded into the Kubernetes types. No database, no
+# -race: it renders templates in one goroutine.
+(cd tools && go test -count=1 -timeout 5m ./...)
 if [ -d tmp/ui-screenshots ]; then echo "test.sh: the dashboard's screenshots are in $(pwd)/tmp/ui-screenshots"; fi

@@ -3,6 +3,7 @@ package helmtest
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -367,4 +368,25 @@ func TestPackagedChartKeepsTheAlerts(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, r.PrometheusRule)
 	assert.Equal(t, alertGroups(t), r.PrometheusRule.Spec)
+}
+
+// TestOperationsGuideValuesRender: the values file docs/operations.md shows in "Install with
+// Helm" installs, so the guide cannot drift from the chart.
+func TestOperationsGuideValuesRender(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/operations.md")
+	require.NoError(t, err)
+	section := string(guide)
+	start := strings.Index(section, "### Install with Helm")
+	require.GreaterOrEqual(t, start, 0, "the guide's Install with Helm section")
+	section = section[start:]
+	m := regexp.MustCompile("(?s)in `scheduler-values.yaml`:\n\n```yaml\n(.*?)```").FindStringSubmatch(section)
+	require.NotNil(t, m, "the guide's scheduler-values.yaml")
+	file := filepath.Join(t.TempDir(), "scheduler-values.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(m[1]), 0o600))
+	r, err := render(t, file, nil)
+	require.NoError(t, err)
+	checkCommon(t, r)
+	require.NotNil(t, r.ServiceMonitor)
+	require.NotNil(t, r.ServiceMonitor.Spec.Endpoints[0].Authorization, "the guide's Secret has a metrics token")
+	require.NotNil(t, r.PrometheusRule)
 }

@@ -61,7 +61,9 @@ func renderChart(t *testing.T, ch *chart.Chart, valuesFile string, set map[strin
 	if err != nil { // values.schema.json refused the values
 		return rendered{}, err
 	}
-	files, err := engine.Render(ch, top)
+	// Strict, as helm lint --strict: a template reading a value that does not exist (a typo
+	// in .Values.serviceMonitor.enabled) fails instead of rendering as if it were off.
+	files, err := engine.Engine{Strict: true}.Render(ch, top)
 	if err != nil {
 		return rendered{}, err
 	}

@@ -86,12 +86,15 @@ Secret, or every key of the Secret the chart makes. */}}
 {{- end }}
 {{- with .Values.podDisruptionBudget }}
 {{- if .enabled }}
-{{- if eq (kindIs "invalid" .minAvailable) (kindIs "invalid" .maxUnavailable) }}
+{{- /* A null given for a default removes its key: dig reads a missing key as null. */}}
+{{- $min := dig "minAvailable" nil . }}
+{{- $max := dig "maxUnavailable" nil . }}
+{{- if eq (kindIs "invalid" $min) (kindIs "invalid" $max) }}
 {{- fail "podDisruptionBudget: set exactly one of maxUnavailable and minAvailable (null the other)" }}
 {{- end }}
-{{- if and (not (kindIs "invalid" .minAvailable)) (not (kindIs "string" .minAvailable)) }}
-{{- if ge (int .minAvailable) (int $.Values.replicaCount) }}
-{{- fail (printf "podDisruptionBudget.minAvailable (%v) must be below replicaCount (%v), or no node could ever be drained" .minAvailable $.Values.replicaCount) }}
+{{- if and (not (kindIs "invalid" $min)) (not (kindIs "string" $min)) }}
+{{- if ge (int $min) (int $.Values.replicaCount) }}
+{{- fail (printf "podDisruptionBudget.minAvailable (%v) must be below replicaCount (%v), or no node could ever be drained" $min $.Values.replicaCount) }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -322,8 +322,8 @@ func TestChartRefusesValuesThatCannotWork(t *testing.T) {
 			"oidc.issuer is not set"},
 		{"budget blocks drains", valuesFile("production"), map[string]any{"podDisruptionBudget.minAvailable": 3},
 			"podDisruptionBudget.minAvailable (3) must be below replicaCount (3)"},
-		{"two budgets", valuesFile("defaults"), map[string]any{"podDisruptionBudget.minAvailable": 1},
-			"set exactly one of maxUnavailable and minAvailable"},
+		{"no budget", valuesFile("defaults"), map[string]any{"podDisruptionBudget.maxUnavailable": nil},
+			"podDisruptionBudget: set maxUnavailable or minAvailable, or enabled: false"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,11 +86,10 @@ Secret, or every key of the Secret the chart makes. */}}
 {{- end }}
 {{- with .Values.podDisruptionBudget }}
 {{- if .enabled }}
-{{- /* A null given for a default removes its key: dig reads a missing key as null. */}}
+{{- /* dig: a null given for a default removes its key, which a strict template may not read. */}}
 {{- $min := dig "minAvailable" nil . }}
-{{- $max := dig "maxUnavailable" nil . }}
-{{- if eq (kindIs "invalid" $min) (kindIs "invalid" $max) }}
-{{- fail "podDisruptionBudget: set exactly one of maxUnavailable and minAvailable (null the other)" }}
+{{- if and (kindIs "invalid" $min) (kindIs "invalid" (dig "maxUnavailable" nil .)) }}
+{{- fail "podDisruptionBudget: set maxUnavailable or minAvailable, or enabled: false" }}
 {{- end }}
 {{- if and (not (kindIs "invalid" $min)) (not (kindIs "string" $min)) }}
 {{- if ge (int $min) (int $.Values.replicaCount) }}

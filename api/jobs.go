@@ -108,22 +108,25 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f, bad := parseJobListQuery(q)
+	f, bad := parseJobListQuery(q, chi.URLParam(r, "ns") != "")
 	if len(bad) > 0 {
 		badJobListQuery(w, r, bad)
 		return
 	}
+	ns := routeNamespace(r)
+	if f.every {
+		ns = everyNamespace
+	}
 	if f.filtered() {
-		s.listFilteredJobs(w, r, routeNamespace(r), f)
+		s.listFilteredJobs(w, r, ns, f)
 		return
 	}
 	limit, after := f.limit, f.after
 
 	// The built-in jobs the page holds: those after the cursor when it names one, none when
 	// it names a runtime job (they come first).
-	ns := routeNamespace(r)
 	builtins := s.cfg.Jobs
-	if ns != namespace.Default {
+	if !hasBuiltins(ns) {
 		builtins = nil
 	}
 	list := make([]*jobView, 0, len(builtins))

@@ -72,10 +72,21 @@ func (m *nextRunsMemo) load(j *config.Job, now time.Time) *nextRuns {
 }
 
 // runtimeRefs returns namespace ns's runtime jobs after after (all when limit is 0, else up to limit),
-// by name, with their cached views: one query of names and versions, and one of the
-// definitions the replica has not seen at their current version.
+// by name (everyNamespace: every namespace's, by namespace and name), with their cached
+// views: one query of names and versions, and one of the definitions the replica has not
+// seen at their current version.
 func (s *Server) runtimeRefs(ctx context.Context, ns, after string, limit int) ([]*jobView, error) {
-	heads, err := s.cfg.DB.DefinitionHeadsAfter(ctx, ns, after, limitOrAll(limit))
+	var heads []store.DefinitionHead
+	var err error
+	if ns == everyNamespace {
+		afterNS := ""
+		if after != "" {
+			afterNS = namespace.Of(after)
+		}
+		heads, err = s.cfg.DB.EveryDefinitionHeadAfter(ctx, afterNS, after, limitOrAll(limit))
+	} else {
+		heads, err = s.cfg.DB.DefinitionHeadsAfter(ctx, ns, after, limitOrAll(limit))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +138,9 @@ func (s *Server) runtimeRefs(ctx context.Context, ns, after string, limit int) (
 	return kept, nil
 }
 
-// forget drops the cached jobs of namespace ns that a read of the names after after (up to
-// limit, 0: all) shows deleted: those in the range it covers that it did not return.
-// Called with mu held.
+// forget drops the cached jobs of namespace ns (everyNamespace: of any) that a read of the
+// names after after (up to limit, 0: all) shows deleted: those in the range it covers that
+// it did not return. Called with mu held.
 func (c *jobViews) forget(ns, after string, heads []store.DefinitionHead, limit int) {
 	seen := make(map[string]bool, len(heads))
 	for _, h := range heads {
@@ -140,7 +151,8 @@ func (c *jobViews) forget(ns, after string, heads []store.DefinitionHead, limit 
 		last = heads[len(heads)-1].Name // the range ends there; beyond it, nothing is known
 	}
 	for name := range c.byName {
-		if namespace.Of(name) == ns && name > after && (last == "" || name <= last) && !seen[name] {
+		inRange := (after == "" || compareKeys(name, after) > 0) && (last == "" || compareKeys(name, last) <= 0)
+		if (ns == everyNamespace || namespace.Of(name) == ns) && inRange && !seen[name] {
 			delete(c.byName, name)
 		}
 	}

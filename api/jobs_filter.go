@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -34,6 +33,8 @@ type jobListQuery struct {
 	labels []labelMatch
 	words  []string // ?q, lower-cased: every word in the name, kind, target or a label
 	counts bool
+	// every is ?namespace=*: every namespace's jobs (an admin's; jobs_every.go).
+	every bool
 }
 
 // labelMatch is one ?label: key=value, or key alone (any value).
@@ -59,8 +60,9 @@ func (f *jobListQuery) filtered() bool {
 	return f.status != "" || f.kind != "" || len(f.labels) > 0 || len(f.words) > 0 || f.counts
 }
 
-// parseJobListQuery reads the parameters, returning every wrong one at once.
-func parseJobListQuery(q url.Values) (jobListQuery, []FieldError) {
+// parseJobListQuery reads the parameters, returning every wrong one at once. ?namespace=* is
+// GET /v1/jobs's only (nsRoute: the route names its namespace).
+func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []FieldError) {
 	var f jobListQuery
 	var bad []FieldError
 	n, limitErr := parseLimit(q, 0) // 0: every job
@@ -98,7 +100,12 @@ func parseJobListQuery(q url.Values) (jobListQuery, []FieldError) {
 		bad = append(bad, FieldError{Field: "counts", Detail: fmt.Sprintf("counts must be true or false; got %q", v)})
 	}
 	if q.Has("namespace") {
-		bad = append(bad, FieldError{Field: "namespace", Detail: "the namespace is the path's: GET /v1/namespaces/{ns}/jobs lists namespace {ns}'s jobs"})
+		if q.Get("namespace") == everyNamespace && !nsRoute {
+			f.every = true
+		} else {
+			bad = append(bad, FieldError{Field: "namespace", Detail: "namespace may only be * on GET /v1/jobs (every namespace's jobs, for an admin); " +
+				"GET /v1/namespaces/{ns}/jobs lists namespace {ns}'s jobs"})
+		}
 	}
 	return f, bad
 }
@@ -195,12 +202,13 @@ func (f *jobListQuery) matches(jv *jobView, h jobHealth) bool {
 var kindWords = map[string]string{"builtin": "built-in builtin", "http": "http", "sql": "sql"}
 
 // listFilteredJobs answers GET …/jobs with filters or counts: every job of namespace ns
-// with its state, the page of those that match after f.after, and the counts when asked.
+// (everyNamespace: of all of them) with its state, the page of those that match after
+// f.after, and the counts when asked (per namespace too, for every namespace's).
 func (s *Server) listFilteredJobs(w http.ResponseWriter, r *http.Request, ns string, f jobListQuery) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	var all []*jobView
-	if ns == namespace.Default {
+	if hasBuiltins(ns) {
 		for _, j := range s.cfg.Jobs {
 			ref := jobRef{conf: j}
 			all = append(all, &jobView{ref: ref, static: staticJobView(&ref)})
@@ -223,16 +231,20 @@ func (s *Server) listFilteredJobs(w http.ResponseWriter, r *http.Request, ns str
 	}
 	start := startAfter(all, f.after)
 	var counts JobCounts
+	perNS := namespaceCounts{}
 	var page []*jobView
 	var next *string
 	for i, jv := range all {
 		name := jv.ref.conf.Name
 		h := healthOf(jv, paused[name], last[name])
 		counts.add(h)
+		nsCounts := perNS.of(namespace.Of(name))
+		nsCounts.add(h)
 		if !f.matches(jv, h) {
 			continue
 		}
 		counts.Matched++
+		nsCounts.Matched++
 		switch {
 		case i < start:
 		case f.limit == 0 || len(page) < f.limit:
@@ -245,7 +257,7 @@ func (s *Server) listFilteredJobs(w http.ResponseWriter, r *http.Request, ns str
 	ran, err := ranRuns(ctx, s.cfg.DB, page)
 	var extra []byte
 	if err == nil && f.counts {
-		extra, err = json.Marshal(counts)
+		extra, err = countsJSON(counts, perNS, f.every)
 	}
 	if err == nil {
 		err = writeJobList(w, page, now, paused, last, ran, next, extra)
@@ -256,8 +268,8 @@ func (s *Server) listFilteredJobs(w http.ResponseWriter, r *http.Request, ns str
 }
 
 // startAfter is the index in all of the first job after the cursor's: the built-in jobs come
-// in configuration order, then the runtime jobs by name (a cursor's job deleted since is
-// passed by name).
+// in configuration order, then the runtime jobs by namespace and name (a cursor's job
+// deleted since is passed by name).
 func startAfter(all []*jobView, after string) int {
 	if after == "" {
 		return 0
@@ -268,7 +280,7 @@ func startAfter(all []*jobView, after string) int {
 		}
 	}
 	for i, jv := range all {
-		if jv.ref.stored != nil && jv.ref.conf.Name > after {
+		if jv.ref.stored != nil && compareKeys(jv.ref.conf.Name, after) > 0 {
 			return i
 		}
 	}

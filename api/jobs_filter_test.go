@@ -128,3 +128,82 @@ func TestJobCountsStayInTheirNamespace(t *testing.T) {
 	assert.Equal(t, map[string]any{"total": 1.0, "failing": 0.0, "running": 1.0, "paused": 0.0, "disabled": 0.0, "matched": 1.0},
 		res.JSON(t)["counts"], "billing's one job, its manual run queued; nothing of ops or default")
 }
+
+// TestEveryNamespacesJobs: an admin lists every namespace's jobs with ?namespace=*, each with
+// its namespace, filtered by state across teams, paged, and counted per namespace; anyone
+// else is refused with what its token may read.
+func TestEveryNamespacesJobs(t *testing.T) {
+	tm := newTeam(t) // billing/report and ops/report, each with a run queued
+	a := tm.testAPI
+	res := a.do("POST", "/v1/namespaces/billing/jobs", string(httpJob("export")), nil)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	res = a.do("POST", "/v1/namespaces/ops/jobs/report/pause", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	a.exec(`UPDATE job_runs SET status = 'failed', started_at = now(), finished_at = now() WHERE job = 'billing/report'`)
+
+	keys := func(path string) []string {
+		var out []string
+		for {
+			res := a.do("GET", path, "", nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			body := res.JSON(t)
+			for _, j := range body["jobs"].([]any) {
+				m := j.(map[string]any)
+				out = append(out, m["namespace"].(string)+"/"+m["name"].(string))
+			}
+			next, _ := body["next_cursor"].(string)
+			if next == "" {
+				return out
+			}
+			base, _, _ := strings.Cut(path, "&cursor=")
+			path = base + "&cursor=" + next
+		}
+	}
+	every := []string{"default/rounds-create", "default/plan-change", "default/status-sync",
+		"billing/export", "billing/report", "ops/report"}
+	for query, want := range map[string][]string{
+		"":                          every,
+		"&limit=1":                  every,
+		"&limit=2":                  every,
+		"&status=failing":           {"billing/report"},
+		"&status=paused":            {"ops/report"},
+		"&status=running":           {"ops/report"},
+		"&status=running&limit=1":   {"ops/report"},
+		"&q=report&limit=1":         {"billing/report", "ops/report"},
+		"&status=disabled&counts=1": nil, // counts must be true or false
+	} {
+		if strings.Contains(query, "counts=1") {
+			res := a.do("GET", "/v1/jobs?namespace=*"+query, "", nil)
+			assert.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+			continue
+		}
+		assert.Equal(t, want, keys("/v1/jobs?namespace=*"+query), query)
+	}
+
+	res = a.do("GET", "/v1/jobs?namespace=*&counts=true&status=failing", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	body := res.JSON(t)
+	assert.Equal(t, map[string]any{"total": 6.0, "failing": 1.0, "running": 1.0, "paused": 1.0, "disabled": 1.0, "matched": 1.0}, body["counts"])
+	assert.Equal(t, []any{
+		map[string]any{"namespace": "billing", "total": 2.0, "failing": 1.0, "running": 0.0, "paused": 0.0, "disabled": 0.0, "matched": 1.0},
+		map[string]any{"namespace": "default", "total": 3.0, "failing": 0.0, "running": 0.0, "paused": 0.0, "disabled": 1.0, "matched": 0.0},
+		map[string]any{"namespace": "ops", "total": 1.0, "failing": 0.0, "running": 1.0, "paused": 1.0, "disabled": 0.0, "matched": 0.0},
+	}, body["namespace_counts"])
+
+	// Only an admin; the others are told what they may read instead.
+	for _, who := range []string{"read-all", "billing-viewer", "ops-editor"} {
+		res := tm.as(who, "GET", "/v1/jobs?namespace=*", "")
+		require.Equal(t, http.StatusForbidden, res.Status, "%s: %s", who, res.Body)
+		assert.Contains(t, res.JSON(t)["detail"], "only an admin may", who)
+	}
+	res = tm.as("billing-viewer", "GET", "/v1/jobs?namespace=*", "")
+	assert.Contains(t, res.JSON(t)["detail"], "GET /v1/namespaces/billing/jobs", "the namespace it may read")
+	assert.NotContains(t, res.JSON(t)["detail"], "ops")
+
+	// Another value, or the wildcard on a namespace's own route, is a 400 that says where to look.
+	for _, path := range []string{"/v1/jobs?namespace=ops", "/v1/namespaces/ops/jobs?namespace=*"} {
+		res := a.do("GET", path, "", nil)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", path, res.Body)
+		assert.Equal(t, "namespace", res.problemField(t), path)
+	}
+}

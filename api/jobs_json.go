@@ -59,10 +59,10 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 	return append(b, '}'), nil
 }
 
-// writeJobList answers a page of jobs: {"jobs": [...], "next_cursor": next}, and
-// "counts": counts when counts is not empty (JSON of JobCounts).
+// writeJobList answers a page of jobs: {"jobs": [...], "next_cursor": next}, and the
+// members in extra when it is not empty (`"counts":{…}`, JSON of JobCounts, and more).
 func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
-	ran map[string]store.RanRuns, next *string, counts []byte) error {
+	ran map[string]store.RanRuns, next *string, extra []byte) error {
 	b := answerBuffer(1536*len(list) + 64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
@@ -81,9 +81,9 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 	}
 	b = append(b, `],"next_cursor":`...)
 	b = append(b, cursor...)
-	if len(counts) > 0 {
-		b = append(b, `,"counts":`...)
-		b = append(b, counts...)
+	if len(extra) > 0 {
+		b = append(b, ',')
+		b = append(b, extra...)
 	}
 	writeOwnedJSON(w, http.StatusOK, append(b, '}', '\n'))
 	return nil

@@ -214,8 +214,10 @@ func (s *Server) Handler() http.Handler {
 // default, and the built-in jobs) and /v1/namespaces/{ns}/jobs….
 func (s *Server) jobRoutes(r chi.Router, prefix string) {
 	r.Group(func(r chi.Router) {
+		r.With(s.mayListJobs).Get(prefix, s.listJobs) // ?namespace=* on /v1/jobs: an admin's
+	})
+	r.Group(func(r chi.Router) {
 		r.Use(s.mayRead)
-		r.Get(prefix, s.listJobs)
 		r.Get(prefix+"/{name}", s.getJob)
 		r.Get(prefix+"/{name}/runs", s.listRuns)
 		r.Get(prefix+"/{name}/slots", s.listSlots)

@@ -206,6 +206,22 @@ func (q queries) DefinitionHeadsAfter(ctx context.Context, ns, after string, lim
 	return list, nil
 }
 
+// EveryDefinitionHeadAfter is DefinitionHeadsAfter over every namespace, in (namespace,
+// key) order: the admin's list of every team's jobs (GET /v1/jobs?namespace=*). A page
+// starts after the key after of namespace afterNS ("" and "": from the first).
+func (q queries) EveryDefinitionHeadAfter(ctx context.Context, afterNS, after string, limit int) ([]DefinitionHead, error) {
+	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions WHERE (namespace, name) > ($1, $2)
+		ORDER BY namespace, name LIMIT $3`, afterNS, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list every namespace's runtime job versions after %q: %w", after, err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[DefinitionHead])
+	if err != nil {
+		return nil, fmt.Errorf("list every namespace's runtime job versions after %q: %w", after, err)
+	}
+	return list, nil
+}
+
 // DefinitionsNamed returns the named runtime jobs that exist, by name.
 func (q queries) DefinitionsNamed(ctx context.Context, names []string) ([]StoredDefinition, error) {
 	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE name = ANY ($1::text[]) ORDER BY name`,

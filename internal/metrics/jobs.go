@@ -19,7 +19,7 @@ func (m *Metrics) SetLastSuccess(job string, at time.Time) {
 	if !own {
 		return // one value for several jobs would say nothing of any
 	}
-	m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(at.UnixNano()) / 1e9)
+	m.lastSuccessTimestamp.WithLabelValues(job, jobns.Of(job)).Set(float64(at.UnixNano()) / 1e9)
 }
 
 // Statuses and triggers whose run counters SetJobPeriod creates at zero (store's constants;
@@ -51,10 +51,10 @@ func (m *Metrics) SetJobPeriod(job string, period time.Duration) {
 		return // jobs past the label bound get no stuck alert: see joblabels.go
 	}
 	if period <= 0 {
-		m.expectedPeriod.DeleteLabelValues(job)
+		m.expectedPeriod.DeleteLabelValues(job, jobns.Of(job))
 		return
 	}
-	m.expectedPeriod.WithLabelValues(job).Set(period.Seconds())
+	m.expectedPeriod.WithLabelValues(job, jobns.Of(job)).Set(period.Seconds())
 }
 
 // SetJobPaused records the job's pause state as the leader sees it; the SchedulerJobStuck
@@ -64,7 +64,7 @@ func (m *Metrics) SetJobPaused(job string, paused bool) {
 		return
 	}
 	if job, own := m.jobs.label(job); own {
-		m.jobPaused.WithLabelValues(job).Set(boolValue(paused))
+		m.jobPaused.WithLabelValues(job, jobns.Of(job)).Set(boolValue(paused))
 	}
 }
 
@@ -73,5 +73,5 @@ func (m *Metrics) SlotsUnrecorded(job string, n int) {
 	if m == nil {
 		return
 	}
-	m.slotsUnrecorded.WithLabelValues(m.jobs.jobLabel(job)).Add(float64(n))
+	m.slotsUnrecorded.WithLabelValues(m.jobs.jobLabel(job), jobns.Of(job)).Add(float64(n))
 }

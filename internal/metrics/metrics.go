@@ -7,8 +7,9 @@
 //
 // Label names: the job's name is the label "job_name", not "job", because Prometheus puts
 // every scraped series' target job into "job" (it would rename ours to "exported_job").
-// A runtime job outside namespace default is named "<namespace>/<name>", and the run
-// counter also carries its namespace, so a team's alerts can select theirs. Job labels are
+// A runtime job outside namespace default is named "<namespace>/<name>", and every series
+// labelled by job also carries its namespace, so Alertmanager can route a team's alerts to
+// that team; the namespace follows from the job's name, so it adds no series. Job labels are
 // bounded per namespace and in all (joblabels.go).
 // Every label value comes from a closed set (job names, statuses, triggers, route patterns,
 // reasons), never from ids or raw paths, so the number of series stays bounded.
@@ -145,37 +146,37 @@ func New() *Metrics {
 			Namespace: namespace, Name: "run_duration_seconds",
 			Help:    "Wall time of runs that executed, from start to final status, by job.",
 			Buckets: runDurationBuckets,
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		scheduleDelaySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "schedule_delay_seconds",
 			Help:    "Seconds between a scheduled slot's nominal time and the start of its run, by job.",
 			Buckets: scheduleDelayBuckets,
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		jobsRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "jobs_running",
 			Help: "Runs executing on this replica now, by job.",
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		lastSuccessTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "job_last_success_timestamp_seconds",
 			Help: "Unix time of the job's last successful run known to this replica (take max over replicas).",
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		expectedPeriod: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "job_expected_period_seconds",
 			Help: "Longest expected gap between two slots of the job's schedule; absent for disabled jobs.",
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		jobPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "job_paused",
 			Help: "1 while the job is paused (POST /v1/jobs/{name}/pause), as seen by the leader.",
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 		slotsUnrecorded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "slots_unrecorded_total",
 			Help: "Due slots the leader found without a row a minute after their time (guarantee 10 says none); by job.",
-		}, []string{"job_name"}),
+		}, []string{"job_name", "namespace"}),
 
 		entitiesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "entities_total",
 			Help: "Entities handled by runs, by job and outcome: processed (all examined); changed, skipped_locked and error are subsets of processed.",
-		}, []string{"job_name", "outcome"}),
+		}, []string{"job_name", "namespace", "outcome"}),
 		lockWaitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "lock_wait_seconds",
 			Help:    "Seconds spent waiting to acquire a named lock, by lock.",
@@ -307,9 +308,9 @@ func (m *Metrics) RunStarted(job, trigger string, scheduleDelay time.Duration) {
 		return
 	}
 	job = m.jobs.jobLabel(job)
-	m.jobsRunning.WithLabelValues(job).Inc()
+	m.jobsRunning.WithLabelValues(job, jobns.Of(job)).Inc()
 	if trigger == "schedule" {
-		m.scheduleDelaySeconds.WithLabelValues(job).Observe(max(scheduleDelay.Seconds(), 0))
+		m.scheduleDelaySeconds.WithLabelValues(job, jobns.Of(job)).Observe(max(scheduleDelay.Seconds(), 0))
 	}
 }
 
@@ -321,11 +322,11 @@ func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duratio
 		return
 	}
 	job, own := m.jobs.label(job)
-	m.jobsRunning.WithLabelValues(job).Dec()
+	m.jobsRunning.WithLabelValues(job, jobns.Of(job)).Dec()
 	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
-	m.runDurationSeconds.WithLabelValues(job).Observe(duration.Seconds())
+	m.runDurationSeconds.WithLabelValues(job, jobns.Of(job)).Observe(duration.Seconds())
 	if status == "succeeded" && own {
-		m.lastSuccessTimestamp.WithLabelValues(job).Set(float64(time.Now().UnixNano()) / 1e9)
+		m.lastSuccessTimestamp.WithLabelValues(job, jobns.Of(job)).Set(float64(time.Now().UnixNano()) / 1e9)
 	}
 }
 
@@ -350,7 +351,7 @@ func (m *Metrics) Entities(job string, processed, changed, skippedLocked, errors
 		n       int64
 	}{{"processed", processed}, {"changed", changed}, {"skipped_locked", skippedLocked}, {"error", errors}} {
 		// Creating the series even for 0 lets rate() and ratios see the job from its first run.
-		m.entitiesTotal.WithLabelValues(m.jobs.jobLabel(job), c.outcome).Add(float64(max(c.n, 0)))
+		m.entitiesTotal.WithLabelValues(m.jobs.jobLabel(job), jobns.Of(job), c.outcome).Add(float64(max(c.n, 0)))
 	}
 }
 

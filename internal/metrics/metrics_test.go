@@ -231,3 +231,38 @@ func TestTargetHostLabelsAreBounded(t *testing.T) {
 	assert.Equal(t, 50.0, value(t, families, "scheduler_target_calls_total", map[string]string{"host": "other", "class": "2xx"}))
 	assert.Equal(t, 1.0, value(t, families, "scheduler_target_calls_total", map[string]string{"host": "h0.example", "class": "5xx"}))
 }
+
+// TestEveryJobSeriesCarriesItsNamespace: each series labelled by job also carries the job's
+// namespace, so an alert on any of them can be routed to the team that owns the job. The
+// namespace follows from the job's name, so it adds no series.
+func TestEveryJobSeriesCarriesItsNamespace(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	for _, job := range []string{"billing/report", "status-sync"} {
+		m.SetJobPeriod(job, time.Hour)
+		m.SetJobPaused(job, false)
+		m.SetLastSuccess(job, time.Now())
+		m.SlotsUnrecorded(job, 1)
+		m.RunStarted(job, "schedule", time.Second)
+		m.RunFinished(job, "succeeded", "schedule", time.Second)
+		m.Entities(job, 1, 1, 0, 0)
+	}
+	families := testmetrics.Scrape(t, m)
+	checked := 0
+	for name, f := range families {
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			job, ok := labels["job_name"]
+			if !ok {
+				continue
+			}
+			checked++
+			want := map[string]string{"billing/report": "billing", "status-sync": "default"}[job]
+			assert.Equal(t, want, labels["namespace"], "%s%v", name, labels)
+		}
+	}
+	assert.Greater(t, checked, 20)
+}

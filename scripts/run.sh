@@ -69,14 +69,26 @@ trap stop EXIT
 bin/scheduler migrate up
 bin/scheduler seed
 
+# The key that seals the secrets teams store through the API (SCHEDULER_SECRET_KEY): made
+# once and kept in .run/, so the secrets stored in .pgdata open again at the next make run.
+mkdir -p .run
+if [ ! -s .run/secret-key ]; then
+  (umask 077 && head -c 32 /dev/urandom | base64 >.run/secret-key)
+fi
+SCHEDULER_SECRET_KEY=$(cat .run/secret-key)
+export SCHEDULER_SECRET_KEY
+
 # The demo runtime jobs: the HTTP one signs its calls with a secret the receiver checks; the
 # SQL one runs in the SQL target DEMO, the scheduler's database reached with a login of its
 # own, which needs a user that may create roles (the local cluster's does; another
-# DATABASE_URL's may not, and then the SQL demo is left out).
-mkdir -p .run
+# DATABASE_URL's may not, and then the SQL demo is left out). The receiver has a key of its
+# own (.run/receiver.key, kept too) from which every namespace has a signing secret:
+# `bin/receiver secret NS` prints NS's, and a call to /ns/NS/… is checked with it, so a new
+# team's signed job is accepted without a restart (README: "A team's first job").
 go build -o bin/receiver ./examples/receiver
-signing="whsec_$(head -c 24 /dev/urandom | base64)"
-RECEIVER_ADDR="127.0.0.1:${receiver_port}" RECEIVER_SIGNING_SECRET="$signing" spawn receiver bin/receiver
+export RECEIVER_KEY_FILE=.run/receiver.key
+signing=$(bin/receiver secret default)
+RECEIVER_ADDR="127.0.0.1:${receiver_port}" spawn receiver bin/receiver
 sql_target=""
 psql=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)/psql
 export SCHEDULER_SECRET_DEMO_JOBS_PASSWORD
@@ -142,5 +154,6 @@ echo "replicas:"
 for i in $(seq 1 "$replicas"); do echo "  replica-${i}: http://127.0.0.1:$((base + i - 1))"; done
 echo "try:  curl -s http://127.0.0.1:${base}/v1/leader; curl -s -XPOST http://127.0.0.1:${base}/v1/jobs/status-sync/runs?wait=30s"
 echo "runtime jobs: demo-webhook (HTTP, receiver on 127.0.0.1:${receiver_port})${sql_target:+ and demo-member-counts (SQL, target DEMO)}; bin/scheduler get demo-webhook"
+echo "a team's first job: README.md, \"A team's first job\" (the receiver accepts http://127.0.0.1:${receiver_port}/ns/NAMESPACE/… signed with \$(bin/receiver secret NAMESPACE))"
 echo "Ctrl-C stops everything."
 wait "${pids[@]}"

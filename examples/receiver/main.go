@@ -69,6 +69,9 @@ func main() {
 			if err == nil {
 				err = verify(key, r.Header, body)
 			}
+			if errors.Is(err, errNoMatch) {
+				err = fmt.Errorf("%w %s", err, keys.whose(ns))
+			}
 			if err != nil {
 				refuse(http.StatusUnauthorized, fmt.Sprintf("signature of namespace %s: %v", ns, err))
 				return
@@ -91,8 +94,12 @@ func main() {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		log.Printf("applied %s %s for slot %s (run %s, attempt %s): %s", r.URL.Path, idem, r.Header.Get("X-Scheduler-Scheduled-At"),
-			r.Header.Get("X-Scheduler-Run-Id"), r.Header.Get("X-Scheduler-Attempt"), body)
+		what := "notification" // a job's call names its run; a notification does not
+		if run := r.Header.Get("X-Scheduler-Run-Id"); run != "" {
+			what = fmt.Sprintf("run %s, slot %s, attempt %s", run,
+				cmp.Or(r.Header.Get("X-Scheduler-Scheduled-At"), "none (run by hand)"), r.Header.Get("X-Scheduler-Attempt"))
+		}
+		log.Printf("applied %s %s (%s): %s", r.URL.Path, idem, what, body)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	log.Printf("receiver listening on %s (signature check: %s)", addr, keys.describe())
@@ -128,6 +135,14 @@ func (k *signingKeys) describe() string {
 		return "one secret (RECEIVER_SIGNING_SECRET)"
 	}
 	return "a secret per namespace; `receiver secret NAMESPACE` prints one"
+}
+
+// whose names the secret a call of namespace ns must be signed with.
+func (k *signingKeys) whose(ns string) string {
+	if k.one != nil {
+		return "RECEIVER_SIGNING_SECRET"
+	}
+	return fmt.Sprintf("the secret of namespace %s: the job's signing_secret must hold what `bin/receiver secret %s` prints", ns, ns)
 }
 
 var nsPath = regexp.MustCompile(`^/ns/([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(/|$)`)
@@ -211,8 +226,10 @@ func verify(key []byte, h http.Header, body []byte) error {
 			return nil
 		}
 	}
-	return errors.New("no signature matches this namespace's secret: the job's signing_secret must hold the value `receiver secret NAMESPACE` prints")
+	return errNoMatch
 }
+
+var errNoMatch = errors.New("no signature matches")
 
 // signingKey decodes a "whsec_<base64>" secret as Standard Webhooks does; any other value is
 // used as it is.

@@ -181,10 +181,11 @@ async function route() {
   else if (parts[0] === "jobs" && parts[1] && parts[2] === "edit") { view = "edit"; page = jobFormPage(ns, parts[1]); title = `Edit ${parts[1]} · scheduler`; }
   else if (parts[0] === "jobs" && parts[1]) { view = "job"; page = jobPage(ns, parts[1]); title = `${parts[1]} · scheduler`; }
   else if (parts[0] === "runs" && parts[1]) { view = "run"; page = runPage(ns, parts[1]); title = `run ${parts[1]} · scheduler`; }
+  else if (parts[0] === "all") { view = "all"; page = allPage(); title = "All namespaces · scheduler"; }
   else if (parts[0] === "locks") { view = "locks"; page = locksPage(); title = "Locks · scheduler"; }
   else if (parts[0] === "audit") { view = "audit"; page = auditPage(ns, new URLSearchParams(hashQuery || "")); title = "Audit · scheduler"; }
   else page = overviewPage(ns);
-  if (ns !== DEFAULT_NS && view !== "locks") title = title.replace("scheduler", `${ns} · scheduler`);
+  if (ns !== DEFAULT_NS && view !== "locks" && view !== "all") title = title.replace("scheduler", `${ns} · scheduler`);
   document.title = title;
   currentView = view;
   renderNav();

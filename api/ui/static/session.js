@@ -251,13 +251,14 @@ function renderPicker() {
 // renderNav points the header's links at the namespace shown; Locks, the cluster's, is
 // offered to a token that reads namespace default (where GET /v1/locks is read).
 function renderNav() {
-  const href = { overview: hashFor(currentNs, ""), locks: hashFor(currentNs, "locks"), audit: hashFor(currentNs, "audit") };
+  const href = { overview: hashFor(currentNs, ""), locks: hashFor(currentNs, "locks"), audit: hashFor(currentNs, "audit"), all: "#/all" };
   for (const a of document.querySelectorAll("[data-nav]")) {
     a.setAttribute("href", href[a.dataset.nav]);
     if (a.dataset.nav === currentView) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   document.querySelector(".brand").setAttribute("href", href.overview);
   document.querySelector('[data-nav="locks"]').closest("li").hidden = !!session.who && !mayRead(DEFAULT_NS);
+  document.querySelector('[data-nav="all"]').closest("li").hidden = !isAdmin(); // every namespace: an admin's
   renderPicker();
 }
 

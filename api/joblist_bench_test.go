@@ -24,6 +24,12 @@ func BenchmarkJobList(b *testing.B) { benchJobList(b, "/v1/jobs") }
 // of 100 with the namespace's health, which reads the state of every job (issue 34).
 func BenchmarkJobListCounts(b *testing.B) { benchJobList(b, "/v1/jobs?limit=100&counts=true") }
 
+// BenchmarkJobListEveryNamespace measures the admin's all-namespaces request over the same
+// jobs: its failing ones with every namespace's health (GET /v1/jobs?namespace=*).
+func BenchmarkJobListEveryNamespace(b *testing.B) {
+	benchJobList(b, "/v1/jobs?namespace=*&status=failing&limit=100&counts=true")
+}
+
 func benchJobList(b *testing.B, path string) {
 	a := newTestAPI(b)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(b), APIToken: testToken,

@@ -56,7 +56,7 @@ type clientCommand struct {
 }
 
 var clientCommands = []clientCommand{
-	{"jobs", "", "list the jobs: schedule, paused, last status, next run", 0, true, jobsFlags},
+	{"jobs", "", "list the jobs: schedule, paused, last status, next run (-A: every namespace's, admin; --status failing)", 0, true, jobsFlags},
 	{"job", "NAME", "one job: its settings, next 5 runs and recent history", 1, true, jobFlags},
 	{"trigger", "NAME", "run a job now; with --wait, until it ends (exit 1 unless it succeeded)", 1, true, triggerFlags},
 	{"runs", "NAME", "a job's runs, newest first", 1, true, runsFlags},

@@ -19,12 +19,14 @@ import (
 // unpaged list is a 12 MB answer, and a page lets the table start at once.
 const jobsPageSize = 200
 
-func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
+func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	every := fs.Bool("A", false, "every namespace's jobs, each with its namespace (admin)")
+	status := fs.String("status", "", "only the jobs failing, running, paused or disabled")
 	return func(ctx context.Context, x *cli, _ []string) int {
 		var all []json.RawMessage // -o json: one {"jobs": [...]} of every page
 		// Outside namespace default each row says its namespace, so a table pasted into a
 		// ticket, or read with SCHEDULER_NAMESPACE set and forgotten, says where it is from.
-		nsColumn := x.ns != namespace.Default
+		nsColumn := x.ns != namespace.Default || *every
 		tw := x.table()
 		if !x.json {
 			if nsColumn {
@@ -33,16 +35,24 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 			fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
 		}
 		q := url.Values{"limit": {strconv.Itoa(jobsPageSize)}}
+		path := jobsPath(x.ns)
+		if *every {
+			path = "/v1/jobs"
+			q.Set("namespace", "*")
+		}
+		if *status != "" {
+			q.Set("status", *status)
+		}
 		for {
 			var page struct {
 				Jobs       []json.RawMessage `json:"jobs"`
 				NextCursor *string           `json:"next_cursor"`
 			}
-			if _, err := x.c.do(ctx, "GET", jobsPath(x.ns), q, nil, nil, &page); err != nil {
+			if _, err := x.c.do(ctx, "GET", path, q, nil, nil, &page); err != nil {
 				return x.fail(ctx, err)
 			}
 			if len(all) == 0 && len(page.Jobs) == 0 && !x.json {
-				fmt.Fprintf(x.stdout, "no jobs in namespace %s yet; scheduler apply -f FILE -n %s defines some\n", x.ns, x.ns)
+				fmt.Fprintln(x.stdout, noJobs(x.ns, *every, *status))
 				return exitOK
 			}
 			all = append(all, page.Jobs...)
@@ -75,6 +85,19 @@ func jobsFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		}
 		return exitOK
 	}
+}
+
+// noJobs says that a list came back empty: of what, and how to define some.
+func noJobs(ns string, every bool, status string) string {
+	switch {
+	case every && status != "":
+		return "no job of any namespace is " + status
+	case every:
+		return "no jobs in any namespace yet"
+	case status != "":
+		return fmt.Sprintf("no job of namespace %s is %s", ns, status)
+	}
+	return fmt.Sprintf("no jobs in namespace %s yet; scheduler apply -f FILE -n %s defines some", ns, ns)
 }
 
 func (x *cli) nextRun(j *api.Job) string {

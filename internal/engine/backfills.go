@@ -17,15 +17,22 @@ import (
 // ended, and only while the job has no other active run (one at a time per job). A new
 // leader picks the backfills up where the database says they are.
 
-// backfillInterval is how often the leader looks at the running backfills.
-const backfillInterval = 250 * time.Millisecond
+// backfillIntervalDefault is how often the leader looks at the running backfills.
+const backfillIntervalDefault = 250 * time.Millisecond
 
 // errBackfillWait rolls back a step that cannot go on yet (the job has an active run, or
 // another leader moved the backfill).
 var errBackfillWait = errors.New("the backfill waits")
 
-func (e *Engine) backfillLoop(ctx context.Context, log *slog.Logger) {
-	ticker := time.NewTicker(backfillInterval)
+// backfiller is the leader service that steps the running backfills every interval.
+type backfiller struct {
+	e        *Engine
+	log      *slog.Logger
+	interval time.Duration
+}
+
+func (s *backfiller) run(ctx context.Context) {
+	ticker := time.NewTicker(s.interval)
 	defer ticker.Stop()
 	for {
 		select {
@@ -33,23 +40,32 @@ func (e *Engine) backfillLoop(ctx context.Context, log *slog.Logger) {
 			return
 		case <-ticker.C:
 		}
-		list, err := e.conf.DB.RunningBackfills(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("reading the running backfills failed; they wait", "error", err)
-			}
-			continue
-		}
-		for _, b := range list {
-			if err := e.stepBackfill(ctx, log.With("backfill_id", b.ID, "job", b.Job), b); err != nil && ctx.Err() == nil {
-				log.Warn("a backfill step failed; it is tried again", "backfill_id", b.ID, "job", b.Job, "error", err)
-			}
-		}
+		s.pass(ctx)
 	}
 }
 
-// stepBackfill queues b's next slot once its previous run has ended, or ends b after its last.
-func (e *Engine) stepBackfill(ctx context.Context, log *slog.Logger, b store.Backfill) error {
+// pass steps each running backfill once; it ends with the backfillPass test signal,
+// carrying how many backfills it read, unless the read failed.
+func (s *backfiller) pass(ctx context.Context) {
+	log := s.log
+	list, err := s.e.conf.DB.RunningBackfills(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("reading the running backfills failed; they wait", "error", err)
+		}
+		return
+	}
+	for _, b := range list {
+		if err := s.step(ctx, log.With("backfill_id", b.ID, "job", b.Job), b); err != nil && ctx.Err() == nil {
+			log.Warn("a backfill step failed; it is tried again", "backfill_id", b.ID, "job", b.Job, "error", err)
+		}
+	}
+	s.e.testSignals.backfillPass.Send(len(list))
+}
+
+// step queues b's next slot once its previous run has ended, or ends b after its last.
+func (s *backfiller) step(ctx context.Context, log *slog.Logger, b store.Backfill) error {
+	e := s.e
 	if b.RunID != nil {
 		run, err := e.conf.DB.Run(ctx, *b.RunID)
 		if err != nil && !errors.Is(err, store.ErrRunNotFound) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +74,43 @@ func TestOneJobsFailedCatchUpLeavesTheOthersAlone(t *testing.T) {
 			"%s is caught up although chatty's catch-up failed", name)
 	}
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'chatty'`))
+}
+
+// clockAt is where the seam tests stop the leader's clock: a fixed instant, 30 s past a
+// minute, so every slot they expect is known exactly.
+var clockAt = time.Date(2026, 3, 2, 10, 0, 30, 0, time.UTC)
+
+// Guarantee 3 on the engine's clock (clock): after 200 minutes without a leader, the
+// election's catch-up runs the latest slot once and records exactly the 100 slots before it
+// missed, at the clock's time, and nothing before them.
+func TestCatchUpOnTheClockRecordsExactlyTheCappedSlots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	latest := clockAt.Truncate(time.Minute)
+	first := latest.Add(-200 * time.Minute)
+	testdb.AddRunDays(t, db.Pool, first, first)
+	_, err := db.Pool.Exec(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
+		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, first)
+	require.NoError(t, err)
+
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "* * * * *", time.Minute)}, now: clockAt})
+	assert.Equal(t, 1, awaitSignal(t, &n.en.testSignals.caughtUp, "the catch-up"))
+
+	rows, err := db.Pool.Query(ctx, `SELECT scheduled_at FROM job_runs WHERE job = 'tick' AND status = 'missed' ORDER BY scheduled_at`)
+	require.NoError(t, err)
+	missed, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	require.NoError(t, err)
+	want := make([]time.Time, 100)
+	for i := range want {
+		want[i] = latest.Add(time.Duration(i-100) * time.Minute)
+	}
+	assert.Equal(t, want, utc(missed), "the 100 slots before the latest, recorded missed")
+	assert.Equal(t, 100, count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'missed' AND finished_at = $1`, clockAt),
+		"at the clock's time")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1 AND trigger = 'catch-up'`, latest),
+		"the latest slot is caught up, once")
+	assert.Equal(t, 102, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at <= $1`, clockAt),
+		"no other slot up to the clock has a row")
 }

@@ -33,9 +33,6 @@ const (
 	// maxMissedDefault bounds the missed rows recorded per job at an election, so a job on
 	// "@every 1s" after a day of downtime does not write 86 400 rows.
 	maxMissedDefault = 100
-	// rescueIntervalDefault spaces the rescuer's passes: a run nobody owns blocks its job
-	// (every slot is skipped as an overlap) until a pass finds it.
-	rescueIntervalDefault = 10 * time.Second
 	// retryMin and retryMax bound the backoff between attempts to claim a slot, to record
 	// a slot missed and to record a run's end, while the database does not answer.
 	retryMin = 100 * time.Millisecond
@@ -154,6 +151,7 @@ type Engine struct {
 	// timers.go); tests lower it to exercise early claims on fast schedules.
 	claimAheadFrom time.Duration
 
+	clock       clock
 	testSignals testSignals
 }
 
@@ -179,10 +177,10 @@ func New(conf Config) (*Engine, error) {
 		conf.RescueInterval = rescueIntervalDefault
 	}
 	if conf.SlotAuditInterval <= 0 {
-		conf.SlotAuditInterval = time.Minute
+		conf.SlotAuditInterval = slotAuditIntervalDefault
 	}
 	if conf.SlotAuditGrace <= 0 {
-		conf.SlotAuditGrace = time.Minute
+		conf.SlotAuditGrace = slotAuditGraceDefault
 	}
 	e := &Engine{
 		claimAheadFrom: claimAheadFrom,
@@ -267,9 +265,10 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 
 	e.loadDefinitions(termCtx, log)
 	e.loadJobHistories(termCtx, log)
-	e.addRunDays(termCtx, log)
-	e.rescue(termCtx, term, log)
-	caughtUpTo, repairs := e.catchUp(termCtx, term, log)
+	svc := e.services(term, log)
+	svc.runDays.pass(termCtx)
+	svc.rescuer.pass(termCtx)
+	caughtUpTo, repairs := svc.catchUp.run(termCtx)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
 	if err != nil {
 		// Without timers this replica would hold leadership and run nothing: make the
@@ -284,17 +283,13 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	// Queued runs and cancel requests wake the queue; so does the notifier's resync.
 	wake := make(chan struct{}, 1)
 	defer e.conf.Notifier.Listen(store.RunsChannel, notifier.Wake(wake))()
-	// The term's services, each a loop until the term ends; wg.Go counts them, so adding
-	// one cannot leave the count behind (it did once, and the term's end panicked).
+	// The term's services, each a loop until the term ends (services.go); wg.Go counts
+	// them, so adding one cannot leave the count behind (it did once, and the term's end
+	// panicked).
 	var wg sync.WaitGroup
-	if timers != nil && e.conf.Runtime != nil {
-		wg.Go(func() { e.watchDefinitions(termCtx, term, log, timers) })
+	for _, s := range svc.withLoops(e, term, log, timers).loops {
+		wg.Go(func() { s.run(termCtx) })
 	}
-	wg.Go(func() { e.rescueLoop(termCtx, term, log) })
-	wg.Go(func() { e.callbackLoop(termCtx, term, log) })
-	wg.Go(func() { e.backfillLoop(termCtx, log) })
-	wg.Go(func() { e.sendNotifications(termCtx, term, log) })
-	wg.Go(func() { e.slotAuditLoop(termCtx, log) })
 	e.queueLoop(termCtx, term, log, timers, wake)
 	wg.Wait()
 	log.Info("stopped leading")

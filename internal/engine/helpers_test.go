@@ -191,7 +191,12 @@ type nodeOptions struct {
 	// claimAheadFrom, when set, is the shortest period whose slots are claimed ahead
 	// (default: a minute).
 	claimAheadFrom time.Duration
+	// now, when set, stops the leader services' clock there (clock): Go's and SQL's time.
+	now time.Time
 }
+
+// set stops c at now, for the services' Go code and their statements alike.
+func (c *clock) set(now time.Time) { c.stub.Store(&now) }
 
 // node is one scheduler: an elector and an engine on their own pool, as in one replica.
 type node struct {
@@ -232,6 +237,9 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 		Runtime: opts.runtime})
 	require.NoError(t, err)
 	en.testSignals.init()
+	if !opts.now.IsZero() {
+		en.clock.set(opts.now)
+	}
 	if opts.claimAheadFrom > 0 {
 		en.claimAheadFrom = opts.claimAheadFrom
 	}

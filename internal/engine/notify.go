@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -87,12 +85,4 @@ func pausedEvent(ctx context.Context, tx *store.Tx, en *entry, runID int64, n in
 	reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures)", n)
 	_, err := tx.RecordNotifications(ctx, []store.NotificationEvent{{Job: en.conf.Name, Event: notify.Paused, RunID: runID, Detail: &reason}})
 	return err
-}
-
-// sendNotifications runs the delivery service for the term, when the replica has one.
-func (e *Engine) sendNotifications(ctx context.Context, term leader.Term, log *slog.Logger) {
-	if e.conf.Notifications == nil {
-		return
-	}
-	e.conf.Notifications.Lead(ctx, term.Fence(), log, e.NotifyRules)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // awaitRescued waits for a rescuer pass that abandoned at least one run.
@@ -80,3 +81,49 @@ func TestRescuerRecoversRunsNobodyOwns(t *testing.T) {
 // Guarantee 3: catch-up at an election finds the gaps inside the walk back from now, not
 // Guarantee 3 after a long outage: the catch-up walks back from now at most the missed-row
 // cap, whatever the number of periods since the last recorded slot (a job on "@every 1s"
+
+// Guarantees 5 and 10 on the engine's clock: the term's first rescuer pass abandons exactly
+// the run an earlier epoch left running, at the clock's time, and queues exactly one
+// recovery, which runs.
+func TestRescuerOnTheClockAbandonsAnEarlierEpochsRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, url := newDB(t)
+	slot := clockAt.Truncate(time.Minute).Add(-time.Minute)
+	testdb.AddRunDays(t, db.Pool, slot, slot)
+	var left int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch)
+		VALUES (job_run_id($1), 'tick', 'schedule', 'running', $1, $1, 'gone', 0)
+		RETURNING id`, slot).Scan(&left))
+
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{manualOnly(t, "tick", time.Minute)}, now: clockAt})
+	assert.Equal(t, 1, awaitSignal(t, &n.en.testSignals.rescued, "the term's first rescuer pass"), "one run abandoned")
+
+	run := getRun(t, db, left)
+	assert.Equal(t, store.StatusAbandoned, run.Status)
+	require.NotNil(t, run.FinishedAt)
+	assert.Equal(t, clockAt, run.FinishedAt.UTC(), "abandoned at the clock's time")
+	var recovery int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM job_runs WHERE recovers_run_id = $1`, left).Scan(&recovery))
+	awaitStatus(t, db, recovery, store.StatusSucceeded)
+	assert.Equal(t, map[string]int{store.StatusAbandoned: 1, store.StatusSucceeded: 1, store.StatusMissed: 1}, statusCounts(t, db),
+		"no other run: the missed one is the catch-up's, of the hourly job's latest slot, which has no catch-up window")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'missed' AND scheduled_at = $1`, clockAt.Truncate(time.Hour)))
+}
+
+// statusCounts counts every run by status.
+func statusCounts(t *testing.T, db *testdb.DB) map[string]int {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT status, count(*)::int FROM job_runs GROUP BY status`)
+	require.NoError(t, err)
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}

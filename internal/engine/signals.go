@@ -28,6 +28,12 @@ type testSignals struct {
 	// spent: a slot came due after its job's max_runs ran, and nothing was recorded
 	// ("job@<unix seconds>")
 	spent testsignal.Signal[string]
+	// caughtUp: a term's catch-up ended, with how many jobs it accounted for
+	caughtUp testsignal.Signal[int]
+	// runDays: a pass of the day partitions' upkeep ended, with how many days it added
+	runDays testsignal.Signal[int]
+	// backfillPass: the backfiller stepped this many running backfills
+	backfillPass testsignal.Signal[int]
 }
 
 func (s *testSignals) init() {
@@ -42,4 +48,7 @@ func (s *testSignals) init() {
 	s.definitionsRead.Init()
 	s.slotAudit.Init()
 	s.spent.Init()
+	s.caughtUp.Init()
+	s.runDays.Init()
+	s.backfillPass.Init()
 }

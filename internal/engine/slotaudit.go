@@ -13,16 +13,28 @@ import (
 // scheduler_slots_unrecorded_total, which the SchedulerSlotUnrecorded alert watches; the
 // slots view (GET …/jobs/{name}/slots) shows it as unrecorded.
 
+// The slot audit's defaults (Config.SlotAuditInterval, Config.SlotAuditGrace).
+const (
+	slotAuditIntervalDefault = time.Minute
+	slotAuditGraceDefault    = time.Minute
+)
+
 // maxAuditedSlots bounds one job's slots in one audit (a job on "@every 1s" names 60 a
 // minute); past it the audit looks at the newest only.
 const maxAuditedSlots = 600
 
-// slotAuditLoop audits every SlotAuditInterval until the term ends. A slot may be without
-// its row for SlotAuditGrace (a minute by default): claims commit within milliseconds, and a
-// tick waits out a database outage within its period.
-func (e *Engine) slotAuditLoop(ctx context.Context, log *slog.Logger) {
+// slotAuditor is the leader service that audits every interval until the term ends. A slot
+// may be without its row for grace: claims commit within milliseconds, and a tick waits out
+// a database outage within its period.
+type slotAuditor struct {
+	e               *Engine
+	log             *slog.Logger
+	interval, grace time.Duration
+}
+
+func (a *slotAuditor) run(ctx context.Context) {
 	checkedTo := time.Now()
-	ticker := time.NewTicker(e.conf.SlotAuditInterval)
+	ticker := time.NewTicker(a.interval)
 	defer ticker.Stop()
 	for {
 		select {
@@ -30,19 +42,21 @@ func (e *Engine) slotAuditLoop(ctx context.Context, log *slog.Logger) {
 			return
 		case <-ticker.C:
 		}
-		to := time.Now().Add(-e.conf.SlotAuditGrace).Truncate(time.Second)
+		to := time.Now().Add(-a.grace).Truncate(time.Second)
 		if !to.After(checkedTo) {
 			continue
 		}
-		if e.auditSlots(ctx, log, checkedTo, to) {
+		if a.pass(ctx, checkedTo, to) {
 			checkedTo = to
 		}
 	}
 }
 
-// auditSlots checks the slots after from and up to to of every enabled job, and reports
-// whether it could (a failed read is tried again, over the same window, next time).
-func (e *Engine) auditSlots(ctx context.Context, log *slog.Logger, from, to time.Time) bool {
+// pass checks the slots after from and up to to of every enabled job, and reports whether
+// it could (a failed read is tried again, over the same window, next time). It ends with
+// the slotAudit test signal, carrying how many jobs' slots it read.
+func (a *slotAuditor) pass(ctx context.Context, from, to time.Time) bool {
+	e, log := a.e, a.log
 	expected := map[string][]time.Time{}
 	var jobs []string
 	for _, en := range e.enabledEntries() {
@@ -64,6 +78,7 @@ func (e *Engine) auditSlots(ctx context.Context, log *slog.Logger, from, to time
 		}
 	}
 	if len(jobs) == 0 {
+		e.testSignals.slotAudit.Send(0)
 		return true
 	}
 	recorded, err := e.conf.DB.RecordedSlots(ctx, jobs, from, to)

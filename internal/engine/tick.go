@@ -143,3 +143,29 @@ var errBusy = errors.New("the job has an active run")
 type earlyError struct{ by time.Duration }
 
 func (e *earlyError) Error() string { return fmt.Sprintf("the slot is %s in the future", e.by) }
+
+// recordMissed records a slot that could not be claimed in its period as missed, as soon as
+// the database answers again, so it is never silently lost.
+func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, slot time.Time) {
+	var n int
+	err := retryWhileLeading(ctx, func() error {
+		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
+			ids, err := tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
+			if err != nil {
+				return err
+			}
+			n = len(ids)
+			return e.missedEvents(ctx, tx, map[string][]int64{en.conf.Name: ids})
+		})
+	}, func(err error, d time.Duration) error {
+		log.Warn("recording the missed slot failed; retrying", "error", err, "retry_in", d)
+		return nil
+	})
+	switch {
+	case err != nil:
+		log.Warn("the term ended before the missed slot could be recorded; the next leader's catch-up records it", "error", err)
+	case n > 0:
+		e.conf.Metrics.RunRecorded(en.conf.Name, store.StatusMissed, store.TriggerSchedule)
+		log.Warn("slot recorded missed")
+	}
+}

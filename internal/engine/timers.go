@@ -164,9 +164,10 @@ func (t *timers) removeJob(name string, id uuid.UUID) {
 	}
 }
 
-// tickDue ticks en's slots after from that are already due, each in its own goroutine.
+// tickDue ticks en's slots after from that are already due, each in its own goroutine; due
+// by the engine's clock, as the catch-up that computed from.
 func (t *timers) tickDue(en *entry, from time.Time) {
-	now := time.Now()
+	now := t.e.clock.now()
 	for slot := en.conf.Schedule.Next(from); !slot.IsZero() && !slot.After(now); slot = en.conf.Schedule.Next(slot) {
 		t.e.runs.Add(1)
 		go func() {

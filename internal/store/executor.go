@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -138,11 +139,19 @@ type dbtx interface {
 // queries implements Executor on a dbtx; *DB and *Tx embed it.
 type queries struct{ q dbtx }
 
-func (q queries) Now(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	err := q.q.QueryRow(ctx, `SELECT now()`).Scan(&now)
-	return now, err
+func (q queries) Now(ctx context.Context) (time.Time, error) { return q.NowOr(ctx, nil) }
+
+// NowOr returns now when set, else the database's clock. The statements that decide by time
+// take such a now (River's NowOrNil): nil in production, so every decision is on the one
+// clock, the database's; a test sets it to move Go's and SQL's time together (nowSQL).
+func (q queries) NowOr(ctx context.Context, now *time.Time) (time.Time, error) {
+	var at time.Time
+	err := q.q.QueryRow(ctx, `SELECT `+nowSQL(1), now).Scan(&at)
+	return at, err
 }
+
+// nowSQL is the time of a statement whose n-th argument is a now that is nil in production.
+func nowSQL(n int) string { return fmt.Sprintf("coalesce($%d::timestamptz, now())", n) }
 
 // Tx is a fenced transaction (see Fenced). It is a pgx.Tx, for the job body's own SQL, and
 // an Executor, and it carries the leader's fenced writes.

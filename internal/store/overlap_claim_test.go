@@ -76,7 +76,7 @@ func TestAllowClaimsUpToMaxConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	var abandoned []store.Abandoned
 	require.NoError(t, f.db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
-		abandoned, err = tx.AbandonRuns(ctx, nil)
+		abandoned, err = tx.AbandonRuns(ctx, nil, nil)
 		return err
 	}))
 	require.Len(t, abandoned, 2)

@@ -73,14 +73,14 @@ func (tx *Tx) RecordedSlotsIn(ctx context.Context, ranges []SlotRange) (map[stri
 
 // RecordMissedSlots records each (jobs[i], slots[i]) as missed, leaving the slots that
 // already have a row alone, and returns the ids of the rows it wrote, by job (the engine
-// records their notifications in the same transaction).
-func (tx *Tx) RecordMissedSlots(ctx context.Context, jobs []string, slots []time.Time, instanceID string) (map[string][]int64, error) {
+// records their notifications in the same transaction). now is nil but in tests (NowOr).
+func (tx *Tx) RecordMissedSlots(ctx context.Context, now *time.Time, jobs []string, slots []time.Time, instanceID string) (map[string][]int64, error) {
 	rows, err := tx.Query(ctx, `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, now(), $3, $4
+		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, `+nowSQL(5)+`, $3, $4
 		FROM unnest($1::text[], $2::timestamptz[]) AS c (job, slot)
 		ON CONFLICT DO NOTHING
-		RETURNING id, job`, jobs, slots, instanceID, tx.epoch)
+		RETURNING id, job`, jobs, slots, instanceID, tx.epoch, now)
 	if err != nil {
 		return nil, fmt.Errorf("record %d missed slots: %w", len(slots), err)
 	}

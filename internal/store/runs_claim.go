@@ -283,10 +283,11 @@ type Abandoned struct {
 // of this term that no goroutine of the leader owns (its claim committed while the answer
 // was lost), which the caller has checked. No run is recovered twice: each partition's
 // unique index on recovers_run_id, and across partitions the check under activeRunsLock.
-func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, error) {
-	const abandon = `
+// now, the abandoned runs' end, is nil but in tests (NowOr).
+func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) ([]Abandoned, error) {
+	abandon := `
 		UPDATE job_runs
-		SET status = 'abandoned', finished_at = now(), next_attempt_at = NULL,
+		SET status = 'abandoned', finished_at = ` + nowSQL(3) + `, next_attempt_at = NULL,
 		    error = CASE WHEN epoch < $1
 		                 THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
 		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
@@ -306,7 +307,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, orphans []int64) ([]Abandoned, er
 	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)
+	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans, now)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}

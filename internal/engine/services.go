@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/schedulerhq/scheduler/internal/leader"
+)
+
+// The leader's services (River's maintenance services): each a small type with its settings
+// (defaults as named constants beside it), a pass that ends with a test signal, and a run
+// that passes every interval until the term ends. They are listed here once: lead starts
+// them for each term.
+
+// service is a leader service for one term.
+type service interface{ run(ctx context.Context) }
+
+// serviceFunc is a term's loop that is not (yet) a type of its own.
+type serviceFunc func(ctx context.Context)
+
+func (f serviceFunc) run(ctx context.Context) { f(ctx) }
+
+// termServices are one term's services.
+type termServices struct {
+	// runDays and rescuer pass once at the term's start, before the catch-up, which runs once.
+	runDays *runDays
+	rescuer *rescuer
+	catchUp *catchUp
+	// loops run, beside the queue, once the timers run.
+	loops []service
+}
+
+// services builds term's services. timers is nil when they failed to start: the
+// definitions watch, which adds and removes timers, is then left out.
+func (e *Engine) services(term leader.Term, log *slog.Logger) *termServices {
+	return &termServices{
+		runDays: &runDays{db: e.conf.DB, log: log, interval: runDaysIntervalDefault, passed: &e.testSignals.runDays},
+		rescuer: &rescuer{e: e, term: term, log: log, interval: e.conf.RescueInterval},
+		catchUp: &catchUp{e: e, term: term, log: log},
+	}
+}
+
+// withLoops lists the services that run for the whole term once the timers run.
+func (s *termServices) withLoops(e *Engine, term leader.Term, log *slog.Logger, t *timers) *termServices {
+	s.loops = []service{
+		s.rescuer,
+		s.runDays,
+		serviceFunc(func(ctx context.Context) { e.callbackLoop(ctx, term, log) }),
+		&backfiller{e: e, log: log, interval: backfillIntervalDefault},
+		&slotAuditor{e: e, log: log, interval: e.conf.SlotAuditInterval, grace: e.conf.SlotAuditGrace},
+	}
+	if e.conf.Notifications != nil {
+		s.loops = append(s.loops, &delivery{s: e.conf.Notifications, term: term, log: log, rules: e.NotifyRules})
+	}
+	if t != nil && e.conf.Runtime != nil {
+		s.loops = append(s.loops, serviceFunc(func(ctx context.Context) { e.watchDefinitions(ctx, term, log, t) }))
+	}
+	return s
+}

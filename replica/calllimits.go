@@ -8,12 +8,17 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
-// callLimitsTimeout bounds one read of the namespaces' bounds.
-const callLimitsTimeout = 5 * time.Second
+// The call-limit poller's settings: callLimitsTimeout bounds one read of the namespaces'
+// bounds, and callLimitsIntervalDefault spaces the reads when callLimits.every is unset.
+const (
+	callLimitsTimeout         = 5 * time.Second
+	callLimitsIntervalDefault = config.PollIntervalDefault
+)
 
-// callLimits keeps the caller's per-namespace bounds on calls in flight at the namespaces'
+// callLimits is the poller that keeps the caller's per-namespace bounds on calls in flight at the namespaces'
 // max_concurrent_calls: read at start and every poll interval, so an admin's change applies
 // within seconds on whichever replica leads, without a restart. A failed read keeps the
 // bounds last read (a database that does not answer makes no calls meanwhile anyway).
@@ -22,12 +27,15 @@ type callLimits struct {
 	caller *targets.Caller
 	every  time.Duration
 	log    *slog.Logger
+	// refreshed is the test signal of a pass that read the bounds, with how many namespaces
+	// have one.
+	refreshed *testsignal.Signal[int]
 }
 
 func (l callLimits) run(ctx context.Context) {
 	every := l.every
 	if every <= 0 {
-		every = config.PollIntervalDefault
+		every = callLimitsIntervalDefault
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -52,4 +60,7 @@ func (l callLimits) refresh(ctx context.Context) {
 		return
 	}
 	l.caller.SetNamespaceLimits(limits)
+	if l.refreshed != nil {
+		l.refreshed.Send(len(limits))
+	}
 }

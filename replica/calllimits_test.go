@@ -13,6 +13,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 // TestMain is backfill_test.go's: one per test binary, internal and external tests together.
@@ -37,8 +38,11 @@ func TestNamespaceCallLimitChangeAppliesWithinSeconds(t *testing.T) {
 	g, err := targets.NewGuard([]string{"127.0.0.1/32"})
 	require.NoError(t, err)
 	caller := targets.NewCaller(targets.Config{Guard: g})
-	limits := callLimits{db: db.DB, caller: caller, every: 50 * time.Millisecond}
+	var refreshed testsignal.Signal[int]
+	refreshed.Init()
+	limits := callLimits{db: db.DB, caller: caller, every: 50 * time.Millisecond, refreshed: &refreshed}
 	limits.refresh(ctx)
+	assert.Equal(t, 1, refreshed.Await(t, 10*time.Second, "the first read of the bounds"), "billing has a bound")
 	done := make(chan struct{})
 	go func() { defer close(done); limits.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -64,6 +68,13 @@ func TestNamespaceCallLimitChangeAppliesWithinSeconds(t *testing.T) {
 	two := 2
 	_, _, err = db.PutNamespace(ctx, store.Namespace{Name: "billing", MaxConcurrentCalls: &two})
 	require.NoError(t, err)
+	for len(refreshed.C()) > 0 { // the passes before the change
+		<-refreshed.C()
+	}
+	// The second pass from here read after the change; the first may have read before it.
+	for range 2 {
+		refreshed.Await(t, 10*time.Second, "a read of the bounds after the change")
+	}
 	await("the waiting call, once the bound was raised in the database")
 	assert.Zero(t, caller.Waiting())
 }

@@ -136,7 +136,8 @@ func (c *catchUp) batch(ctx context.Context, batch []*entry, upTo map[string]tim
 			}
 			if d.run {
 				claims = append(claims, store.Claim{Job: en.conf.Name, ScheduledAt: d.latest, Trigger: store.TriggerCatchUp,
-					MinGap: en.conf.MinGap, InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef(), MaxRuns: en.conf.MaxRuns})
+					MinGap: en.conf.MinGap, InstanceID: e.conf.InstanceID, DefinitionVersion: en.versionRef(), MaxRuns: en.conf.MaxRuns,
+					Now: e.clock.nowOrNil()})
 				claimed = append(claimed, d)
 			}
 			decided = append(decided, d)

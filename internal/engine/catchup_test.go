@@ -109,8 +109,8 @@ func TestCatchUpOnTheClockRecordsExactlyTheCappedSlots(t *testing.T) {
 	assert.Equal(t, want, utc(missed), "the 100 slots before the latest, recorded missed")
 	assert.Equal(t, 100, count(t, db, `SELECT count(*) FROM job_runs WHERE status = 'missed' AND finished_at = $1`, clockAt),
 		"at the clock's time")
-	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1 AND trigger = 'catch-up'`, latest),
-		"the latest slot is caught up, once")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at = $1 AND trigger = 'catch-up' AND started_at = $2`,
+		latest, clockAt), "the latest slot is caught up, once, claimed at the clock's time")
 	assert.Equal(t, 102, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND scheduled_at <= $1`, clockAt),
 		"no other slot up to the clock has a row")
 }

@@ -75,7 +75,7 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 	for i, r := range batch {
 		claims[i] = store.Claim{Job: r.en.conf.Name, ScheduledAt: r.slot, Trigger: r.trigger, MinGap: r.en.conf.MinGap,
 			InstanceID: e.conf.InstanceID, DefinitionVersion: r.en.versionRef(), MaxRuns: r.en.conf.MaxRuns,
-			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces, Ahead: r.ahead}
+			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces, Ahead: r.ahead, Now: e.clock.nowOrNil()}
 	}
 	var outs []store.ClaimOutcome
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {

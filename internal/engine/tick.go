@@ -150,7 +150,7 @@ func (e *Engine) recordMissed(ctx context.Context, term leader.Term, log *slog.L
 	var n int
 	err := retryWhileLeading(ctx, func() error {
 		return e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
-			ids, err := tx.RecordMissed(ctx, en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
+			ids, err := tx.RecordMissed(ctx, e.clock.nowOrNil(), en.conf.Name, []time.Time{slot}, e.conf.InstanceID)
 			if err != nil {
 				return err
 			}

@@ -150,7 +150,8 @@ func (q queries) NowOr(ctx context.Context, now *time.Time) (time.Time, error) {
 	return at, err
 }
 
-// nowSQL is the time of a statement whose n-th argument is a now that is nil in production.
+// nowSQL is the time of a statement whose n-th argument is a now that is nil in production
+// (the claim statements, constants, spell it out).
 func nowSQL(n int) string { return fmt.Sprintf("coalesce($%d::timestamptz, now())", n) }
 
 // Tx is a fenced transaction (see Fenced). It is a pgx.Tx, for the job body's own SQL, and

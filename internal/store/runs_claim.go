@@ -46,6 +46,9 @@ type Claim struct {
 	// claim the slot again when it has come, as any other claim. Its run's started_at is the
 	// slot, or the claim's start if that came after it.
 	Ahead time.Duration
+	// Now is the time the claim decides by: nil in production, the database's clock (NowOr).
+	// Claims claimed together share the first one's.
+	Now *time.Time
 }
 
 // ClaimOutcome says what became of a claim: exactly one of Run (claimed, status running),
@@ -84,18 +87,18 @@ type ClaimOutcome struct {
 // A slot is claimed only once it has come by the database's clock, whatever the leader's own
 // clock says (its timers fire by it): a leader whose clock runs ahead gets Early instead.
 func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
-	const early = `SELECT greatest($1::timestamptz - now(), interval '0')`
+	early := `SELECT greatest($1::timestamptz - ` + nowSQL(2) + `, interval '0')`
 	const taken = `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = $1 AND scheduled_at = $2)`
 	const paused = `SELECT coalesce((SELECT paused FROM job_settings WHERE job = $1), false)`
 	// lockAtLeastFor: measured between run starts, on the database clock.
-	const tooSoon = `
+	tooSoon := `
 		SELECT EXISTS (SELECT 1 FROM job_runs
-		               WHERE job = $1 AND started_at > now() - $2::bigint * interval '1 microsecond')`
+		               WHERE job = $1 AND started_at > ` + nowSQL(3) + ` - $2::bigint * interval '1 microsecond')`
 	// ON CONFLICT without a target: an existing slot row leaves no row. (No active run of
 	// the job is inserted since the check above: every writer of one takes activeRunsLock.)
-	const insert = `
+	insert := `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-		VALUES (job_run_id($3), $1, $2, 'running', $3, now(), $4, $5, $6)
+		VALUES (job_run_id($3), $1, $2, 'running', $3, ` + nowSQL(7) + `, $4, $5, $6)
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
@@ -103,7 +106,7 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		return ClaimOutcome{}, err
 	}
 	var ahead time.Duration
-	if err := tx.QueryRow(ctx, early, c.ScheduledAt).Scan(&ahead); err != nil {
+	if err := tx.QueryRow(ctx, early, c.ScheduledAt, c.Now).Scan(&ahead); err != nil {
 		return ClaimOutcome{}, fmt.Errorf("compare the slot with the database clock: %w", err)
 	}
 	if ahead > 0 {
@@ -160,14 +163,14 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 		return skip(ReasonOverlap)
 	}
 	if c.MinGap > 0 {
-		if err := tx.QueryRow(ctx, tooSoon, c.Job, c.MinGap.Microseconds()).Scan(&isTooSoon); err != nil {
+		if err := tx.QueryRow(ctx, tooSoon, c.Job, c.MinGap.Microseconds(), c.Now).Scan(&isTooSoon); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check minimum gap: %w", err)
 		}
 		if isTooSoon {
 			return skip(ReasonMinGap)
 		}
 	}
-	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, c.DefinitionVersion))
+	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, c.DefinitionVersion, c.Now))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
@@ -190,13 +193,13 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 
 // recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
 func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, error) {
-	const insert = `
+	insert := `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-		VALUES (job_run_id($3), $1, $2, 'skipped', $3, now(), $4, $5, $6)
+		VALUES (job_run_id($3), $1, $2, 'skipped', $3, ` + nowSQL(7) + `, $4, $5, $6)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	var id int64
-	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, reason).Scan(&id)
+	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, reason, c.Now).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -208,15 +211,15 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 
 // RecordMissed records slots as missed (docs/design.md guarantee 3: older misses are recorded,
 // not silently lost); slots that already have a row are left alone. It returns the ids of
-// the rows it wrote.
-func (tx *Tx) RecordMissed(ctx context.Context, job string, slots []time.Time, instanceID string) ([]int64, error) {
-	const insert = `
+// the rows it wrote. now is nil but in tests (NowOr).
+func (tx *Tx) RecordMissed(ctx context.Context, now *time.Time, job string, slots []time.Time, instanceID string) ([]int64, error) {
+	insert := `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, now(), $3, $4
+		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, ` + nowSQL(5) + `, $3, $4
 		FROM unnest($2::timestamptz[]) AS slot
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	rows, err := tx.Query(ctx, insert, job, slots, instanceID, tx.epoch)
+	rows, err := tx.Query(ctx, insert, job, slots, instanceID, tx.epoch, now)
 	if err != nil {
 		return nil, fmt.Errorf("record missed slots of %s: %w", job, err)
 	}

@@ -33,13 +33,13 @@ import (
 const claimSlotsSQL = `
 WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs WHERE status IN ('queued', 'running') GROUP BY job)
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(now(), c.slot), $7, $8, c.version
+SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(coalesce($10::timestamptz, now()), c.slot), $7, $8, c.version
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[], $9::bigint[])
      AS c (job, trigger, slot, version, min_gap, max_runs, ahead)
 LEFT JOIN job_settings s ON s.job = c.job
 LEFT JOIN active a ON a.job = c.job
 LEFT JOIN job_definitions d ON d.name = c.job
-WHERE c.slot <= now() + c.ahead * interval '1 microsecond'
+WHERE c.slot <= coalesce($10::timestamptz, now()) + c.ahead * interval '1 microsecond'
   AND NOT coalesce(s.paused, false)
   AND NOT EXISTS (SELECT 1 FROM job_runs r
                   WHERE r.job = c.job AND r.scheduled_at = c.slot
@@ -54,7 +54,7 @@ RETURNING ` + runColumns
 const minGapTest = `
   AND NOT (c.min_gap > 0 AND EXISTS (
       SELECT 1 FROM job_runs r
-      WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'))`
+      WHERE r.job = c.job AND r.started_at > coalesce($10::timestamptz, now()) - c.min_gap * interval '1 microsecond'))`
 
 // claimSQL is claimSlotsSQL for a batch (safe: with ON CONFLICT DO NOTHING), without the
 // minimum gap's test when no job of the batch has one, nor max_runs' when none has one.
@@ -94,13 +94,13 @@ var claimSlotsSafeSQL = strings.Replace(claimSlotsSQL, "\nRETURNING ", "\nON CON
 // Each test is an index probe per claim.
 const slotStateSQL = `
 SELECT c.i,
-       greatest(c.slot - now(), interval '0'),
+       greatest(c.slot - coalesce($6::timestamptz, now()), interval '0'),
        EXISTS (SELECT 1 FROM job_runs r WHERE r.job = c.job AND r.scheduled_at = c.slot),
        coalesce(s.paused, false),
        (SELECT count(*) FROM job_runs r WHERE r.job = c.job AND r.status IN ('queued', 'running')) >= job_run_bound(c.job),
        c.min_gap > 0 AND EXISTS (
            SELECT 1 FROM job_runs r
-           WHERE r.job = c.job AND r.started_at > now() - c.min_gap * interval '1 microsecond'),
+           WHERE r.job = c.job AND r.started_at > coalesce($6::timestamptz, now()) - c.min_gap * interval '1 microsecond'),
        c.max_runs > 0 AND (SELECT count(*) FROM job_runs r WHERE r.job = c.job AND ` + ranPredicate + `) >= c.max_runs
 FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::int[], $5::bigint[]) AS c (job, slot, min_gap, i, max_runs)
 LEFT JOIN job_settings s ON s.job = c.job
@@ -109,7 +109,7 @@ ORDER BY c.i`
 // skipSlotsSQL records the skipped slots.
 const skipSlotsSQL = `
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'skipped', c.slot, now(), $5, $6, c.reason
+SELECT job_run_id(c.slot), c.job, c.trigger, 'skipped', c.slot, coalesce($7::timestamptz, now()), $5, $6, c.reason
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS c (job, trigger, slot, reason)
 ON CONFLICT DO NOTHING
 RETURNING id, job, scheduled_at`
@@ -194,7 +194,7 @@ func (tx *Tx) settleAhead(ctx context.Context, claims []Claim, out []ClaimOutcom
 		return 0, nil
 	}
 	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT coalesce($1::timestamptz, clock_timestamp())`, claims[0].Now).Scan(&now); err != nil {
 		return 0, fmt.Errorf("read the database's clock after an early claim: %w", err)
 	}
 	for i, c := range claims {
@@ -239,7 +239,7 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
-	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch, ahead}
+	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch, ahead, claims[0].Now}
 	runs, err := claimWinners(ctx, tx, claimSQL(gaps, maxRuns, false), args)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
@@ -293,7 +293,7 @@ func (tx *Tx) slotStates(ctx context.Context, claims []Claim, left []int) ([]slo
 		jobs[k], slots[k], gaps[k], index[k] = claims[i].Job, claims[i].ScheduledAt, claims[i].MinGap.Microseconds(), int32(i)
 		maxRuns[k] = int64(claims[i].MaxRuns)
 	}
-	rows, err := tx.Query(ctx, slotStateSQL, jobs, slots, gaps, index, maxRuns)
+	rows, err := tx.Query(ctx, slotStateSQL, jobs, slots, gaps, index, maxRuns, claims[0].Now)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +354,7 @@ func (tx *Tx) recordSkips(ctx context.Context, claims []Claim, skips []slotSkip)
 		jobs[k], triggers[k], slots[k], reasons[k] = c.Job, c.Trigger, c.ScheduledAt, s.reason
 		at[slotKey{c.Job, c.ScheduledAt.Unix()}] = s.i
 	}
-	rows, err := tx.Query(ctx, skipSlotsSQL, jobs, triggers, slots, reasons, claims[0].InstanceID, tx.epoch)
+	rows, err := tx.Query(ctx, skipSlotsSQL, jobs, triggers, slots, reasons, claims[0].InstanceID, tx.epoch, claims[0].Now)
 	if err != nil {
 		return nil, err
 	}

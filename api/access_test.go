@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // Without a token a replica listens on loopback only, and the cross-origin check cannot stop
@@ -129,7 +130,7 @@ CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'audit log unavailable'; END $$;
 CREATE TRIGGER refuse_audit BEFORE INSERT ON operator_actions FOR EACH ROW EXECUTE FUNCTION refuse_audit();`)
 	require.NoError(t, err)
-	queued := a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('rounds-create', 'manual', 'queued') RETURNING id`)
+	queued := a.insertRun(storetest.RunOpts{Job: "rounds-create", Status: store.StatusQueued})
 
 	res := a.do("POST", "/v1/jobs/plan-change/pause", "", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, res.Status, "body: %s", res.Body)

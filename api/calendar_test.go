@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,17 +169,17 @@ func TestFinishedJobView(t *testing.T) {
 	assert.Equal(t, false, v["finished"])
 	assert.Len(t, v["next_runs"], 2, "two runs left")
 
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		VALUES (job_run_id(date_trunc('minute', now()) - interval '3 minutes'), 'capped', 'schedule', 'succeeded',
-		        date_trunc('minute', now()) - interval '3 minutes', now(), now())`)
+	now := time.Now()
+	a.insertRun(storetest.RunOpts{Job: "capped", Status: store.StatusSucceeded,
+		ScheduledAt: now.Truncate(time.Minute).Add(-3 * time.Minute), StartedAt: now, FinishedAt: now})
 	v = a.do("GET", "/v1/jobs/capped", "", nil).JSON(t)
 	assert.Equal(t, false, v["finished"])
 	assert.Len(t, v["next_runs"], 1, "one run left")
 	assert.Equal(t, v["next_run_at"], v["next_runs"].([]any)[0])
 
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		VALUES (job_run_id(date_trunc('minute', now()) - interval '2 minutes'), 'capped', 'schedule', 'failed',
-		        date_trunc('minute', now()) - interval '2 minutes', now(), now())`)
+	now = time.Now()
+	a.insertRun(storetest.RunOpts{Job: "capped", Status: store.StatusFailed,
+		ScheduledAt: now.Truncate(time.Minute).Add(-2 * time.Minute), StartedAt: now, FinishedAt: now})
 	v = a.do("GET", "/v1/jobs/capped", "", nil).JSON(t)
 	assert.Equal(t, true, v["finished"])
 	assert.Empty(t, v["next_runs"])

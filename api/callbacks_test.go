@@ -5,22 +5,23 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // callbackRun inserts a running callback run of job holding token's hash, as the leader
 // leaves it once its target accepted the call.
 func (a *testAPI) callbackRun(job, token string) int64 {
 	a.t.Helper()
-	return a.insertRun(`
-		INSERT INTO job_runs (job, trigger, status, started_at, epoch, callback_token_hash,
-		                      callback_accepted_at, callback_heartbeat_at, callback_heartbeat_timeout, callback_deadline)
-		VALUES ($1, 'manual', 'running', now(), 1, $2, now(), now(), interval '1 minute', now() + interval '1 hour')
-		RETURNING id`, job, store.CallbackTokenHash(token))
+	now := time.Now()
+	return a.insertRun(storetest.RunOpts{Job: job, Status: store.StatusRunning, StartedAt: now, Epoch: storetest.Ptr(int64(1)),
+		CallbackTokenHash: store.CallbackTokenHash(token), CallbackAcceptedAt: now, CallbackHeartbeatAt: now,
+		CallbackHeartbeatTimeout: time.Minute, CallbackDeadline: now.Add(time.Hour)})
 }
 
 // A completion is authenticated by its run's token alone: the API token, a forged token and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 const (
@@ -34,7 +35,7 @@ func TestReadTokenReadsEverythingAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	a := newAccessAPI(t)
 	read := header{"Authorization": "Bearer " + testReadToken}
-	run := fmt.Sprintf("/v1/runs/%d", a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'running') RETURNING id`))
+	run := fmt.Sprintf("/v1/runs/%d", a.insertRun(storetest.RunOpts{Job: "plan-change", Status: store.StatusRunning}))
 	for _, path := range []string{"/v1/jobs", "/v1/jobs/plan-change", "/v1/jobs/plan-change/runs", run,
 		"/v1/instances", "/v1/locks", "/v1/audit"} {
 		res := a.do("GET", path, "", read)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,6 +14,8 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/secrets"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // testSecrets plays the replica's SCHEDULER_SECRET_<NAME> variables: the API may learn that
@@ -476,8 +479,9 @@ func TestRuntimeJobRoutesByName(t *testing.T) {
 func TestGetRunShowsAttempts(t *testing.T) {
 	t.Parallel()
 	a := newRuntimeAPI(t, 0)
-	id := a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, definition_version)
-		VALUES ('daily-report', 'manual', 'succeeded', '2025-01-01T02:00:00Z', '2025-01-01T02:00:05Z', 3) RETURNING id`)
+	id := a.insertRun(storetest.RunOpts{Job: "daily-report", Status: store.StatusSucceeded,
+		StartedAt: time.Date(2025, 1, 1, 2, 0, 0, 0, time.UTC), FinishedAt: time.Date(2025, 1, 1, 2, 0, 5, 0, time.UTC),
+		DefinitionVersion: 3})
 	a.exec(`INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error)
 		VALUES ($1, 2, '2025-01-01T02:00:03Z', 40, 200, 'ok', NULL),
 		       ($1, 1, '2025-01-01T02:00:00Z', 2000, NULL, NULL, 'connection refused')`, id)

@@ -24,6 +24,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -251,13 +252,17 @@ func (a *testAPI) exec(sql string, args ...any) {
 	require.NoError(a.t, err)
 }
 
-// insertRun runs an INSERT ... RETURNING id of one run and returns its id: a run's id
-// carries its day (migration 0013), so a test cannot know it in advance.
-func (a *testAPI) insertRun(sql string, args ...any) int64 {
+// insertRun stores a run (storetest.Run) and returns its id: a run's id carries its day
+// (migration 0013), so a test cannot know it in advance.
+func (a *testAPI) insertRun(o storetest.RunOpts) int64 {
 	a.t.Helper()
-	var id int64
-	require.NoError(a.t, a.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&id))
-	return id
+	return storetest.Run(context.Background(), a.t, a.db.Pool, o).ID
+}
+
+// insertRuns stores runs in one statement (storetest.Runs).
+func (a *testAPI) insertRuns(opts ...storetest.RunOpts) {
+	a.t.Helper()
+	storetest.Runs(context.Background(), a.t, a.db.Pool, opts...)
 }
 
 func (a *testAPI) count(sql string, args ...any) int {

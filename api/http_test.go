@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,7 +67,7 @@ func TestPolledRoutesAnswerNotModified(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
 	a.exec(`UPDATE scheduler_leader SET epoch = 3, instance_id = 'leader-1', since = now() WHERE id = 1`)
-	run := a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'succeeded') RETURNING id`)
+	run := a.insertRun(storetest.RunOpts{Job: "plan-change", Status: store.StatusSucceeded})
 	for _, path := range []string{"/v1/leader", "/v1/instances", "/v1/locks", "/v1/jobs", "/v1/jobs/plan-change",
 		"/v1/jobs/plan-change/runs?limit=20", fmt.Sprintf("/v1/runs/%d", run), "/v1/audit"} {
 		first := a.do("GET", path, "", nil)

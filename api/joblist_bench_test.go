@@ -2,13 +2,18 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // benchJobs is how many runtime jobs BenchmarkJobList defines: the scale bench's 10 k.
@@ -41,9 +46,17 @@ func benchJobList(b *testing.B, path string) {
 			'description', 'a scale job', 'labels', jsonb_build_object('team', 'bench'),
 			'http', jsonb_build_object('url', format('https://receiver.internal/jobs/%s', i)))
 		FROM generate_series(1, $1) AS i`, benchJobs)
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, definition_version)
-		SELECT job_run_id(s), name, 'schedule', 'succeeded', s, now(), now(), 1
-		FROM job_definitions, date_trunc('minute', now()) AS s`)
+	rows, err := a.db.Pool.Query(context.Background(), `SELECT name FROM job_definitions`)
+	require.NoError(b, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(b, err)
+	now := time.Now()
+	runs := make([]storetest.RunOpts, len(names))
+	for i, name := range names {
+		runs[i] = storetest.RunOpts{Job: name, Status: store.StatusSucceeded, ScheduledAt: now.Truncate(time.Minute),
+			StartedAt: now, FinishedAt: now, DefinitionVersion: 1}
+	}
+	a.insertRuns(runs...)
 	a.exec(`ANALYZE`)
 
 	// The answer is read into one buffer kept across requests: a fresh 13 MB one grown by

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -46,11 +48,12 @@ func TestJobListFiltersAndCounts(t *testing.T) {
 		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	}
 	testdb.AddRunDays(t, a.db.Pool, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC))
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job_run_id(s), job, 'schedule', status, s, s, CASE WHEN status = 'running' THEN NULL ELSE s END
-		FROM (SELECT timestamptz '2025-01-01T02:00:00Z' + n * interval '1 minute', job, status
-		      FROM (VALUES (1, 'alpha', 'succeeded'), (2, 'alpha', 'failed'), (3, 'beta', 'running'), (4, 'plan-change', 'succeeded'))
-		      AS v (n, job, status)) AS r (s, job, status)`)
+	at := func(n int) time.Time { return time.Date(2025, 1, 1, 2, n, 0, 0, time.UTC) }
+	a.insertRuns(
+		storetest.RunOpts{Job: "alpha", Status: store.StatusSucceeded, ScheduledAt: at(1), StartedAt: at(1), FinishedAt: at(1)},
+		storetest.RunOpts{Job: "alpha", Status: store.StatusFailed, ScheduledAt: at(2), StartedAt: at(2), FinishedAt: at(2)},
+		storetest.RunOpts{Job: "beta", Status: store.StatusRunning, ScheduledAt: at(3), StartedAt: at(3)},
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusSucceeded, ScheduledAt: at(4), StartedAt: at(4), FinishedAt: at(4)})
 	res := a.do("POST", "/v1/jobs/beta/pause", "", nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // TestSameRunComparesEveryField changes each field of a run in turn: sameRun must tell
@@ -87,7 +88,7 @@ func TestJobListShowsWhatChanged(t *testing.T) {
 	}
 	assert.Nil(t, lastRun())
 
-	first := a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at) VALUES ('daily-report', 'manual', 'running', now()) RETURNING id`)
+	first := a.insertRun(storetest.RunOpts{Job: "daily-report", Status: store.StatusRunning, StartedAt: time.Now()})
 	run := lastRun()
 	assert.Equal(t, float64(first), run["id"])
 	assert.Equal(t, "running", run["status"])
@@ -101,7 +102,7 @@ func TestJobListShowsWhatChanged(t *testing.T) {
 	assert.Equal(t, "failed", run["status"])
 	assert.Equal(t, "boom", run["error"])
 
-	second := a.insertRun(`INSERT INTO job_runs (job, trigger, status) VALUES ('daily-report', 'manual', 'queued') RETURNING id`)
+	second := a.insertRun(storetest.RunOpts{Job: "daily-report", Status: store.StatusQueued})
 	assert.Equal(t, float64(second), lastRun()["id"])
 
 	hourly := strings.Replace(dailyReport, "0 2 * * *", "0 * * * *", 1)

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -77,11 +79,10 @@ func TestJobsListAndGet(t *testing.T) {
 	t.Parallel()
 	a := newTestAPI(t)
 	testdb.AddRunDays(t, a.db.Pool, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC))
-	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job_run_id(s), 'plan-change', 'schedule', status, s, started_at, finished_at
-		FROM (VALUES ('succeeded', timestamptz '2025-01-01T02:00:00Z', timestamptz '2025-01-01T02:00:01Z', timestamptz '2025-01-01T02:00:03Z'),
-		             ('failed', '2025-01-02T02:00:00Z', '2025-01-02T02:00:01Z', '2025-01-02T02:00:02Z'))
-		     AS r (status, s, started_at, finished_at)`)
+	at := func(day, sec int) time.Time { return time.Date(2025, 1, day, 2, 0, sec, 0, time.UTC) }
+	a.insertRuns(
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusSucceeded, ScheduledAt: at(1, 0), StartedAt: at(1, 1), FinishedAt: at(1, 3)},
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusFailed, ScheduledAt: at(2, 0), StartedAt: at(2, 1), FinishedAt: at(2, 2)})
 
 	res := a.do("GET", "/v1/jobs", "", nil)
 	require.Equal(t, http.StatusOK, res.Status)

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,8 @@ import (
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
@@ -91,7 +94,7 @@ func TestListNotifications(t *testing.T) {
 	def := res.JSON(t)["definition"].(map[string]any)
 	require.Contains(t, def, "notify")
 
-	run := a.insertRun(`INSERT INTO job_runs (job, trigger, status, error, finished_at) VALUES ('nightly', 'manual', 'failed', 'boom', now()) RETURNING id`)
+	run := a.insertRun(storetest.RunOpts{Job: "nightly", Status: store.StatusFailed, Error: "boom", FinishedAt: time.Now()})
 	a.exec(`INSERT INTO scheduler_notification_deliveries (job, event, kind, url, secret, run_ids, count, body, status, attempts, last_status, last_error)
 		VALUES ('nightly', 'failed', 'webhook', 'https://alerts.example.com/hook?token=abc', 'BILLING_TOKEN', ARRAY[$1::bigint], 1, '{}', 'pending', 1, 503, 'status 503 is not a success status')`, run)
 	a.exec(`INSERT INTO scheduler_notification_deliveries (job, event, kind, secret, run_ids, count, body, status, attempts, last_status, sent_at)

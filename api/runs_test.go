@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // seedHistory inserts n finished runs of job with statuses and triggers cycling, created one
@@ -21,14 +21,18 @@ import (
 // required of a slot row; a manual run gets that of its creation, so that ids follow it).
 func (a *testAPI) seedHistory(job string, n int) {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	testdb.AddRunDays(a.t, a.db.Pool, start, start.Add(time.Duration(n)*time.Minute))
-	a.exec(`
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at)
-		SELECT job_run_id(ts), $1, t.trigger, (ARRAY['succeeded', 'failed', 'skipped', 'timed_out'])[1 + i % 4],
-		       CASE WHEN t.trigger IN ('schedule', 'catch-up') THEN ts END, ts, ts, ts + interval '2 seconds'
-		FROM generate_series(0, $2 - 1) AS i,
-		     LATERAL (SELECT (ARRAY['schedule', 'manual', 'catch-up'])[1 + i % 3] AS trigger,
-		                     timestamptz '2025-01-01T00:00:00Z' + i * interval '1 minute' AS ts) AS t`, job, n)
+	triggers := []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp}
+	statuses := []string{store.StatusSucceeded, store.StatusFailed, store.StatusSkipped, store.StatusTimedOut}
+	runs := make([]storetest.RunOpts, n)
+	for i := range runs {
+		ts := start.Add(time.Duration(i) * time.Minute)
+		runs[i] = storetest.RunOpts{Job: job, Trigger: triggers[i%3], Status: statuses[i%4],
+			CreatedAt: ts, StartedAt: ts, FinishedAt: ts.Add(2 * time.Second)}
+		if i%3 != 1 {
+			runs[i].ScheduledAt = ts
+		}
+	}
+	a.insertRuns(runs...)
 }
 
 // walk pages through a history query and returns the ids in the order seen.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,8 +21,7 @@ func TestSlotsSayWhatBecameOfEachSlot(t *testing.T) {
 	a.exec(`UPDATE job_definitions SET created_at = $1 WHERE name = 'hourly'`, hour.Add(-4*time.Hour-30*time.Minute))
 	slot := func(h int) time.Time { return hour.Add(time.Duration(-h) * time.Hour) }
 	insert := func(at time.Time, status, reason string) int64 {
-		return a.insertRun(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, reason)
-			VALUES (job_run_id($1), 'hourly', 'schedule', $2, $1, nullif($3, '')) RETURNING id`, at, status, reason)
+		return a.insertRun(storetest.RunOpts{Job: "hourly", Status: status, ScheduledAt: at, Reason: reason})
 	}
 	insert(slot(0), "succeeded", "")
 	insert(slot(1), "skipped", "overlap")

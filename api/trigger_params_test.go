@@ -1,11 +1,15 @@
 package api
 
 import (
+	"encoding/json"
 	"maps"
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -47,10 +51,11 @@ func TestDryRunIsNotTheLastRun(t *testing.T) {
 	t.Parallel()
 	a := newRuntimeAPI(t, 0)
 	require.Equal(t, http.StatusCreated, a.do("POST", "/v1/jobs", string(httpJob("hook")), nil).Status)
-	failed := a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, error)
-		VALUES ('hook', 'manual', 'failed', now(), now(), 'target down') RETURNING id`)
-	a.insertRun(`INSERT INTO job_runs (job, trigger, status, started_at, finished_at, params)
-		VALUES ('hook', 'manual', 'succeeded', now(), now(), '{"dry_run": true}') RETURNING id`)
+	now := time.Now()
+	failed := a.insertRun(storetest.RunOpts{Job: "hook", Status: store.StatusFailed, StartedAt: now, FinishedAt: now,
+		Error: "target down"})
+	a.insertRun(storetest.RunOpts{Job: "hook", Status: store.StatusSucceeded, StartedAt: now, FinishedAt: now,
+		Params: json.RawMessage(`{"dry_run": true}`)})
 	last := a.do("GET", "/v1/jobs/hook", "", nil).JSON(t)["last_run"].(map[string]any)
 	assert.Equal(t, float64(failed), last["id"])
 	assert.Equal(t, "failed", last["status"])

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -82,9 +84,8 @@ func TestBackfillRunsMissedSlotsOnceUnderTheirKeys(t *testing.T) {
 	_, err := srv.DB.Pool.Exec(ctx, `UPDATE job_definitions SET created_at = $1 WHERE name = 'hourly'`, hour.Add(-4*time.Hour))
 	require.NoError(t, err)
 	for _, s := range slots {
-		_, err := srv.DB.Pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, reason)
-			VALUES (job_run_id($1), 'hourly', 'schedule', 'missed', $1, now(), 'the cluster was down')`, s)
-		require.NoError(t, err)
+		storetest.Run(ctx, t, srv.DB.Pool, storetest.RunOpts{Job: "hourly", Status: store.StatusMissed, ScheduledAt: s,
+			FinishedAt: time.Now(), Reason: "the cluster was down"})
 	}
 	window := fmt.Sprintf(`{"since": %q, "until": %q, "only": "missed"}`,
 		hour.Add(-3*time.Hour-30*time.Minute).Format(time.RFC3339), hour.Add(-30*time.Minute).Format(time.RFC3339))

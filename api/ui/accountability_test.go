@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -155,20 +157,26 @@ func seedSlots(t *testing.T, srv *replicatest.Server, job string) (failed, misse
 		WHERE CASE WHEN d >= job_run_cutover() AND to_regclass('job_runs_p' || to_char(d, 'YYYYMMDD')) IS NULL
 		      THEN scheduler_add_run_day(d::date) ELSE false END`)
 	require.NoError(t, err)
-	_, err = srv.DB.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch, stats, error, reason)
-		SELECT job_run_id(at), $1, 'schedule', s.status, at, at,
-		       CASE WHEN s.status IN ('missed', 'skipped') THEN NULL ELSE at END,
-		       at + interval '2 s', 'console-test-0', 1, '{}',
-		       CASE WHEN s.status = 'failed' THEN 'status 500 is not a success status' END,
-		       CASE s.status WHEN 'missed' THEN 'catch-up window passed' WHEN 'skipped' THEN 'overlap' END
-		FROM generate_series(2, 7 * 144 - 2) AS i
-		CROSS JOIN LATERAL (SELECT date_bin(interval '10 minutes', now(), timestamptz '2000-01-01') - i * interval '10 minutes' AS at) AS t
-		CROSS JOIN LATERAL (SELECT CASE WHEN i IN (18, 300) THEN 'failed' WHEN i = 30 THEN 'missed' WHEN i = 50 THEN 'skipped'
-		                               ELSE 'succeeded' END AS status) AS s
-		WHERE i NOT IN (40, 41)
-		ON CONFLICT DO NOTHING`, job)
-	require.NoError(t, err)
+	bin := time.Now().Truncate(10 * time.Minute) // date_bin(interval '10 minutes', now(), timestamptz '2000-01-01')
+	var runs []storetest.RunOpts
+	for i := 2; i <= 7*144-2; i++ {
+		if i == 40 || i == 41 {
+			continue
+		}
+		at := bin.Add(time.Duration(-i) * 10 * time.Minute)
+		r := storetest.RunOpts{Job: job, Status: store.StatusSucceeded, ScheduledAt: at, CreatedAt: at, StartedAt: at,
+			FinishedAt: at.Add(2 * time.Second), InstanceID: "console-test-0", Epoch: storetest.Ptr(int64(1))}
+		switch i {
+		case 18, 300:
+			r.Status, r.Error = store.StatusFailed, "status 500 is not a success status"
+		case 30:
+			r.Status, r.Reason, r.StartedAt = store.StatusMissed, "catch-up window passed", time.Time{}
+		case 50:
+			r.Status, r.Reason, r.StartedAt = store.StatusSkipped, "overlap", time.Time{}
+		}
+		runs = append(runs, r)
+	}
+	storetest.RunsUnlessTaken(ctx, t, srv.DB.Pool, runs...)
 	at := func(i int) string {
 		return fmt.Sprintf(`date_bin(interval '10 minutes', now(), timestamptz '2000-01-01') - %d * interval '10 minutes'`, i)
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -638,12 +640,10 @@ func put(t *testing.T, base, path string, def any, version int64) int {
 func seedAttempts(t *testing.T, srv *replicatest.Server, job string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	var id int64
-	require.NoError(t, srv.DB.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, instance_id, epoch, stats, definition_version)
-		VALUES ($1, 'manual', 'succeeded', now() - interval '1 minute', now() - interval '1 minute',
-		        now() - interval '1 minute' + interval '7 s', $2, 1, '{}', 2)
-		RETURNING id`, job, srv.InstanceID).Scan(&id))
+	ago := time.Now().Add(-time.Minute)
+	id := storetest.Run(ctx, t, srv.DB.Pool, storetest.RunOpts{Job: job, Status: store.StatusSucceeded,
+		CreatedAt: ago, StartedAt: ago, FinishedAt: ago.Add(7 * time.Second), InstanceID: srv.InstanceID,
+		Epoch: storetest.Ptr(int64(1)), DefinitionVersion: 2}).ID
 	_, err := srv.DB.Pool.Exec(ctx, `
 		INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error) VALUES
 		($1, 1, now() - interval '1 minute', 84, 503,

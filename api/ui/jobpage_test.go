@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -116,11 +119,10 @@ func TestConsoleRetryWaitAndJobPage(t *testing.T) {
 func seedWaitingRun(t *testing.T, srv *replicatest.Server, job string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	var id int64
-	require.NoError(t, srv.DB.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (job, trigger, status, created_at, started_at, instance_id, stats, definition_version, next_attempt_at)
-		VALUES ($1, 'manual', 'running', now() - interval '2 s', now() - interval '2 s', $2, '{}', 1, now() + interval '40 s')
-		RETURNING id`, job, srv.InstanceID).Scan(&id))
+	now := time.Now()
+	id := storetest.Run(ctx, t, srv.DB.Pool, storetest.RunOpts{Job: job, Status: store.StatusRunning,
+		CreatedAt: now.Add(-2 * time.Second), StartedAt: now.Add(-2 * time.Second), InstanceID: srv.InstanceID,
+		DefinitionVersion: 1, NextAttemptAt: now.Add(40 * time.Second)}).ID
 	_, err := srv.DB.Pool.Exec(ctx, `
 		INSERT INTO run_attempts (run_id, attempt, started_at, duration_ms, status_code, body, error)
 		VALUES ($1, 1, now() - interval '2 s', 95, 503, 'upstream busy', 'status 503 is not a success status')`, id)

@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -153,12 +155,13 @@ func TestDashboard(t *testing.T) {
 	})
 
 	t.Run("focus stays on a run and on the pager while the history grows", func(t *testing.T) {
-		_, err := srv.DB.Pool.Exec(context.Background(), `
-			INSERT INTO job_runs (job, trigger, status, created_at, started_at, finished_at, instance_id, epoch, stats)
-			SELECT 'quick-6', 'manual', 'succeeded', now() - i * interval '1 minute', now() - i * interval '1 minute',
-			       now() - i * interval '1 minute' + interval '20 ms', 'console-test-0', 1, '{}'
-			FROM generate_series(1, 30) AS i`)
-		require.NoError(t, err)
+		var runs []storetest.RunOpts
+		for i := 1; i <= 30; i++ {
+			at := time.Now().Add(time.Duration(-i) * time.Minute)
+			runs = append(runs, storetest.RunOpts{Job: "quick-6", Status: store.StatusSucceeded, CreatedAt: at, StartedAt: at,
+				FinishedAt: at.Add(20 * time.Millisecond), InstanceID: "console-test-0", Epoch: storetest.Ptr(int64(1))})
+		}
+		storetest.Runs(context.Background(), t, srv.DB.Pool, runs...)
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-6"),
 			waitJS(`document.querySelectorAll("tr[data-run]").length === 25`),
@@ -435,20 +438,27 @@ func viewport(t *testing.T, tab context.Context, dir, name string) {
 // been up for a while has, so the overview's strips have something to show.
 func seedHistory(t *testing.T, srv *replicatest.Server) {
 	t.Helper()
-	_, err := srv.DB.Pool.Exec(context.Background(), `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch, stats, error)
-		SELECT job_run_id(date_trunc('hour', now()) - i * interval '1 hour'), j.name, 'schedule', s.status,
-		       date_trunc('hour', now()) - i * interval '1 hour',
-		       date_trunc('hour', now()) - i * interval '1 hour', date_trunc('hour', now()) - i * interval '1 hour',
-		       date_trunc('hour', now()) - i * interval '1 hour' + (i * 137 % 5000) * interval '1 ms',
-		       'console-test-0', 1, '{"processed": 3, "changed": 1}',
-		       CASE WHEN s.status = 'failed' THEN 'connection reset by peer' END
-		FROM unnest(ARRAY['plan-change', 'status-sync', 'quick-2', 'quick-4']) AS j(name)
-		CROSS JOIN generate_series(20, 1, -1) AS i
-		CROSS JOIN LATERAL (SELECT CASE WHEN i % 7 = 3 THEN 'failed' WHEN i % 11 = 5 THEN 'skipped'
-		                               WHEN i = 13 THEN 'timed_out' ELSE 'succeeded' END AS status) AS s
-		ON CONFLICT DO NOTHING`)
-	require.NoError(t, err)
+	hour := time.Now().Truncate(time.Hour)
+	var runs []storetest.RunOpts
+	for _, job := range []string{"plan-change", "status-sync", "quick-2", "quick-4"} {
+		for i := 20; i >= 1; i-- {
+			at := hour.Add(time.Duration(-i) * time.Hour)
+			r := storetest.RunOpts{Job: job, Status: store.StatusSucceeded, ScheduledAt: at, CreatedAt: at, StartedAt: at,
+				FinishedAt: at.Add(time.Duration(i*137%5000) * time.Millisecond), InstanceID: "console-test-0",
+				Epoch: storetest.Ptr(int64(1)), Stats: json.RawMessage(`{"processed": 3, "changed": 1}`)}
+			switch {
+			case i%7 == 3:
+				r.Status, r.Error = store.StatusFailed, "connection reset by peer"
+			case i%11 == 5:
+				r.Status = store.StatusSkipped
+			case i == 13:
+				r.Status = store.StatusTimedOut
+			}
+			runs = append(runs, r)
+		}
+	}
+	// A slot the replica's leader has recorded already keeps its row.
+	storetest.RunsUnlessTaken(context.Background(), t, srv.DB.Pool, runs...)
 }
 
 func post(t *testing.T, base, token, path string) int {

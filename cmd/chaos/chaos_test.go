@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/seed"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -84,14 +86,15 @@ func TestCheckCountsViolations(t *testing.T) {
 UPDATE members SET pending_membership_plan_id = NULL, pending_membership_start_date = NULL,
                    pending_membership_end_date = NULL, pending_membership_price = NULL
 WHERE email = 'chaos-3@chaos.example';
-UPDATE scheduler_leader SET epoch = 2;
-INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, epoch)
-SELECT job_run_id(slot), 'plan-change', 'schedule', status, slot, now(), 1
-FROM (VALUES ('running', date_trunc('second', now())),
-             ('succeeded', date_trunc('second', now()) - interval '3 seconds')) AS r (status, slot);
-INSERT INTO job_runs (job, trigger, status, started_at, finished_at, epoch)
-VALUES ('plan-change', 'manual', 'abandoned', now(), now(), 1)`)
+UPDATE scheduler_leader SET epoch = 2`)
 	require.NoError(t, err)
+	now := time.Now()
+	epoch := storetest.Ptr(int64(1))
+	storetest.Runs(ctx, t, pool,
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusRunning, ScheduledAt: now.Truncate(time.Second), StartedAt: now, Epoch: epoch},
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusSucceeded, ScheduledAt: now.Truncate(time.Second).Add(-3 * time.Second),
+			StartedAt: now, Epoch: epoch},
+		storetest.RunOpts{Job: "plan-change", Status: store.StatusAbandoned, StartedAt: now, FinishedAt: now, Epoch: epoch})
 
 	res := &Result{Settled: true}
 	require.NoError(t, r.check(ctx, res))

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -24,9 +26,8 @@ func TestBackfillAndRerunCommands(t *testing.T) {
 	hour := time.Now().UTC().Truncate(time.Hour)
 	ctx := context.Background()
 	for _, h := range []int{3, 2} {
-		_, err := srv.DB.Pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at)
-			VALUES (job_run_id($1), 'quick', 'schedule', 'missed', $1, now())`, hour.Add(time.Duration(-h)*time.Hour))
-		require.NoError(t, err)
+		storetest.Run(ctx, t, srv.DB.Pool, storetest.RunOpts{Job: "quick", Status: store.StatusMissed,
+			ScheduledAt: hour.Add(time.Duration(-h) * time.Hour), FinishedAt: time.Now()})
 	}
 	since, until := hour.Add(-3*time.Hour).Format(time.RFC3339), hour.Add(-90*time.Minute).Format(time.RFC3339)
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -34,38 +35,33 @@ func runDays(db *testdb.DB, windows map[string]time.Duration) jobs.RunDays {
 func seedRetention(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	for _, age := range []int{60, 40, 29} {
-		at := runNow.AddDate(0, 0, -age)
-		testdb.AddRunDays(t, pool, at, at)
+	// job_runs: 11 runs of a day 40 days ago; kept: 4 of a day 29 days ago, an old queued
+	// and an old running run (which keep their day, 60 days ago, whole), and a recent
+	// recovery run of an old run.
+	var runs []storetest.RunOpts
+	for i := 1; i <= 11; i++ {
+		at := runNow.AddDate(0, 0, -40)
+		runs = append(runs, storetest.RunOpts{Job: "j", Status: []string{store.StatusSucceeded, store.StatusFailed,
+			store.StatusSkipped, store.StatusCancelled}[i%4], CreatedAt: at, StartedAt: at,
+			FinishedAt: runNow.AddDate(0, 0, -31).Add(time.Duration(-i) * time.Hour), Reason: "old"})
 	}
+	for range 4 {
+		at := runNow.AddDate(0, 0, -29)
+		runs = append(runs, storetest.RunOpts{Job: "j", Status: store.StatusSucceeded, CreatedAt: at, StartedAt: at,
+			FinishedAt: at, Reason: "keep"})
+	}
+	runs = append(runs,
+		storetest.RunOpts{Job: "q", Status: store.StatusQueued, CreatedAt: runNow.AddDate(0, 0, -60), Reason: "keep"},
+		storetest.RunOpts{Job: "r", Status: store.StatusRunning, CreatedAt: runNow.AddDate(0, 0, -60), Reason: "keep"})
+	old := storetest.Runs(ctx, t, pool, runs...)[0]
+	storetest.Run(ctx, t, pool, storetest.RunOpts{Job: "j", Trigger: store.TriggerRecovery, Status: store.StatusSucceeded,
+		CreatedAt: runNow, FinishedAt: runNow, RecoversRunID: old.ID, Reason: "keep"})
 	for _, q := range []string{
 		// idempotency_keys: 13 expired, 5 still valid; the scope says which.
 		`INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
 		 SELECT gen_random_uuid(), 'old', 'h', $1::timestamptz - i * interval '1 hour' FROM generate_series(1, 13) i`,
 		`INSERT INTO idempotency_keys (key, scope, request_hash, expires_at)
 		 SELECT gen_random_uuid(), 'keep', 'h', $1::timestamptz + i * interval '1 minute' FROM generate_series(1, 5) i`,
-		// job_runs: 11 runs of a day 40 days ago; kept: 4 of a day 29 days ago, an old queued
-		// and an old running run (which keep their day, 60 days ago, whole), and a recent
-		// recovery run of an old run.
-		`INSERT INTO job_runs (id, job, trigger, status, created_at, started_at, finished_at, reason)
-		 SELECT job_run_id($1::timestamptz - interval '40 days'), 'j', 'manual',
-		        (ARRAY['succeeded', 'failed', 'skipped', 'cancelled'])[1 + i % 4],
-		        $1::timestamptz - interval '40 days', $1::timestamptz - interval '40 days',
-		        $1::timestamptz - interval '31 days' - i * interval '1 hour', 'old'
-		 FROM generate_series(1, 11) i`,
-		`INSERT INTO job_runs (id, job, trigger, status, created_at, started_at, finished_at, reason)
-		 SELECT job_run_id($1::timestamptz - interval '29 days'), 'j', 'manual', 'succeeded',
-		        $1::timestamptz - interval '29 days', $1::timestamptz - interval '29 days',
-		        $1::timestamptz - interval '29 days', 'keep'
-		 FROM generate_series(1, 4) i`,
-		`INSERT INTO job_runs (id, job, trigger, status, created_at, reason)
-		 VALUES (job_run_id($1::timestamptz - interval '60 days'), 'q', 'manual', 'queued',
-		         $1::timestamptz - interval '60 days', 'keep'),
-		        (job_run_id($1::timestamptz - interval '60 days'), 'r', 'manual', 'running',
-		         $1::timestamptz - interval '60 days', 'keep')`,
-		`INSERT INTO job_runs (job, trigger, status, created_at, finished_at, recovers_run_id, reason)
-		 SELECT 'j', 'recovery', 'succeeded', $1::timestamptz, $1::timestamptz, min(id), 'keep'
-		 FROM job_runs WHERE reason = 'old'`,
 		// The estimates DropRunDays reports the dropped rows by.
 		`ANALYZE job_runs`,
 		// leads: 9 abandoned more than 180 days ago; kept: 2 abandoned recently, 3 old submitted
@@ -254,14 +250,12 @@ func TestDataRetentionKeepsTheRunsCatchUpAndTheJobListNeed(t *testing.T) {
 	ids := map[int64]bool{}
 	for _, r := range rows {
 		at := runNow.AddDate(0, 0, -r.age)
-		testdb.AddRunDays(t, db.Pool, at, at)
-		var id int64
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, reason)
-VALUES (job_run_id($3), $1, CASE WHEN $4 THEN 'manual' ELSE 'schedule' END, 'succeeded',
-        CASE WHEN $4 THEN NULL ELSE $3::timestamptz END, $3, $3, $3 + interval '1 minute', $2)
-RETURNING id`, r.job, fmt.Sprint(r.kept), at, r.manual).Scan(&id))
-		ids[id] = r.kept
+		o := storetest.RunOpts{Job: r.job, Trigger: store.TriggerManual, Status: store.StatusSucceeded, CreatedAt: at,
+			StartedAt: at, FinishedAt: at.Add(time.Minute), Reason: fmt.Sprint(r.kept)}
+		if !r.manual {
+			o.Trigger, o.ScheduledAt = store.TriggerSchedule, at
+		}
+		ids[storetest.Run(ctx, t, db.Pool, o).ID] = r.kept
 	}
 	env := newEnv(t, db, "data-retention")
 	windowed := runDays(db, map[string]time.Duration{"windowed": 60 * day})
@@ -290,11 +284,8 @@ RETURNING id`, r.job, fmt.Sprint(r.kept), at, r.manual).Scan(&id))
 	}
 
 	// A second pass, once the job has a newer run and slot, prunes the kept ones.
-	testdb.AddRunDays(t, db.Pool, runNow.AddDate(0, 0, -20), runNow.AddDate(0, 0, -20))
-	_, err = db.Pool.Exec(ctx, `
-INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at)
-VALUES (job_run_id($1), 'yearly', 'schedule', 'succeeded', $1, $1)`, runNow.AddDate(0, 0, -20))
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "yearly", Status: store.StatusSucceeded,
+		ScheduledAt: runNow.AddDate(0, 0, -20), FinishedAt: runNow.AddDate(0, 0, -20)})
 	st, err = jobs.NewDataRetention(jobs.RetentionSettings{}, windowed).Run(ctx, env)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, st.Detail["job_runs_kept_pruned"])
@@ -307,13 +298,11 @@ func TestDataRetentionFinishesAnInterruptedDrop(t *testing.T) {
 	ctx := context.Background()
 	db, _ := testdb.Open(t, store.Options{})
 	at := runNow.AddDate(0, 0, -40)
-	testdb.AddRunDays(t, db.Pool, at, at)
-	_, err := db.Pool.Exec(ctx, `
-INSERT INTO job_runs (id, job, trigger, status, created_at, finished_at)
-SELECT job_run_id($1), 'j', 'manual', 'succeeded', $1, $1 FROM generate_series(1, 3)`, at)
-	require.NoError(t, err)
+	for range 3 {
+		storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "j", Status: store.StatusSucceeded, CreatedAt: at, FinishedAt: at})
+	}
 	day := "job_runs_p" + at.Format("20060102")
-	_, err = db.Pool.Exec(ctx, `ALTER TABLE job_runs_days DETACH PARTITION `+day)
+	_, err := db.Pool.Exec(ctx, `ALTER TABLE job_runs_days DETACH PARTITION `+day)
 	require.NoError(t, err)
 
 	st, err := jobs.NewDataRetention(jobs.RetentionSettings{}, runDays(db, nil)).Run(ctx, newEnv(t, db, "data-retention"))

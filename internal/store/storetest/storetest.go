@@ -9,6 +9,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,6 +82,22 @@ func Runs(ctx context.Context, t testing.TB, db DBTX, opts ...RunOpts) []*store.
 // returns the error. The day partitions the runs need are created first, as the leader
 // does before it claims a slot of a day nobody created (Tx.AddRunDaysFor).
 func InsertRuns(ctx context.Context, db DBTX, opts ...RunOpts) ([]*store.Run, error) {
+	return insertRuns(ctx, db, "", opts)
+}
+
+// RunsUnlessTaken is Runs for history seeded beside a running leader, which may have
+// recorded some of the slots already: a run whose slot has a row is left out (ON CONFLICT
+// DO NOTHING), and only the runs stored are returned.
+func RunsUnlessTaken(ctx context.Context, t testing.TB, db DBTX, opts ...RunOpts) []*store.Run {
+	t.Helper()
+	runs, err := insertRuns(ctx, db, "ON CONFLICT DO NOTHING", opts)
+	if err != nil {
+		t.Fatalf("storetest: insert %d runs: %v", len(opts), err)
+	}
+	return runs
+}
+
+func insertRuns(ctx context.Context, db DBTX, onConflict string, opts []RunOpts) ([]*store.Run, error) {
 	var c runColumns
 	for _, o := range opts {
 		c.add(o)
@@ -88,7 +105,7 @@ func InsertRuns(ctx context.Context, db DBTX, opts ...RunOpts) ([]*store.Run, er
 	if _, err := db.Exec(ctx, addDaysSQL, c.scheduledAt, c.createdAt); err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, insertRunsSQL, c.args()...)
+	rows, err := db.Query(ctx, fmt.Sprintf(insertRunsSQL, onConflict), c.args()...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +142,7 @@ const insertRunsSQL = `
 	                           definition_version, rerun, next_attempt_at, cb_hash, cb_accepted_at,
 	                           cb_heartbeat_at, cb_timeout_us, cb_deadline, n)
 	ORDER BY n
+	%s
 	RETURNING id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch,
 	          stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at`
 

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -52,44 +55,52 @@ func TestDatabaseRefusesActiveRunsPastTheBound(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	defineOverlap(t, db, "fan", "", 3)
-	insert := func(job string, at string) error {
-		_, err := db.Pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at)
-			VALUES (job_run_id(date_trunc('second', now()) - $2::interval), $1, 'schedule', 'running', date_trunc('second', now()) - $2::interval, now())`, job, at)
+	insert := func(job string, ago time.Duration) error {
+		now := time.Now()
+		_, err := storetest.InsertRuns(ctx, db.Pool, storetest.RunOpts{Job: job, Status: store.StatusRunning,
+			ScheduledAt: now.Truncate(time.Second).Add(-ago), StartedAt: now})
 		return err
 	}
-	for i, at := range []string{"3 s", "2 s", "1 s"} {
+	for i, at := range []time.Duration{3 * time.Second, 2 * time.Second, time.Second} {
 		require.NoError(t, insert("fan", at), "run %d of 3", i+1)
 	}
-	err := insert("fan", "0 s")
+	err := insert("fan", 0)
 	require.True(t, isBoundViolation(err), "a fourth running run: %v", err)
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('fan', 'manual', 'queued')`)
+	_, err = storetest.InsertRuns(ctx, db.Pool, storetest.RunOpts{Job: "fan", Status: store.StatusQueued})
 	require.True(t, isBoundViolation(err), "a fourth, queued: %v", err)
 	assert.Equal(t, 3, activeRuns(t, db, "fan"))
 
 	// A built-in job (no definition) has one: yesterday's slot and today's manual run are in
 	// two partitions, which no unique index spans.
-	require.NoError(t, insert("plan-change", "1 day"))
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('plan-change', 'manual', 'queued')`)
+	require.NoError(t, insert("plan-change", 24*time.Hour))
+	_, err = storetest.InsertRuns(ctx, db.Pool, storetest.RunOpts{Job: "plan-change", Status: store.StatusQueued})
 	require.True(t, isBoundViolation(err), "a second active run of a built-in job: %v", err)
 
 	// A finished run made running again.
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status, finished_at) VALUES ('plan-change', 'manual', 'succeeded', now())`)
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "plan-change", Status: store.StatusSucceeded, FinishedAt: time.Now()})
 	_, err = db.Pool.Exec(ctx, `UPDATE job_runs SET status = 'running', finished_at = NULL WHERE job = 'plan-change' AND status = 'succeeded'`)
 	require.True(t, isBoundViolation(err), "a finished run revived: %v", err)
 
 	// A statement of many rows (the hashed check): 100 jobs once each pass, one job twice fails.
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) SELECT 'bulk-' || i, 'manual', 'queued' FROM generate_series(1, 100) i`)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status)
-		SELECT 'other-' || i, 'manual', 'queued' FROM generate_series(1, 100) i UNION ALL SELECT 'other-7', 'manual', 'queued'`)
+	queued := func(prefix string, is ...int) (runs []storetest.RunOpts) {
+		for _, i := range is {
+			runs = append(runs, storetest.RunOpts{Job: fmt.Sprintf("%s-%d", prefix, i), Status: store.StatusQueued})
+		}
+		return runs
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	storetest.Runs(ctx, t, db.Pool, queued("bulk", hundred...)...)
+	_, err = storetest.InsertRuns(ctx, db.Pool, queued("other", append(hundred, 7)...)...)
 	require.True(t, isBoundViolation(err), "a bulk insert with two runs of one job: %v", err)
 
 	// A skip, queue-one or replace job has one, whatever a stray max_concurrent says.
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_definitions (name, kind, definition) VALUES ('sneaky', 'http', '{"overlap": "replace", "max_concurrent": 5}')`)
-	require.NoError(t, err)
-	require.NoError(t, insert("sneaky", "1 s"))
-	require.True(t, isBoundViolation(insert("sneaky", "2 s")))
+	storetest.Definition(ctx, t, db.Pool, storetest.DefinitionOpts{Name: "sneaky",
+		Definition: json.RawMessage(`{"overlap": "replace", "max_concurrent": 5}`)})
+	require.NoError(t, insert("sneaky", time.Second))
+	require.True(t, isBoundViolation(insert("sneaky", 2*time.Second)))
 }
 
 // Concurrent writers, of every kind at once and several times over: hostile direct inserts
@@ -112,7 +123,7 @@ func TestConcurrentWritersCannotPassTheBound(t *testing.T) {
 				<-start
 				switch w % 4 {
 				case 0: // direct
-					_, _ = db.Pool.Exec(ctx, `INSERT INTO job_runs (job, trigger, status) VALUES ('fan', 'manual', 'running')`)
+					_, _ = storetest.InsertRuns(ctx, db.Pool, storetest.RunOpts{Job: "fan", Status: store.StatusRunning})
 				case 1: // the API
 					_, _, err := db.QueueManualRun(ctx, "fan", nil, []byte(`{}`))
 					assert.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/migrations"
 )
@@ -102,11 +103,8 @@ func TestRunByIDReadsOnePartition(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	testdb.AddRunDays(t, db.Pool, time.Now().AddDate(0, 0, -40), time.Now())
-	var id int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at)
-		VALUES (job_run_id(now() - interval '20 days'), 'j', 'schedule', 'skipped', date_trunc('second', now() - interval '20 days'))
-		RETURNING id`).Scan(&id))
+	id := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "j", Status: store.StatusSkipped,
+		ScheduledAt: time.Now().Add(-20 * 24 * time.Hour).Truncate(time.Second)}).ID
 	run, err := db.Run(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "j", run.Job)
@@ -137,16 +135,22 @@ func TestNewestRunsReadTheNewestDaysFirst(t *testing.T) {
 	testdb.AddRunDays(t, db.Pool, time.Now().AddDate(0, 0, -40), time.Now())
 	// "busy" ran three times today and five times 20 days ago; "quiet" only 20 and 30 days
 	// ago; "never" did not run. Every other run succeeded.
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, finished_at)
-		SELECT job_run_id(t.ts), r.job, 'schedule', CASE WHEN r.i % 2 = 0 THEN 'succeeded' ELSE 'failed' END,
-		       t.ts, t.ts, t.ts + interval '1 second'
-		FROM (VALUES ('busy', 0, 1), ('busy', 0, 2), ('busy', 0, 3),
-		             ('busy', 20, 1), ('busy', 20, 2), ('busy', 20, 3), ('busy', 20, 4), ('busy', 20, 5),
-		             ('quiet', 30, 1), ('quiet', 20, 2), ('quiet', 20, 3)) AS r(job, days_ago, i),
-		     LATERAL (SELECT date_trunc('minute', now()) - r.days_ago * interval '1 day'
-		                     - (10 - r.i) * interval '1 minute' AS ts) AS t`)
-	require.NoError(t, err)
+	minute := time.Now().Truncate(time.Minute)
+	var runs []storetest.RunOpts
+	for _, r := range []struct {
+		job        string
+		daysAgo, i int
+	}{{"busy", 0, 1}, {"busy", 0, 2}, {"busy", 0, 3},
+		{"busy", 20, 1}, {"busy", 20, 2}, {"busy", 20, 3}, {"busy", 20, 4}, {"busy", 20, 5},
+		{"quiet", 30, 1}, {"quiet", 20, 2}, {"quiet", 20, 3}} {
+		ts := minute.Add(time.Duration(-r.daysAgo)*24*time.Hour - time.Duration(10-r.i)*time.Minute)
+		status := store.StatusFailed
+		if r.i%2 == 0 {
+			status = store.StatusSucceeded
+		}
+		runs = append(runs, storetest.RunOpts{Job: r.job, Status: status, ScheduledAt: ts, CreatedAt: ts, FinishedAt: ts.Add(time.Second)})
+	}
+	storetest.Runs(ctx, t, db.Pool, runs...)
 	everyDay := func(job string, before int64, limit int) []int64 {
 		rows, err := db.Pool.Query(ctx, `SELECT id FROM job_runs WHERE job = $1 AND ($2::bigint = 0 OR id < $2)
 			ORDER BY id DESC LIMIT $3`, job, before, limit)
@@ -235,10 +239,8 @@ func TestClaimSlotsFindsSlotsKeptOrFromBeforePartitioning(t *testing.T) {
 	keep := func(t *testing.T, pool *pgxpool.Pool, job string) store.Claim {
 		var slot time.Time
 		require.NoError(t, pool.QueryRow(ctx, `SELECT date_trunc('minute', now()) - interval '2 days'`).Scan(&slot))
-		_, err := pool.Exec(ctx, `INSERT INTO job_runs (id, job, trigger, status, scheduled_at)
-			VALUES (job_run_id($1), $2, 'schedule', 'succeeded', $1)`, slot, job)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `UPDATE job_runs SET kept = true WHERE job = $1`, job)
+		storetest.Run(ctx, t, pool, storetest.RunOpts{Job: job, Status: store.StatusSucceeded, ScheduledAt: slot})
+		_, err := pool.Exec(ctx, `UPDATE job_runs SET kept = true WHERE job = $1`, job)
 		require.NoError(t, err)
 		var kept bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs_kept WHERE job = $1)`, job).Scan(&kept))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -22,14 +23,13 @@ func TestClaimSlotsDecidesEachSlotAsClaimSlotDoes(t *testing.T) {
 	db, now := openAsLeader(t)
 	ctx := context.Background()
 	slot := now.Add(-time.Second)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
-			(job_run_id($1), 'taken', 'schedule', 'succeeded', $1, now(), now()),
-			(DEFAULT, 'busy', 'manual', 'running', NULL, now(), NULL),
-			(DEFAULT, 'busy-queue-one', 'manual', 'running', NULL, now(), NULL),
-			(job_run_id($1 - interval '1 minute'), 'gap', 'schedule', 'succeeded', $1 - interval '1 minute', now(), now())`, slot)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
+	wall := time.Now()
+	storetest.Runs(ctx, t, db.Pool,
+		storetest.RunOpts{Job: "taken", Status: store.StatusSucceeded, ScheduledAt: slot, StartedAt: wall, FinishedAt: wall},
+		storetest.RunOpts{Job: "busy", Status: store.StatusRunning, StartedAt: wall},
+		storetest.RunOpts{Job: "busy-queue-one", Status: store.StatusRunning, StartedAt: wall},
+		storetest.RunOpts{Job: "gap", Status: store.StatusSucceeded, ScheduledAt: slot.Add(-time.Minute), StartedAt: wall, FinishedAt: wall})
+	_, err := db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
 	require.NoError(t, err)
 
 	claim := func(job string, at time.Time) store.Claim {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // A claim ahead of its slot wins only outright, and a run it wins starts at the slot: a
@@ -20,12 +21,11 @@ func TestClaimAheadWinsOnlyOutright(t *testing.T) {
 	db, now := openAsLeader(t)
 	ctx := context.Background()
 	slot := now.Add(10 * time.Second) // ten seconds ahead
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
-			(DEFAULT, 'busy', 'manual', 'running', NULL, now(), NULL),
-			(job_run_id($1::timestamptz - interval '1 minute'), 'gap', 'schedule', 'succeeded', $1::timestamptz - interval '1 minute', now(), now())`, slot)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
+	wall := time.Now()
+	storetest.Runs(ctx, t, db.Pool,
+		storetest.RunOpts{Job: "busy", Status: store.StatusRunning, StartedAt: wall},
+		storetest.RunOpts{Job: "gap", Status: store.StatusSucceeded, ScheduledAt: slot.Add(-time.Minute), StartedAt: wall, FinishedAt: wall})
+	_, err := db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('paused', true)`)
 	require.NoError(t, err)
 
 	claim := func(job string, at time.Time, ahead time.Duration) store.Claim {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -22,25 +23,25 @@ func TestMaxRunsCountsTheSlotsThatRan(t *testing.T) {
 	db, now := openAsLeader(t)
 	ctx := context.Background()
 	at := func(i int) time.Time { return now.Add(-time.Duration(100-i) * time.Second).UTC() }
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
-			(job_run_id($1), 'ran', 'schedule', 'succeeded', $1, now(), now()),
-			(job_run_id($2), 'ran', 'catch-up', 'failed', $2, now(), now()),
-			(job_run_id($3), 'ran', 'schedule', 'skipped', $3, NULL, now()),
-			(job_run_id($4), 'ran', 'schedule', 'missed', $4, NULL, now()),
-			(DEFAULT, 'ran', 'manual', 'succeeded', NULL, now(), now()),
-			(job_run_id($5), 'cancelled', 'schedule', 'cancelled', $5, now(), now()),
-			(job_run_id($6), 'cancelled', 'schedule', 'abandoned', $6, now(), now()),
-			(job_run_id($7), 'running', 'schedule', 'running', $7, now(), NULL)`,
-		at(1), at(2), at(3), at(4), at(5), at(6), at(7))
-	require.NoError(t, err)
+	wall := time.Now()
+	run := func(job, trigger, status string, slot, started, finished time.Time) storetest.RunOpts {
+		return storetest.RunOpts{Job: job, Trigger: trigger, Status: status, ScheduledAt: slot, StartedAt: started, FinishedAt: finished}
+	}
+	storetest.Runs(ctx, t, db.Pool,
+		run("ran", store.TriggerSchedule, store.StatusSucceeded, at(1), wall, wall),
+		run("ran", store.TriggerCatchUp, store.StatusFailed, at(2), wall, wall),
+		run("ran", store.TriggerSchedule, store.StatusSkipped, at(3), time.Time{}, wall),
+		run("ran", store.TriggerSchedule, store.StatusMissed, at(4), time.Time{}, wall),
+		run("ran", store.TriggerManual, store.StatusSucceeded, time.Time{}, wall, wall),
+		run("cancelled", store.TriggerSchedule, store.StatusCancelled, at(5), wall, wall),
+		run("cancelled", store.TriggerSchedule, store.StatusAbandoned, at(6), wall, wall),
+		run("running", store.TriggerSchedule, store.StatusRunning, at(7), wall, time.Time{}))
 	// A re-run and a backfill do a slot again on an operator's request: neither counts.
-	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, rerun) VALUES
-			(job_run_id($1), 'ran', 'rerun', 'succeeded', $1, now(), now(), 1),
-			(job_run_id($2), 'ran', 'backfill', 'succeeded', $2, now(), now(), 1)`, at(1), at(4))
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('cancelled', true)`)
+	rerun, backfill := run("ran", store.TriggerRerun, store.StatusSucceeded, at(1), wall, wall),
+		run("ran", store.TriggerBackfill, store.StatusSucceeded, at(4), wall, wall)
+	rerun.Rerun, backfill.Rerun = 1, 1
+	storetest.Runs(ctx, t, db.Pool, rerun, backfill)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO job_settings (job, paused) VALUES ('cancelled', true)`)
 	require.NoError(t, err)
 
 	ran, err := db.RanRuns(ctx, []string{"ran", "cancelled", "running", "none"})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -28,17 +29,21 @@ func TestHistoryPagesUseAnIndex(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	const perJob = 100_000
-	testdb.AddRunDays(t, db.Pool, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2020, 3, 12, 0, 0, 0, 0, time.UTC))
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at)
-		SELECT job_run_id(t.ts), j.name, t.trigger, (ARRAY['succeeded', 'succeeded', 'succeeded', 'failed', 'skipped'])[1 + i % 5],
-		       CASE WHEN t.trigger = 'schedule' THEN t.ts END, t.ts, t.ts, t.ts + interval '1 second'
-		FROM unnest(ARRAY['plan-change', 'status-sync', 'rounds-open']) AS j(name),
-		     generate_series(1, $1) AS i,
-		     LATERAL (SELECT CASE WHEN i % 50 = 0 THEN 'manual' ELSE 'schedule' END AS trigger,
-		                     timestamptz '2020-01-01Z' + i * interval '1 minute' AS ts) AS t`, perJob)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `ANALYZE job_runs`)
+	statuses := []string{store.StatusSucceeded, store.StatusSucceeded, store.StatusSucceeded, store.StatusFailed, store.StatusSkipped}
+	var runs []storetest.RunOpts
+	for _, job := range []string{"plan-change", "status-sync", "rounds-open"} {
+		for i := 1; i <= perJob; i++ {
+			ts := time.Date(2020, 1, 1, 0, i, 0, 0, time.UTC)
+			r := storetest.RunOpts{Job: job, Trigger: store.TriggerSchedule, Status: statuses[i%5], ScheduledAt: ts,
+				CreatedAt: ts, StartedAt: ts, FinishedAt: ts.Add(time.Second)}
+			if i%50 == 0 {
+				r.Trigger, r.ScheduledAt = store.TriggerManual, time.Time{}
+			}
+			runs = append(runs, r)
+		}
+	}
+	storetest.Runs(ctx, t, db.Pool, runs...)
+	_, err := db.Pool.Exec(ctx, `ANALYZE job_runs`)
 	require.NoError(t, err)
 	var deep int64
 	require.NoError(t, db.Pool.QueryRow(ctx,

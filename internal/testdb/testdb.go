@@ -107,8 +107,8 @@ func New(t testing.TB) string {
 }
 
 // AddRunDays adds the day partitions of job_runs for the UTC days from from to to, for a
-// test that records runs of other days than today's (their ids carry their slot's day:
-// insert them with id = job_run_id(scheduled_at)).
+// test that needs days in place whatever runs it records (storetest adds the days of the
+// runs it makes).
 func AddRunDays(t testing.TB, pool *pgxpool.Pool, from, to time.Time) {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), `

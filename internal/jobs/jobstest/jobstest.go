@@ -14,6 +14,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -27,10 +28,8 @@ func NewEnv(t testing.TB, db *testdb.DB, name string, now time.Time) *job.Env {
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1`, Epoch)
 	require.NoError(t, err)
-	var runID int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `
-INSERT INTO job_runs (job, trigger, status, started_at, epoch) VALUES ($1, 'manual', 'running', now(), $2)
-RETURNING id`, name, Epoch).Scan(&runID))
+	runID := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: name, Status: store.StatusRunning,
+		StartedAt: time.Now(), Epoch: storetest.Ptr(int64(Epoch))}).ID
 	return &job.Env{
 		RunID:    runID,
 		Tx:       fencedTx(db.DB),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestListNotifications(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, res.Status)
 
 	// The namespaced twin.
-	a.exec(`INSERT INTO scheduler_namespaces (name) VALUES ('billing')`)
+	storetest.Namespace(context.Background(), t, a.db.Pool, storetest.NamespaceOpts{Name: "billing"})
 	res = a.do("POST", "/v1/namespaces/billing/jobs", body, nil)
 	require.Equal(t, http.StatusCreated, res.Status, "body: %s", res.Body)
 	res = a.do("GET", "/v1/namespaces/billing/jobs/nightly/notifications", "", nil)

@@ -28,17 +28,20 @@ func Definition(ctx context.Context, t testing.TB, db DBTX, o DefinitionOpts) st
 	if o.Definition == nil {
 		o.Definition = json.RawMessage(`{}`)
 	}
+	d, err := insertDefinition(ctx, db, o)
+	if err != nil {
+		t.Fatalf("storetest: insert the definition %s: %v", o.Name, err)
+	}
+	return d
+}
+
+func insertDefinition(ctx context.Context, db DBTX, o DefinitionOpts) (store.StoredDefinition, error) {
 	rows, err := db.Query(ctx, `INSERT INTO job_definitions (name, kind, definition) VALUES ($1, $2, $3)
 		RETURNING name, version, kind, definition, created_at, updated_at`, o.Name, o.Kind, string(o.Definition))
-	if err == nil {
-		var d store.StoredDefinition
-		d, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[store.StoredDefinition])
-		if err == nil {
-			return d
-		}
+	if err != nil {
+		return store.StoredDefinition{}, err
 	}
-	t.Fatalf("storetest: insert the definition %s: %v", o.Name, err)
-	return store.StoredDefinition{}
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[store.StoredDefinition])
 }
 
 // NamespaceOpts are the fields of a namespace a test sets; a zero quota is unbounded.

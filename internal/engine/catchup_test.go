@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // Guarantees 3 and 10 after more than three days without a leader (or a restored backup):
@@ -26,11 +27,8 @@ func TestCatchUpRecordsSlotsOnDaysWithoutAPartition(t *testing.T) {
 	require.NoError(t, err)
 	latest := hourly.Schedule.Prev(now)
 	first := latest.Add(-96 * time.Hour)
-	testdb.AddRunDays(t, db.Pool, first, first)
-	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, first)
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: first,
+		StartedAt: first, FinishedAt: first, InstanceID: "old", Epoch: storetest.Ptr(int64(0))})
 	gapDay := latest.Add(-48 * time.Hour).UTC().Format("20060102")
 	require.Zero(t, count(t, db, `SELECT count(*) FROM pg_class WHERE relname = $1`, "job_runs_p"+gapDay),
 		"precondition: the day two days ago has no partition")
@@ -89,11 +87,8 @@ func TestCatchUpOnTheClockRecordsExactlyTheCappedSlots(t *testing.T) {
 	db, url := newDB(t)
 	latest := clockAt.Truncate(time.Minute)
 	first := latest.Add(-200 * time.Minute)
-	testdb.AddRunDays(t, db.Pool, first, first)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, first)
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded,
+		ScheduledAt: first, StartedAt: first, FinishedAt: first, InstanceID: "old", Epoch: storetest.Ptr(int64(0))})
 
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "* * * * *", time.Minute)}, now: clockAt})
 	assert.Equal(t, 1, awaitSignal(t, &n.en.testSignals.caughtUp, "the catch-up"))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -109,10 +110,8 @@ func TestCatchUpRecordsGapsNotOnlyTheTail(t *testing.T) {
 		if slot.Equal(gap) {
 			continue
 		}
-		_, err := db.Pool.Exec(ctx, `
-			INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-			VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
-		require.NoError(t, err)
+		storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: slot,
+			StartedAt: slot, FinishedAt: slot, InstanceID: "old", Epoch: storetest.Ptr(int64(0))})
 	}
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{hourly}})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
@@ -133,11 +132,8 @@ func TestCatchUpAfterALongOutageIsBoundedByTheCap(t *testing.T) {
 	now, err := db.Now(ctx)
 	require.NoError(t, err)
 	slot := now.Truncate(time.Second).AddDate(-20, 0, 0)
-	testdb.AddRunDays(t, db.Pool, slot, slot)
-	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-		VALUES (job_run_id($1), 'tick', 'schedule', 'succeeded', $1, $1, $1, 'old', 0)`, slot)
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: slot,
+		StartedAt: slot, FinishedAt: slot, InstanceID: "old", Epoch: storetest.Ptr(int64(0))})
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}, maxMissed: 5})
 	awaitSignal(t, &n.en.testSignals.leading, "leading after catching up")
 	assert.Equal(t, 5, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'tick' AND status = 'missed'`),

@@ -15,7 +15,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // manualOnly is a job that never fires on its own during a test: hourly, no catch-up.
@@ -218,11 +218,11 @@ func TestCatchUpRunsLatestMissedSlotAndRecordsOlderOnes(t *testing.T) {
 	ctx := context.Background()
 	db, url := newDB(t)
 	// Both jobs last ran five hours ago; "tick" may catch up within an hour, "boom" not at all.
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job_run_id(slot), job, 'schedule', 'succeeded', slot, now(), now()
-		FROM (VALUES ('tick'), ('boom')) AS j (job), (SELECT date_trunc('hour', now()) - interval '5 hours' AS slot) AS s`)
-	require.NoError(t, err)
+	now := time.Now()
+	slot := now.Truncate(time.Hour).Add(-5 * time.Hour)
+	storetest.Runs(ctx, t, db.Pool,
+		storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: slot, StartedAt: now, FinishedAt: now},
+		storetest.RunOpts{Job: "boom", Status: store.StatusSucceeded, ScheduledAt: slot, StartedAt: now, FinishedAt: now})
 	tick := jobConfig(t, "tick", "@every 1h", time.Minute)
 	boom := jobConfig(t, "boom", "@every 1h", time.Minute)
 	boom.Catchup = 0
@@ -268,10 +268,8 @@ func TestAbandonedRunIsRecoveredOnce(t *testing.T) {
 	t.Parallel()
 	db, url := newDB(t)
 	// A run left running by a leader of epoch 0, which died.
-	var abandoned int64
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `
-		INSERT INTO job_runs (job, trigger, status, started_at, instance_id, epoch)
-		VALUES ('tick', 'manual', 'running', now() - interval '1 minute', 'dead', 0) RETURNING id`).Scan(&abandoned))
+	abandoned := storetest.Run(context.Background(), t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning,
+		StartedAt: time.Now().Add(-time.Minute), InstanceID: "dead", Epoch: storetest.Ptr(int64(0))}).ID
 	opts := nodeOptions{jobs: []config.Job{manualOnly(t, "tick", time.Minute)}}
 
 	a := startNode(t, url, "a", opts)
@@ -303,15 +301,11 @@ func TestRetentionDoesNotMakeTheNextLeaderRerunAYearlySlot(t *testing.T) {
 	yearly := jobConfig(t, "tick", "0 0 1 1 *", time.Minute) // catch-up window: one period, a year
 	latest := yearly.Schedule.Prev(time.Now())
 	older := yearly.Schedule.Prev(latest.Add(-time.Second))
-	testdb.AddRunDays(t, db.Pool, older, older)
-	testdb.AddRunDays(t, db.Pool, latest, latest)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job_run_id(s), 'tick', 'schedule', 'succeeded', s, s, s + interval '1 second'
-		FROM unnest($1::timestamptz[]) AS s`, []time.Time{older, latest})
-	require.NoError(t, err)
+	storetest.Runs(ctx, t, db.Pool,
+		storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: older, StartedAt: older, FinishedAt: older.Add(time.Second)},
+		storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded, ScheduledAt: latest, StartedAt: latest, FinishedAt: latest.Add(time.Second)})
 	// Data-retention counts a dropped day's rows by PostgreSQL's estimate.
-	_, err = db.Pool.Exec(ctx, `ANALYZE job_runs`)
+	_, err := db.Pool.Exec(ctx, `ANALYZE job_runs`)
 	require.NoError(t, err)
 	nodeJobs := []config.Job{yearly, manualOnly(t, "data-retention", time.Minute)}
 

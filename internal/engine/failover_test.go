@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // Issue 29: a failover with asynchronous replication loses the rows of slots whose calls were
@@ -21,12 +22,13 @@ func TestFailoverRepairsTheLostSlotsInsteadOfRecordingThemMissed(t *testing.T) {
 	ctx := context.Background()
 	db, url := newDB(t)
 	// Every slot of the last ten minutes succeeded, so the first term has nothing to catch up.
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		SELECT job_run_id(slot), 'tick', 'schedule', 'succeeded', slot, now(), now()
-		FROM generate_series(date_trunc('minute', now()) - interval '10 minutes', date_trunc('minute', now()),
-		                     interval '1 minute') AS slot`)
-	require.NoError(t, err)
+	now := time.Now()
+	var done []storetest.RunOpts
+	for m := 10; m >= 0; m-- {
+		done = append(done, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded,
+			ScheduledAt: now.Truncate(time.Minute).Add(time.Duration(-m) * time.Minute), StartedAt: now, FinishedAt: now})
+	}
+	storetest.Runs(ctx, t, db.Pool, done...)
 	a := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1m", time.Minute)}})
 	first := awaitTerm(t, a)
 	require.Empty(t, first.FailedOver)

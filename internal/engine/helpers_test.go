@@ -24,6 +24,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
@@ -295,10 +296,7 @@ func awaitTerm(t *testing.T, n *node) leader.Term {
 // queueRun inserts a manual run as the API does.
 func queueRun(t *testing.T, db *testdb.DB, job string) int64 {
 	t.Helper()
-	var id int64
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `
-		INSERT INTO job_runs (job, trigger, status) VALUES ($1, 'manual', 'queued') RETURNING id`, job).Scan(&id))
-	return id
+	return storetest.Run(context.Background(), t, db.Pool, storetest.RunOpts{Job: job, Status: store.StatusQueued}).ID
 }
 
 func getRun(t *testing.T, db *testdb.DB, id int64) *store.Run {

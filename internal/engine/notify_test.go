@@ -23,6 +23,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
 
@@ -335,11 +336,9 @@ func TestMissedSlotsAreNotifiedOnce(t *testing.T) {
 	// The job existed five hours ago and ran then; nobody led since.
 	_, err := db.Pool.Exec(ctx, `UPDATE job_definitions SET created_at = now() - interval '6 hours', updated_at = now() - interval '6 hours'`)
 	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at, instance_id, epoch)
-		SELECT job_run_id(s), 'hourly', 'schedule', 'succeeded', s, s, s, 'old', 0
-		FROM date_trunc('hour', now() - interval '5 hours') AS s`)
-	require.NoError(t, err)
+	s := time.Now().Add(-5 * time.Hour).Truncate(time.Hour)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "hourly", Status: store.StatusSucceeded, ScheduledAt: s,
+		StartedAt: s, FinishedAt: s, InstanceID: "old", Epoch: storetest.Ptr(int64(0))})
 
 	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"),
 		notifications: notifications(time.Second, time.Second, "127.0.0.1/32")})

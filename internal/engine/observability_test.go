@@ -18,7 +18,8 @@ import (
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
@@ -94,13 +95,9 @@ func startObservedNode(t *testing.T) *observedNode {
 	tick := jobConfig(t, "tick", "@every 1s", time.Minute)
 	tick.Enabled = false
 	slot := chatty.Schedule.Prev(time.Now())
-	testdb.AddRunDays(t, db.Pool, slot, slot)
-	_, err := db.Pool.Exec(context.Background(), `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at)
-		VALUES (job_run_id($1), 'chatty', 'schedule', 'succeeded', $1, $2, $2)`,
-		slot, chattyLastSuccess)
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(context.Background(), `INSERT INTO job_settings (job, paused) VALUES ('tick', true)`)
+	storetest.Run(context.Background(), t, db.Pool, storetest.RunOpts{Job: "chatty", Status: store.StatusSucceeded,
+		ScheduledAt: slot, StartedAt: chattyLastSuccess, FinishedAt: chattyLastSuccess})
+	_, err := db.Pool.Exec(context.Background(), `INSERT INTO job_settings (job, paused) VALUES ('tick', true)`)
 	require.NoError(t, err)
 
 	logs := &syncBuffer{}

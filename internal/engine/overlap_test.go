@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -87,7 +88,7 @@ func TestAllowRunsUpToMaxConcurrentAtOnce(t *testing.T) {
 	assert.Equal(t, 3, s.sample(), "three runs at once")
 	assert.Equal(t, 3, s.max, "never four at a sampled instant")
 	assert.Equal(t, int64(3), bt.calls.Load(), "three calls held by the target")
-	_, err := db.Pool.Exec(context.Background(), `INSERT INTO job_runs (job, trigger, status, started_at) VALUES ('fan', 'manual', 'running', now())`)
+	_, err := storetest.InsertRuns(context.Background(), db.Pool, storetest.RunOpts{Job: "fan", Status: store.StatusRunning, StartedAt: time.Now()})
 	require.Error(t, err, "the database refuses a fourth running run")
 	assert.Contains(t, err.Error(), "more queued or running runs than its bound")
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -60,11 +61,9 @@ func TestRescuerRecoversRunsNobodyOwns(t *testing.T) {
 	owned := queueRun(t, db, "slow")
 	awaitStatus(t, db, owned, store.StatusRunning)
 
-	var orphan int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch)
-		VALUES (job_run_id(date_trunc('second', now())), 'tick', 'schedule', 'running', date_trunc('second', now()), now(), 'a', $1)
-		RETURNING id`, term.Epoch).Scan(&orphan))
+	now := time.Now()
+	orphan := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning,
+		ScheduledAt: now.Truncate(time.Second), StartedAt: now, InstanceID: "a", Epoch: &term.Epoch}).ID
 
 	awaitRescued(t, n)
 	assert.Equal(t, store.StatusAbandoned, getRun(t, db, orphan).Status)
@@ -90,12 +89,8 @@ func TestRescuerOnTheClockAbandonsAnEarlierEpochsRun(t *testing.T) {
 	ctx := context.Background()
 	db, url := newDB(t)
 	slot := clockAt.Truncate(time.Minute).Add(-time.Minute)
-	testdb.AddRunDays(t, db.Pool, slot, slot)
-	var left int64
-	require.NoError(t, db.Pool.QueryRow(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch)
-		VALUES (job_run_id($1), 'tick', 'schedule', 'running', $1, $1, 'gone', 0)
-		RETURNING id`, slot).Scan(&left))
+	left := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning,
+		ScheduledAt: slot, StartedAt: slot, InstanceID: "gone", Epoch: storetest.Ptr(int64(0))}).ID
 
 	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{manualOnly(t, "tick", time.Minute)}, now: clockAt})
 	assert.Equal(t, 1, awaitSignal(t, &n.en.testSignals.rescued, "the term's first rescuer pass"), "one run abandoned")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
 
 // The claims decide by the now they are given (nil in production: the database's clock),
@@ -21,11 +21,8 @@ func TestClaimsDecideByTheNowTheyAreGiven(t *testing.T) {
 	db, _ := openAsLeader(t)
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 10, 0, 30, 0, time.UTC)
-	testdb.AddRunDays(t, db.Pool, now, now)
-	_, err := db.Pool.Exec(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, finished_at) VALUES
-			(job_run_id($1::timestamptz - interval '5 minutes'), 'gap', 'schedule', 'succeeded', $1 - interval '5 minutes', $1 - interval '5 minutes', $1)`, now)
-	require.NoError(t, err)
+	storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "gap", Status: store.StatusSucceeded,
+		ScheduledAt: now.Add(-5 * time.Minute), StartedAt: now.Add(-5 * time.Minute), FinishedAt: now})
 	claim := func(job string, at time.Time) store.Claim {
 		return store.Claim{Job: job, ScheduledAt: at, Trigger: store.TriggerSchedule, InstanceID: "a", Now: &now}
 	}

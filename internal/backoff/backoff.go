@@ -3,10 +3,12 @@
 // replicas which lost PostgreSQL together do not come back in lockstep, and a long outage
 // does not flood the log.
 //
-// It is a few lines of arithmetic rather than a dependency: every caller here retries
-// while its context (a term, the process) lasts, so it needs no retry budget and no error
-// classification of its own. Retry is the loop they share; each caller says only what it
-// retries, what ends it (Stop), and what it logs before a delay.
+// It is a few lines of arithmetic rather than a dependency. Retry is the loop of the callers
+// that retry while their context (a term, the process) lasts, with no budget: the engine's writes
+// while it leads and the elector's reconnect say only what they retry, what ends it (Stop),
+// and what they log before a delay. The callers whose loop differs use New and Sleep: the
+// webhook sender, which stops after its attempts or a permanent error, and serve's wait for
+// the database to migrate, which counts its attempts in the log.
 package backoff
 
 import (

@@ -2,7 +2,8 @@
 # bench.sh — run cmd/bench (or cmd/chaos) against a real PostgreSQL: BENCH_DATABASE_URL or
 # DATABASE_URL when set, otherwise a throwaway cluster started for the run and removed at the end.
 #
-#   scripts/bench.sh bench [flags]   benchmarks, report in BENCHMARKS.md (-quick for the reduced run)
+#   scripts/bench.sh bench [flags]   benchmarks: each target's row of BENCHMARKS.md, the report added
+#                                    to docs/benchmarks-history.md (-quick: the history only)
 #   scripts/bench.sh chaos [flags]   the chaos run (-duration 2m, -faults kill,term,...);
 #                                    FAULTS=... sets -faults. On its own throwaway cluster
 #                                    the chaos run may restart PostgreSQL (pg-restart), and

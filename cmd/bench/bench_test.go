@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,4 +78,30 @@ func TestBenchSectionsRunOnTinyData(t *testing.T) {
 	assert.Contains(t, md, "- PostgreSQL: PostgreSQL ")
 	// The old runs span several days past the window, each dropped whole.
 	assert.Regexp(t, `\| data-retention: [^|]+ \| (9|10) days dropped \(about 3 k old job_runs rows`, md)
+}
+
+// TestUpdateCurrentKeepsOneRowPerTarget: a run replaces the rows it measured, adds a new
+// target at the table's end, leaves the other rows at the run that measured them and writes
+// no row without a target.
+func TestUpdateCurrentKeepsOneRowPerTarget(t *testing.T) {
+	md := "# Benchmarks\n\n| measurement | data | figure | target | result | commit | machine | date |\n|---|---|---|---|---|---|---|---|\n" +
+		"| a ÷ b | d | 1.60 (1.6 s ÷ 1.0 s) | ≤ 1.5 | MISS | old1 | m | 2026-11-01 |\n" +
+		"| other | d | 5 ms | < 10 ms | PASS | old2 | m | 2026-11-02 |\n\nAfter the table.\n"
+	at := measuredAt{commit: "new", machine: "AMD EPYC, 2 cores", date: "2026-11-29"}
+	got, err := updateCurrent(md, []row{
+		{name: "a ÷ b", data: "d", value: "1.2 s", ref: "1.0 s", ratio: "1.20", target: "≤ 1.5", pass: verdict(true)},
+		{name: "new | target", data: "e", value: "7 ms", target: "< 10 ms", pass: verdict(true)},
+		{name: "no target", data: "f", value: "9 ms"},
+	}, at)
+	require.NoError(t, err)
+	assert.Equal(t, "# Benchmarks\n\n| measurement | data | figure | target | result | commit | machine | date |\n|---|---|---|---|---|---|---|---|\n"+
+		"| a ÷ b | d | 1.20 (1.2 s ÷ 1.0 s) | ≤ 1.5 | PASS | new | AMD EPYC, 2 cores | 2026-11-29 |\n"+
+		"| other | d | 5 ms | < 10 ms | PASS | old2 | m | 2026-11-02 |\n"+
+		"| new \\| target | e | 7 ms | < 10 ms | PASS | new | AMD EPYC, 2 cores | 2026-11-29 |\n\nAfter the table.\n", got)
+
+	// The repository's own page has the table the bench updates.
+	page, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "BENCHMARKS.md"))
+	require.NoError(t, err)
+	_, err = updateCurrent(string(page), nil, at)
+	require.NoError(t, err)
 }

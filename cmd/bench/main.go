@@ -1,5 +1,7 @@
 // Command bench measures the scheduler's jobs, API and hand-over against a real PostgreSQL
-// and writes the figures to BENCHMARKS.md (make bench; make bench QUICK=1 for a reduced run).
+// (make bench; make bench QUICK=1 for a reduced run). A full run replaces the rows of
+// BENCHMARKS.md's current table it measured against a target, each with the commit, machine
+// and date; every run adds its whole report to docs/benchmarks-history.md.
 //
 // Every figure is a median over several repetitions plus a ratio to a reference measured in
 // the same run on the same machine (the equivalent raw SQL statement, the naive per-member
@@ -9,7 +11,7 @@
 // copy (CREATE DATABASE ... TEMPLATE), so the job and its reference see identical data.
 //
 //	BENCH_DATABASE_URL (or DATABASE_URL): a PostgreSQL whose user may create databases.
-//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-only members,rounds,...] [-runs N]
+//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-history docs/benchmarks-history.md] [-only members,rounds,...] [-runs N]
 package main
 
 import (
@@ -87,7 +89,8 @@ func main() {
 		os.Exit(childMain(os.Args[2:]))
 	}
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
-	out := flag.String("out", "BENCHMARKS.md", "report file to write (empty: stdout only)")
+	out := flag.String("out", "BENCHMARKS.md", "the current table to update with a full run's rows (empty: the report on stdout only)")
+	history := flag.String("history", "docs/benchmarks-history.md", "the page the run's report is added to")
 	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale); default all")
 	runs := flag.Int("runs", 0, "job_runs rows of the retention, api and apiload data sets (default: 10 M, 10 M and 1 M; with -quick 1 M, 1 M and 100 k)")
 	scaleMinutes := flag.Int("scale-minutes", 0, "minutes the scale section measures with the raised per-host bound (default 10; with -quick 1)")
@@ -158,11 +161,12 @@ func main() {
 	text := b.report.markdown(ctx, b)
 	fmt.Print(text)
 	if *out != "" {
-		if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+		at := measuredAt{commit: commit(ctx), machine: machineName(), date: time.Now().UTC().Format("2006-01-02")}
+		if err := writeReport(*out, *history, text, b.report, at); err != nil {
 			log.Error("write report", "error", err)
 			os.Exit(1)
 		}
-		log.Info("report written", "file", *out)
+		log.Info("report written", "current table", *out, "history", *history)
 	}
 	if len(failed) > 0 {
 		os.Exit(1)

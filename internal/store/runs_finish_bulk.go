@@ -44,7 +44,7 @@ SELECT id, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM finish
 // PostgreSQL may plan them once for any arrays (a generic plan), guessing ten elements
 // where there are thousands. For the claim of 10 000 slots that plan joined with nested
 // loops: 1.4 times the custom plan's time on a test database, more in the scale benchmark
-// (BENCHMARKS.md, "Claims planned for their arrays"). For 1 500 ends it probed the partial
+// (docs/benchmarks-history.md, "Claims planned for their arrays"). For 1 500 ends it probed the partial
 // index of active runs once per end, reading all of it each time: 185 ms against 27 ms.
 // Planning them costs a few milliseconds.
 const forceCustomPlan = `SET LOCAL plan_cache_mode = force_custom_plan`

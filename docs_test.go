@@ -15,8 +15,6 @@ import (
 	"testing"
 )
 
-// docPages are the pages whose names of code are checked.
-var docPages = []string{"README.md", "docs/design.md", "docs/operations.md", "docs/runtime-jobs.md", "BENCHMARKS.md"}
 
 // goNames is what the repository's Go code declares: each package (by its directory's last
 // element) with its top-level names, and each type's methods and fields, whatever package.
@@ -144,7 +142,11 @@ var madeByTheReader = map[string]bool{"deploy/scheduler.env": true}
 // of docs/ writes as code exists in the repository, so a rename cannot leave a page behind.
 func TestDocsNameWhatExists(t *testing.T) {
 	names := readGoNames(t)
-	for _, page := range docPages {
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, "README.md", "BENCHMARKS.md") {
 		text, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
@@ -211,4 +213,64 @@ func goPackages(t *testing.T) []string {
 		pkgs = append(pkgs, filepath.ToSlash(rel))
 	}
 	return pkgs
+}
+
+// section returns the text of page's "## name" section, up to the next "## " heading.
+func section(t *testing.T, page, name string) string {
+	t.Helper()
+	text, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s, ok := strings.Cut(string(text), "\n## "+name+"\n")
+	if !ok {
+		t.Fatalf("%s has no section %q", page, name)
+	}
+	s, _, _ = strings.Cut(s, "\n## ")
+	return s
+}
+
+// TestReadmeLayoutNamesEveryPackage: README's Layout names each package of the module by its
+// directory, so a new package cannot go unexplained.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	layout := section(t, "README.md", "Layout")
+	for _, pkg := range goPackages(t) {
+		name := pkg + "/"
+		if pkg == "." {
+			name = "docs_test.go"
+		}
+		if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(name) + `($|[\s,)])`).MatchString(layout) {
+			t.Errorf("README's Layout does not name %s", name)
+		}
+	}
+}
+
+// figure is a number with its unit as the pages write it: "601 ms", "1.12×", "2713/s",
+// and the ends of a range ("0.55–0.71 s").
+var figure = regexp.MustCompile(`(\d+(?:\.\d+)?)(?:–(\d+(?:\.\d+)?))?( ?)(ms|s|MB|GB|×|msgs/s|/s)(?:[^\w/]|$)`)
+
+// TestReadmeFiguresAreTheCurrentTable: every figure README's "Measured" quotes is in
+// BENCHMARKS.md's current table, so README cannot keep a figure a later run replaced.
+func TestReadmeFiguresAreTheCurrentTable(t *testing.T) {
+	current := section(t, "BENCHMARKS.md", "Current")
+	measured := section(t, "README.md", "Measured")
+	quoted := 0
+	for _, m := range figure.FindAllStringSubmatch(measured, -1) {
+		for _, n := range []string{m[1], m[2]} {
+			if n == "" {
+				continue
+			}
+			quoted++
+			want := n + m[3] + m[4]
+			if m[4] == "×" { // a ratio: the table gives it bare, beside the figures it divides
+				want = n
+			}
+			if !regexp.MustCompile(`(^|[^\d.])` + regexp.QuoteMeta(want) + `($|[^\d.])`).MatchString(current) {
+				t.Errorf("README quotes %s (%q), which BENCHMARKS.md's current table does not give", want, m[0])
+			}
+		}
+	}
+	if quoted < 5 {
+		t.Errorf("README's Measured quotes %d figures; the pattern no longer reads them", quoted)
+	}
 }

@@ -17,18 +17,18 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-// TestServeListsEveryJobOfTheReadme: a real replica's GET /v1/jobs lists the fourteen jobs,
-// in the order of README's job table, each with that table's default schedule, and
+// TestServeListsEveryJobOfTheFirstApplication: a real replica's GET /v1/jobs lists the fourteen jobs,
+// in the order of docs/first-application.md's job table, each with that table's default schedule, and
 // api/openapi.yaml names each of them.
-func TestServeListsEveryJobOfTheReadme(t *testing.T) {
+func TestServeListsEveryJobOfTheFirstApplication(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "docs", "first-application.md"))
 	require.NoError(t, err)
 	var want [][2]string // name, schedule
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| `([^`]+)` \\|").FindAllSubmatch(readme, -1) {
 		want = append(want, [2]string{string(m[1]), string(m[2])})
 	}
-	require.Len(t, want, 14, "README's job table")
+	require.Len(t, want, 14, "docs/first-application.md's job table")
 	spec, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "api", "openapi.yaml"))
 	require.NoError(t, err)
 	for _, w := range want {

@@ -15,15 +15,15 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-// README's job table is the registry's: the same built-in jobs in the same order, each with
-// its default schedule and timeout, so the table cannot drift from the code. The rows are
-// read from the table under "## Jobs" only.
-func TestReadmeJobTableIsTheRegistry(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "README.md"))
+// The job table of docs/first-application.md is the registry's: the same built-in jobs in
+// the same order, each with its default schedule and timeout, so the table cannot drift from
+// the code. The rows are read from the table under "## Jobs" only.
+func TestFirstApplicationJobTableIsTheRegistry(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testdb.RepoRoot(), "docs", "first-application.md"))
 	require.NoError(t, err)
 	section := string(readme)
 	start := strings.Index(section, "\n## Jobs\n")
-	require.NotEqual(t, -1, start, `README has a "## Jobs" section`)
+	require.NotEqual(t, -1, start, `docs/first-application.md has a "## Jobs" section`)
 	section = section[start+1:]
 	if end := strings.Index(section[3:], "\n## "); end >= 0 {
 		section = section[:end+3]
@@ -34,7 +34,7 @@ func TestReadmeJobTableIsTheRegistry(t *testing.T) {
 	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| `([^`]+)` \\| ([0-9a-z.]+) \\|")
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		timeout, err := time.ParseDuration(m[3])
-		require.NoError(t, err, "the timeout of %s in README's job table", m[1])
+		require.NoError(t, err, "the timeout of %s in docs/first-application.md's job table", m[1])
 		got = append(got, config.JobDefaults{Name: m[1], Schedule: m[2], Timeout: timeout})
 	}
 
@@ -43,5 +43,5 @@ func TestReadmeJobTableIsTheRegistry(t *testing.T) {
 		want = append(want, config.JobDefaults{Name: d.Name, Schedule: d.Schedule, Timeout: d.Timeout})
 	}
 	require.NotEmpty(t, want)
-	assert.Equal(t, want, got, "README's job table (## Jobs) against jobs.Defaults")
+	assert.Equal(t, want, got, "docs/first-application.md's job table (## Jobs) against jobs.Defaults")
 }

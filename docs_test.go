@@ -274,3 +274,45 @@ func TestReadmeFiguresAreTheCurrentTable(t *testing.T) {
 		t.Errorf("README's Measured quotes %d figures; the pattern no longer reads them", quoted)
 	}
 }
+
+// TestEveryVariableIsDocumented: every environment variable the service reads (a
+// "SCHEDULER_…" string of its non-test code, bar the command-line tools') is in a table of
+// docs/reference.md or docs/first-application.md, so a new setting cannot go unexplained.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	var tables strings.Builder
+	for _, page := range []string{"docs/reference.md", "docs/first-application.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(text), "\n") {
+			if strings.HasPrefix(line, "| `") {
+				tables.WriteString(line + "\n")
+			}
+		}
+	}
+	variable := regexp.MustCompile(`"(SCHEDULER_[A-Z0-9_]*[A-Z0-9])"`)
+	for _, dir := range []string{"internal", "replica", "api", "cmd/scheduler"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range variable.FindAllStringSubmatch(string(src), -1) {
+				if m[1] == "SCHEDULER_SQL_ROLE" { // refused at start since SQL targets (docs/operations.md)
+					continue
+				}
+				if !strings.Contains(tables.String(), "`"+m[1]+"`") {
+					t.Errorf("%s reads %s, which no table of docs/reference.md or docs/first-application.md names", path, m[1])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

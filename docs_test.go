@@ -15,7 +15,6 @@ import (
 	"testing"
 )
 
-
 // goNames is what the repository's Go code declares: each package (by its directory's last
 // element) with its top-level names, and each type's methods and fields, whatever package.
 type goNames struct {

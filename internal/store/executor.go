@@ -78,6 +78,13 @@ type Executor interface {
 	ResealSecret(ctx context.Context, s SealedSecret, keyID string, sealed []byte) (bool, error)
 	SecretKeyIDs(ctx context.Context) (map[string]int, error)
 
+	// scheduler_oidc_keys (oidc_keys.go): the targets' token signing keys, sealed
+	LockOIDCKeys(ctx context.Context) error
+	OIDCKeys(ctx context.Context, withRetired bool) ([]OIDCKey, error)
+	InsertOIDCKey(ctx context.Context, k OIDCKey, at time.Time) error
+	PromoteOIDCKey(ctx context.Context, kid string, at time.Time) error
+	RetireOIDCKeys(ctx context.Context, before, at time.Time) ([]string, error)
+
 	// scheduler_backfills (backfills.go)
 	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
 	Backfill(ctx context.Context, id int64) (Backfill, error)

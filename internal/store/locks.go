@@ -37,6 +37,7 @@ var KnownLocks = []KnownLock{
 	{Name: activeRunsLock, Kind: LockRow, Meaning: "a job's bound of active runs: held by a transaction that claims slots or queues a run"},
 	{Name: "scheduler:run_partitions", Kind: LockRow, Meaning: "adding the day partitions of job_runs and run_attempts"},
 	{Name: definitionsLock, Kind: LockRow, Meaning: "creating a runtime job definition (the cap on their number)"},
+	{Name: oidcKeysLock, Kind: LockRow, Meaning: "creating or rotating the OIDC signing keys of the targets' tokens"},
 }
 
 // activeRunsLock serialises the transactions that write a queued or running run: slot

@@ -63,6 +63,8 @@ const (
 	ActionRerun          = "rerun"
 	ActionBackfill       = "backfill"
 	ActionBackfillCancel = "backfill-cancel"
+	// ActionOIDCRotate is a rotation of the targets' token signing keys asked by an admin.
+	ActionOIDCRotate = "oidc-rotate"
 )
 
 const insertActionSQL = `

@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/outbound"
@@ -80,6 +81,10 @@ type Config struct {
 	Secrets *secrets.Source
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS; 0: config's default).
 	MaxJobs int
+	// TokenKeys sign the targets' OIDC tokens and publish their keys (internal/idp): the
+	// discovery document and key set, the admin's rotation, and the check that refuses an
+	// http.auth.oidc this replica could not sign. Nil: none is signed.
+	TokenKeys *idp.Keys
 	// Outbound is what each namespace's jobs may reach (internal/outbound): the check of a
 	// definition then takes its SQL targets and URL guard from the namespace's surface, and
 	// PUT /v1/namespaces/{ns} binds targets, private hosts and environment secrets within
@@ -137,6 +142,7 @@ func NewServer(cfg Config) *Server {
 		s.names = append(s.names, j.Name)
 	}
 	s.cfg.Runtime.IsBuiltin = func(name string) bool { _, ok := s.jobs[name]; return ok }
+	s.cfg.Runtime.TokenSigning = cfg.TokenKeys.CanSign
 	s.env = newEnvTokens(cfg.APIToken, cfg.APITokenNext, cfg.ReadToken)
 	s.outbound = cfg.Outbound
 	if s.outbound == nil {
@@ -176,6 +182,8 @@ func (s *Server) Handler() http.Handler {
 
 	// Authenticated by each run's own token, not by an API token (callbacks.go).
 	s.callbackRoutes(r)
+	// Public: a target's verifier fetches them without a token (oidc_keys.go).
+	s.oidcPublicRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
 		r.Use(s.authenticate, conditionalGET(&s.compressedAnswers))
@@ -196,6 +204,7 @@ func (s *Server) Handler() http.Handler {
 		})
 		s.secretRoutes(r) // /namespaces/{ns}/secrets…
 		r.With(s.adminOnly).Get("/tokens", s.listTokens)
+		r.With(s.adminOnly).Get("/oidc/keys", s.listOIDCKeys)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
 			r.Post("/runs/{id}/cancel", s.cancelRun)
@@ -205,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 			r.With(s.adminOnly).Post("/tokens", s.createToken)
 			r.With(s.adminOnly).Delete("/tokens/{id}", s.revokeToken)
 			r.With(s.adminOnly).Post("/leader/step-down", s.stepDown)
+			r.With(s.adminOnly).Post("/oidc/keys/rotate", s.rotateOIDCKeys)
 		})
 	})
 	return r

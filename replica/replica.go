@@ -16,6 +16,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/engine"
+	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
@@ -68,6 +69,10 @@ type Config struct {
 	// Notifications are the jobs' notifications' settings (SCHEDULER_PUBLIC_URL,
 	// SCHEDULER_NOTIFY_INTERVAL); zero: their defaults.
 	Notifications config.Notifications
+	// TokenKeys tune the targets' OIDC token keys (internal/idp): zero fields take their
+	// defaults, and DB, Box, Issuer and RotateEvery come from the fields above. Tests
+	// shorten the pre-publication and the refresh.
+	TokenKeys idp.Config
 	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
 	// the SQL targets' markers of the slots they committed; 0: 30 days.
 	RunRetention time.Duration
@@ -125,9 +130,16 @@ func New(c Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every replica signs (as leader) and publishes the key set (to the targets' verifiers).
+	tk := c.TokenKeys
+	tk.DB, tk.Box, tk.Issuer, tk.Log = c.DB, c.Runtime.SecretBox, publicURL(c), apiLog(c.Log, c.InstanceID)
+	if tk.RotateEvery == 0 {
+		tk.RotateEvery = c.Runtime.OIDCKeyRotation
+	}
+	tokenKeys := idp.New(tk)
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
-		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces},
+		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
 		Notifications: notifications})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
@@ -140,7 +152,7 @@ func New(c Config) (*Replica, error) {
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
 		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
-		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces}).Handler()
+		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),
 		callLimits: callLimits{db: c.DB, caller: caller, every: c.PollInterval, log: apiLog(c.Log, c.InstanceID)}}, nil
@@ -205,8 +217,9 @@ func (r *Replica) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete:
-// SCHEDULER_PUBLIC_URL, which the notifications' links use too, else http://<HTTPAddr>.
+// publicURL is the URL a callback job's target posts to, before /v1/runs/{id}/complete, and
+// the issuer of the targets' OIDC tokens: SCHEDULER_PUBLIC_URL, which the notifications'
+// links use too, else http://<HTTPAddr>.
 func publicURL(c Config) string {
 	if c.Notifications.PublicURL != "" {
 		return c.Notifications.PublicURL

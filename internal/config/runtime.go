@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -31,6 +32,9 @@ type Runtime struct {
 	SecretBox *secretbox.Box
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS).
 	MaxJobs int
+	// OIDCKeyRotation is how long a key signs the targets' OIDC tokens before the next one
+	// takes over (SCHEDULER_OIDC_KEY_ROTATION; internal/idp).
+	OIDCKeyRotation time.Duration
 	// HTTPConcurrency bounds outbound calls in flight on the leader, all targets together;
 	// HTTPHostConcurrency bounds them per target host, HTTPJobConcurrency per job (so one
 	// job's slow targets cannot hold the whole bound for their timeout).
@@ -51,11 +55,16 @@ const (
 	HTTPHostConcurrencyDefault = 64
 	HTTPJobConcurrencyDefault  = 16
 	SQLConnectionsDefault      = 4
-	maxJobsLimit               = 1000000
-	maxHTTPConcurrency         = 65536
-	maxSQLConnections          = 100
-	secretPrefix               = "SCHEDULER_SECRET_"
-	sqlTargetPrefix            = "SCHEDULER_SQL_TARGET_"
+	// OIDCKeyRotationDefault is SCHEDULER_OIDC_KEY_ROTATION's default; the bounds keep a
+	// rotation longer than a next key's pre-publication and a token's life (minutes).
+	OIDCKeyRotationDefault = 30 * 24 * time.Hour
+	minOIDCKeyRotation     = time.Hour
+	maxOIDCKeyRotation     = 365 * 24 * time.Hour
+	maxJobsLimit           = 1000000
+	maxHTTPConcurrency     = 65536
+	maxSQLConnections      = 100
+	secretPrefix           = "SCHEDULER_SECRET_"
+	sqlTargetPrefix        = "SCHEDULER_SQL_TARGET_"
 	// passwordSecretParam names, in a target's URL, the secret that holds its password.
 	passwordSecretParam = "password_secret"
 )
@@ -94,6 +103,10 @@ func loadRuntime(env *Env) Runtime {
 	}
 	if r.SQLConnections < 1 || r.SQLConnections > maxSQLConnections {
 		env.Fail("SCHEDULER_SQL_CONNECTIONS", strconv.Itoa(r.SQLConnections), fmt.Sprintf("a whole number from 1 to %d such as 4", maxSQLConnections))
+	}
+	r.OIDCKeyRotation = env.Duration("SCHEDULER_OIDC_KEY_ROTATION", OIDCKeyRotationDefault)
+	if r.OIDCKeyRotation < minOIDCKeyRotation || r.OIDCKeyRotation > maxOIDCKeyRotation {
+		env.Fail("SCHEDULER_OIDC_KEY_ROTATION", r.OIDCKeyRotation.String(), "a duration from 1h to 8760h (a year) such as 720h (30 days)")
 	}
 	r.Secrets = secrets(env)
 	r.SecretBox = LoadSecretBox(env)

@@ -76,6 +76,10 @@ type Env struct {
 	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.
 	// Nil checks no target: a stored definition, whose target is checked when it runs.
 	SQLTarget func(target string) error
+	// TokenSigning says why this scheduler cannot sign the OIDC tokens an http.auth.oidc
+	// asks for (no SCHEDULER_SECRET_KEY), or nil. Nil checks nothing: a stored definition,
+	// whose runs fail with the reason instead.
+	TokenSigning func() error
 	// MinInterval is the namespace's least interval between slots (0: any).
 	MinInterval time.Duration
 	// Now is the time a one-time schedule must lie after.

@@ -63,6 +63,10 @@ func (c *checker) http(j *Checked) {
 	ns := namespace.Of(j.Def.Key())
 	if a := h.Auth; a != nil {
 		switch {
+		case a.OIDC != nil && (a.BearerSecret != "" || a.Header != "" || a.HeaderSecret != ""):
+			c.fail("http.auth", "one of oidc, bearer_secret, or header with header_secret: each sets Authorization or authenticates alone")
+		case a.OIDC != nil:
+			c.oidc(a.OIDC)
 		case a.BearerSecret != "" && (a.Header != "" || a.HeaderSecret != ""):
 			c.fail("http.auth", "either bearer_secret, or header with header_secret, not both")
 		case a.BearerSecret != "":
@@ -71,7 +75,7 @@ func (c *checker) http(j *Checked) {
 			c.header("http.auth.header", a.Header, "", false)
 			c.secret("http.auth.header_secret", ns, a.HeaderSecret, h.URL)
 		default:
-			c.fail("http.auth", `name a secret: {"bearer_secret": "NAME"} or {"header": "X-Api-Key", "header_secret": "NAME"}`)
+			c.fail("http.auth", `name a secret: {"bearer_secret": "NAME"} or {"header": "X-Api-Key", "header_secret": "NAME"}, or ask for a token: {"oidc": {"audience": "billing"}}`)
 		}
 	}
 	if h.SigningSecret != "" {
@@ -85,6 +89,24 @@ func (c *checker) http(j *Checked) {
 		InitialBackoff: short(j.Retry.InitialBackoff), MaxBackoff: short(j.Retry.MaxBackoff)}
 }
 
+// oidc checks an OIDC token's request: an audience a verifier can compare (printable ASCII,
+// no space, bounded), and a scheduler that can sign.
+func (c *checker) oidc(o *OIDCAuth) {
+	switch {
+	case o.Audience == "":
+		c.fail("http.auth.oidc.audience", "required: the aud the target's verifier expects, e.g. billing or https://billing.internal")
+	case len(o.Audience) > MaxAudience:
+		c.fail("http.auth.oidc.audience", "%d bytes; at most %d", len(o.Audience), MaxAudience)
+	case strings.IndexFunc(o.Audience, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		c.fail("http.auth.oidc.audience", "printable ASCII without spaces, as the target's verifier compares it byte for byte, e.g. billing or https://billing.internal")
+	}
+	if c.env.TokenSigning != nil {
+		if err := c.env.TokenSigning(); err != nil {
+			c.fail("http.auth.oidc", "%v", err)
+		}
+	}
+}
+
 // header checks one header a definition sets; withAuth says an auth block sets
 // Authorization, so the definition may not set it too.
 func (c *checker) header(field, name, value string, withAuth bool) {
@@ -95,7 +117,7 @@ func (c *checker) header(field, name, value string, withAuth bool) {
 	case slices.Contains(ReservedHeaders, lower) || strings.HasPrefix(lower, "x-scheduler-"):
 		c.fail(field, "%s %s", name, headerReservedMessage)
 	case withAuth && lower == "authorization":
-		c.fail(field, "Authorization comes from http.auth's secret; remove one of the two")
+		c.fail(field, "Authorization comes from http.auth (its secret or its OIDC token); remove one of the two")
 	}
 	if len(value) > maxHeaderValue {
 		c.fail(field, "the value has %d bytes; at most %d", len(value), maxHeaderValue)

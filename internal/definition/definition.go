@@ -120,12 +120,23 @@ func (j *Checked) IsCallback() bool {
 	return j.Def.HTTP != nil && j.Def.HTTP.Completion == CompletionCallback
 }
 
-// Auth names the secret the call authenticates with: a bearer token, or a header's value.
+// Auth says how the call authenticates: with a secret (a bearer token, or a header's value),
+// or with an OIDC token the scheduler signs for each attempt (internal/idp).
 type Auth struct {
-	BearerSecret string `json:"bearer_secret,omitempty"`
-	Header       string `json:"header,omitempty"`
-	HeaderSecret string `json:"header_secret,omitempty"`
+	BearerSecret string    `json:"bearer_secret,omitempty"`
+	Header       string    `json:"header,omitempty"`
+	HeaderSecret string    `json:"header_secret,omitempty"`
+	OIDC         *OIDCAuth `json:"oidc,omitempty"`
 }
+
+// OIDCAuth asks for an OIDC token in Authorization: Bearer, signed by the scheduler, whose
+// aud is Audience. Its sub names the job's namespace and name; the definition cannot choose it.
+type OIDCAuth struct {
+	Audience string `json:"audience"`
+}
+
+// MaxAudience bounds an OIDC token's audience.
+const MaxAudience = 256
 
 // SQLTarget is the statements a SQL job runs and the target they run in.
 type SQLTarget struct {

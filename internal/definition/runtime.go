@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/outbound"
@@ -25,6 +26,9 @@ type Runtime struct {
 	Secrets SecretSource
 	// SQLTargets are the databases SQL jobs run in.
 	SQLTargets *targets.SQLTargets
+	// Tokens signs the OIDC token of each attempt of a job whose http.auth asks for one
+	// (internal/idp); nil signs none, and such a job's attempts fail with the reason.
+	Tokens *idp.Keys
 	// Outbound says what each namespace's jobs may reach (internal/outbound), read at every
 	// run: a SQL job runs only in a target of its namespace, an HTTP job calls through its
 	// namespace's guard. Nil: every declared target and the caller's guard.
@@ -91,8 +95,11 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	for k, v := range env.Params.Headers { // a trigger's, checked by the API; the auth below wins
 		header.Set(k, v)
 	}
+	var authorize func(ctx context.Context, attempt int) (string, error)
 	if a := h.Auth; a != nil {
-		if a.BearerSecret != "" {
+		if a.OIDC != nil {
+			authorize = j.tokens(env, a.OIDC.Audience, &secrets)
+		} else if a.BearerSecret != "" {
 			v := values[a.BearerSecret]
 			header.Set("Authorization", "Bearer "+v)
 			secrets = append(secrets, v)
@@ -116,18 +123,20 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		secrets = append(secrets, v)
 	}
 	// A target that echoes its request would otherwise put the secret into run_attempts,
-	// which every API reader sees, in whatever encoding it echoes it.
-	red := redact.New(secrets...)
+	// which every API reader sees, in whatever encoding it echoes it. An attempt's token
+	// joins secrets when it is made, so the redactor is made anew for each attempt.
+	redactor := func() *redact.Redactor { return redact.New(secrets...) }
 	req := targets.Request{
 		Job: j.def.Def.Key(), Namespace: namespace.Of(j.def.Def.Key()), AllowedHosts: allowedHosts, Guard: guard,
 		Method: h.Method, URL: h.URL, Header: header, Body: []byte(body),
 		AttemptTimeout: j.def.AttemptTimeout, Success: h.Success,
 		IdempotencyKey: env.Call.IdempotencyKey, RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt,
-		SigningKey: signingKey,
+		SigningKey: signingKey, Authorize: authorize,
 		Retry: targets.RetryPolicy{MaxAttempts: j.def.Retry.MaxAttempts,
 			InitialBackoff: j.def.Retry.InitialBackoff, MaxBackoff: j.def.Retry.MaxBackoff},
 		Deadline: env.Call.Deadline,
 		OnAttempt: func(a targets.Attempt) {
+			red := redactor()
 			a.Body, a.Error = red.Text(a.Body), red.Text(a.Error)
 			if err := env.Call.RecordAttempt(ctx, attemptRecord(a)); err != nil {
 				env.Log.Warn("recording the call attempt failed", "attempt", a.Number, "error", err)
@@ -158,10 +167,29 @@ func (j *httpRunner) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 	}
 	if res.Err != nil {
 		stats.Errors = 1
-		return stats, errors.New(red.Text(res.Err.Error()))
+		return stats, errors.New(redactor().Text(res.Err.Error()))
 	}
 	stats.Changed = 1
 	return stats, nil
+}
+
+// tokens makes each attempt's Authorization: a token for audience, signed by the scheduler
+// for this job and run. Its sub is the job's key, the stored definition's namespace and
+// name, so no field of the definition can make it name another namespace. Each token joins
+// secrets, so an echoing target does not put it into the run's attempts.
+func (j *httpRunner) tokens(env *job.Env, audience string, secrets *[]string) func(ctx context.Context, attempt int) (string, error) {
+	return func(ctx context.Context, attempt int) (string, error) {
+		if j.rt.Tokens == nil {
+			return "", idp.ErrNoSecretKey
+		}
+		token, err := j.rt.Tokens.Sign(ctx, idp.Token{Job: j.def.Def.Key(), Audience: audience,
+			RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Attempt: attempt})
+		if err != nil {
+			return "", err
+		}
+		*secrets = append(*secrets, token)
+		return "Bearer " + token, nil
+	}
 }
 
 // recordDryRun keeps what a dry run would have done on the run, as its one attempt's body,

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -54,7 +55,7 @@ const (
 	PrePublicationDefault = 15 * time.Minute
 	// RotateEveryDefault is how long a key signs before the next one takes over
 	// (SCHEDULER_OIDC_KEY_ROTATION).
-	RotateEveryDefault = 30 * 24 * time.Hour
+	RotateEveryDefault = config.OIDCKeyRotationDefault
 	// clockSkew is the difference between clocks a verifier may allow; a previous key stays
 	// published this much longer than its tokens live.
 	clockSkew = time.Minute

@@ -47,6 +47,14 @@ func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, ret
 		return a, 0
 	}
 	req.Header = attemptHeader(r, n, a.StartedAt)
+	if r.Authorize != nil {
+		v, err := r.Authorize(attemptCtx, n)
+		if err != nil {
+			a.Error, a.Retryable = fmt.Sprintf("not attempted, nothing was sent: %v", err), true
+			return a, 0
+		}
+		req.Header.Set("Authorization", v)
+	}
 	resp, err := c.clientFor(r.Guard).Do(req)
 	if err != nil {
 		a.Error, a.Retryable = describeError(ctx, attemptCtx, err, timeout)

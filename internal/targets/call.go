@@ -149,6 +149,11 @@ type Request struct {
 	RunID          int64
 	ScheduledAt    time.Time // zero for manual runs: then X-Scheduler-Scheduled-At is omitted
 	SigningKey     []byte    // nil: no webhook-signature header (webhook-id/-timestamp are still sent)
+	// Authorize, when set, makes attempt n's Authorization value just before it is sent (a
+	// short-lived token, made anew for each attempt so that a retry minutes later does not
+	// carry an expired one); it replaces any Authorization in Header. Its error fails the
+	// attempt, nothing sent, and a retry may follow.
+	Authorize func(ctx context.Context, attempt int) (string, error)
 	Retry          RetryPolicy
 	// Deadline: no retry starts after it, and no backoff sleeps past it (the next slot, or
 	// the run's timeout); zero = none. The first attempt is made however late the run

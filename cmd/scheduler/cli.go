@@ -81,6 +81,8 @@ var clientCommands = []clientCommand{
 	{"secret set", "NAME", "create or replace a namespace's secret; the value comes from stdin or --from-file", 1, true, secretSetFlags},
 	{"secret list", "", "a namespace's secrets: names and allowed hosts, never values", 0, true, secretListFlags},
 	{"secret delete", "NAME", "delete a namespace's secret", 1, true, secretDeleteFlags},
+	{"oidc keys", "", "the signing keys of the targets' OIDC tokens: next, current, previous, retired (admin)", 0, false, oidcKeysFlags},
+	{"oidc rotate", "", "make the next signing key sign now; the current one stays published until its tokens expire (admin)", 0, false, oidcRotateFlags},
 }
 
 // commandNotes end a command's --help with what its flags alone do not say.
@@ -91,6 +93,9 @@ the file does not define; jobs of other namespaces and built-in jobs are never d
 	"token create": `A viewer or editor token acts in the one namespace -n names (on the command line:
 SCHEDULER_NAMESPACE is not taken for it); an admin token acts in every namespace. The value
 is printed once, alone on stdout; the scheduler keeps only its hash.`,
+	"oidc rotate": `Refused (rotation-too-soon) while the next key has been published for less than 15
+minutes: a verifier's cached key set might not hold it yet. Keys also rotate on their own
+every SCHEDULER_OIDC_KEY_ROTATION (720h).`,
 	"namespace set": `Only the quotas named change; 0 removes a bound. --sql-targets, --http-allow and --env-secrets replace that list ("" empties it).`,
 	"secret set": `The value is read from stdin (or --from-file), never from a flag: a flag would stay in
 the shell's history and show in ps. One final line end is dropped.
@@ -99,7 +104,7 @@ the shell's history and show in ps. One final line end is dropped.
 
 // clientGroups are the first words of the commands of two words: "scheduler token" alone
 // lists its subcommands.
-var clientGroups = []string{"namespace", "token", "secret"}
+var clientGroups = []string{"namespace", "token", "secret", "oidc"}
 
 // outputFormats are the -o values a command takes, its default first. get prints a
 // definition, whose readable form is the YAML that apply reads.

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 const secretKeyUsage = `Usage:
   scheduler secret-key rotate
-      re-seal every secret stored through the API that SCHEDULER_SECRET_KEY did not seal,
+      re-seal every secret stored through the API, and every OIDC signing key of the
+      targets' tokens, that SCHEDULER_SECRET_KEY did not seal,
       opening it with a key of SCHEDULER_SECRET_KEY_PREVIOUS; print how many it re-sealed
       and which key ids are still in use besides the current one. Safe to run again, and
       while replicas run.
@@ -71,6 +73,22 @@ func secretKeyCmd(ctx context.Context, args, environ []string, stdout, stderr io
 	}
 	for _, e := range report.Unopened {
 		fmt.Fprintf(stderr, "scheduler: %v\n", e)
+	}
+	// The targets' OIDC signing keys are sealed with the same key (internal/idp).
+	keys, err := idp.Reseal(ctx, db, box)
+	if keys.Resealed > 0 {
+		fmt.Fprintf(stdout, "re-sealed %d OIDC signing %s with key %s\n", keys.Resealed, plural(keys.Resealed, "key"), report.KeyID)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "scheduler: %v\n", err)
+		return exitFailure
+	}
+	for _, e := range keys.Unopened {
+		fmt.Fprintf(stderr, "scheduler: %v\n", e)
+	}
+	if len(keys.Unopened) > 0 {
+		fmt.Fprintf(stdout, "%d OIDC signing %s could not be re-sealed; SCHEDULER_SECRET_KEY_PREVIOUS is still needed\n", len(keys.Unopened), plural(len(keys.Unopened), "key"))
+		return exitFailure
 	}
 	if len(report.Remaining) == 0 {
 		fmt.Fprintf(stdout, "key ids still in use besides %s: none; SCHEDULER_SECRET_KEY_PREVIOUS may be removed\n", report.KeyID)

@@ -25,13 +25,15 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-func newBox(t *testing.T) *secretbox.Box {
+func newBox(t *testing.T) *secretbox.Box { return secretbox.New(newSecretKey(t)) }
+
+func newSecretKey(t *testing.T) *secretbox.Key {
 	raw := make([]byte, secretbox.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
 	k, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	return secretbox.New(k)
+	return k
 }
 
 // clock is a test's time, moved by hand.
@@ -333,4 +335,30 @@ func hexOf(b []byte) string {
 		out = append(out, digits[c>>4], digits[c&15])
 	}
 	return string(out)
+}
+
+// A rotation of SCHEDULER_SECRET_KEY re-seals the signing keys too, and they go on signing
+// with the new key alone.
+func TestResealWithANewSecretKey(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	oldKey := newSecretKey(t)
+	k := idp.New(idp.Config{DB: db.DB, Box: secretbox.New(oldKey), Issuer: "https://s.example", RefreshEvery: -1})
+	_, err := k.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
+	require.NoError(t, err)
+
+	newKey := newSecretKey(t)
+	newBoxOnly := secretbox.New(newKey)
+	rotating := secretbox.New(newKey, oldKey)
+	report, err := idp.Reseal(ctx, db.DB, rotating)
+	require.NoError(t, err)
+	assert.Equal(t, 2, report.Resealed, "current and next")
+	again, err := idp.Reseal(ctx, db.DB, rotating)
+	require.NoError(t, err)
+	assert.Zero(t, again.Resealed)
+
+	after := idp.New(idp.Config{DB: db.DB, Box: newBoxOnly, Issuer: "https://s.example", RefreshEvery: -1})
+	_, err = after.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
+	require.NoError(t, err, "the old SCHEDULER_SECRET_KEY is no longer needed")
 }

@@ -84,6 +84,7 @@ type Executor interface {
 	InsertOIDCKey(ctx context.Context, k OIDCKey, at time.Time) error
 	PromoteOIDCKey(ctx context.Context, kid string, at time.Time) error
 	RetireOIDCKeys(ctx context.Context, before, at time.Time) ([]string, error)
+	ResealOIDCKey(ctx context.Context, kid, oldKeyID, keyID string, sealed []byte) (bool, error)
 
 	// scheduler_backfills (backfills.go)
 	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)

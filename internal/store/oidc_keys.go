@@ -112,3 +112,14 @@ func (q queries) RetireOIDCKeys(ctx context.Context, before, at time.Time) ([]st
 	}
 	return kids, nil
 }
+
+// ResealOIDCKey replaces the sealed private half of key kid, if it is still sealed with
+// oldKeyID (nobody re-sealed or retired it meanwhile), and reports whether it did.
+func (q queries) ResealOIDCKey(ctx context.Context, kid, oldKeyID, keyID string, sealed []byte) (bool, error) {
+	tag, err := q.q.Exec(ctx, `UPDATE scheduler_oidc_keys SET key_id = $3, sealed = $4
+		WHERE kid = $1 AND key_id = $2 AND state <> 'retired'`, kid, oldKeyID, keyID, sealed)
+	if err != nil {
+		return false, fmt.Errorf("re-seal the OIDC signing key %s: %w", kid, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -154,7 +154,7 @@ type Request struct {
 	// carry an expired one); it replaces any Authorization in Header. Its error fails the
 	// attempt, nothing sent, and a retry may follow.
 	Authorize func(ctx context.Context, attempt int) (string, error)
-	Retry          RetryPolicy
+	Retry     RetryPolicy
 	// Deadline: no retry starts after it, and no backoff sleeps past it (the next slot, or
 	// the run's timeout); zero = none. The first attempt is made however late the run
 	// started (a slot's call is made at least once: a catch-up or recovery run that starts

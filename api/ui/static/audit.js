@@ -10,7 +10,7 @@ let auditEverywhere = false;
 // The actions an audit row may name (GET /v1/audit?action=).
 const AUDIT_ACTIONS = ["trigger", "cancel", "pause", "resume", "step-down", "refused", "create", "update", "delete",
   "auto-pause", "failover", "namespace", "token-create", "token-revoke", "secret-put", "secret-delete", "rerun",
-  "backfill", "backfill-cancel"];
+  "backfill", "backfill-cancel", "oidc-rotate"];
 
 // flatten lists a definition's values by their path (http.url), each as text.
 function flatten(v, path, out) {

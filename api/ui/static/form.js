@@ -114,8 +114,10 @@ function jobFormPage(ns, name) {
   const urlIn = h("input", { type: "url", autocomplete: "off", spellcheck: "false", class: "mono", placeholder: "e.g. https://billing.internal/reports/daily" });
   const headersIn = area({ class: "mono", placeholder: "e.g. Content-Type: application/json" });
   const bodyIn = area({ class: "mono", rows: 4 });
-  const authIn = select([["", "none"], ["bearer", "bearer token (Authorization: Bearer …)"], ["header", "a header of your choice"]]);
+  const authIn = select([["", "none"], ["bearer", "bearer token (Authorization: Bearer …)"], ["header", "a header of your choice"],
+    ["oidc", "OIDC token signed by the scheduler"]]);
   const authHeaderIn = text({ placeholder: "e.g. X-Api-Key" });
+  const authAudienceIn = text({ placeholder: "e.g. billing" });
   const authSecretIn = text({ class: "mono", placeholder: "e.g. BILLING_TOKEN" });
   const signingIn = text({ class: "mono", placeholder: "e.g. BILLING_SIGNING" });
   const successIn = text({ placeholder: "empty: any 2xx", inputmode: "numeric" });
@@ -132,6 +134,8 @@ function jobFormPage(ns, name) {
 
   const authHeaderBox = field("http.auth.header", "Header name", authHeaderIn, { hint: "The header that carries the secret's value." });
   const authSecretBox = field("http.auth.bearer_secret", "Secret name", authSecretIn, { hint: SECRET_HINT, aliases: ["http.auth.header_secret"] });
+  const authAudienceBox = field("http.auth.oidc.audience", "Audience", authAudienceIn,
+    { hint: "The aud the target's verifier expects; each attempt sends a token the scheduler signs, which the target verifies through /.well-known/openid-configuration." });
   const httpSet = h("fieldset", { class: "kind-fields", id: "jf-http" }, h("legend", {}, "HTTP call"),
     h("div", { class: "grid" },
       field("http.method", "Method", methodIn),
@@ -140,7 +144,7 @@ function jobFormPage(ns, name) {
         hint: "One per line, as Name: value. No credentials here: headers are stored and shown as written; use Authentication below." }),
       field("http.body", "Body", bodyIn, { full: true, optional: true }),
       field("http.auth", "Authentication", authIn, { prefix: true }),
-      authHeaderBox, authSecretBox,
+      authHeaderBox, authSecretBox, authAudienceBox,
       field("http.signing_secret", "Signing secret name", signingIn, { optional: true,
         hint: "Signs each call as Standard Webhooks do. " + SECRET_HINT }),
       field("http.success", "Success statuses", successIn, { optional: true, hint: "e.g. 200, 204. Empty: any 2xx status." }),
@@ -210,7 +214,8 @@ function jobFormPage(ns, name) {
     httpSet.hidden = kindIn.value !== "http";
     sqlSet.hidden = kindIn.value !== "sql";
     authHeaderBox.hidden = authIn.value !== "header";
-    authSecretBox.hidden = authIn.value === "";
+    authSecretBox.hidden = authIn.value === "" || authIn.value === "oidc";
+    authAudienceBox.hidden = authIn.value !== "oidc";
   }
   kindIn.addEventListener("change", showKind);
   authIn.addEventListener("change", showKind);
@@ -237,7 +242,8 @@ function jobFormPage(ns, name) {
     headersIn.value = Object.keys(hp.headers || {}).sort().map((k) => `${k}: ${hp.headers[k]}`).join("\n");
     bodyIn.value = hp.body || "";
     const auth = hp.auth || {};
-    authIn.value = auth.bearer_secret ? "bearer" : auth.header ? "header" : "";
+    authIn.value = auth.oidc ? "oidc" : auth.bearer_secret ? "bearer" : auth.header ? "header" : "";
+    authAudienceIn.value = auth.oidc ? auth.oidc.audience || "" : "";
     authHeaderIn.value = auth.header || "";
     authSecretIn.value = auth.bearer_secret || auth.header_secret || "";
     signingIn.value = hp.signing_secret || "";
@@ -287,6 +293,7 @@ function jobFormPage(ns, name) {
       const secret = authSecretIn.value.trim();
       if (authIn.value === "bearer") hp.auth = { bearer_secret: secret };
       else if (authIn.value === "header") hp.auth = { header: authHeaderIn.value.trim(), header_secret: secret };
+      else if (authIn.value === "oidc") hp.auth = { oidc: { audience: authAudienceIn.value.trim() } };
       else delete hp.auth;
       set(hp, "signing_secret", signingIn.value.trim());
       const success = [];

@@ -80,7 +80,8 @@ function definitionCard(job, bodyShown, showBody) {
   const http = d.http;
   const dt = (k, v, id) => [h("dt", {}, k), h("dd", { id }, v)];
   const auth = http && http.auth
-    ? (http.auth.bearer_secret ? `bearer token from secret ${http.auth.bearer_secret}` : `${http.auth.header} from secret ${http.auth.header_secret}`)
+    ? (http.auth.oidc ? `OIDC token signed by the scheduler for audience ${http.auth.oidc.audience}`
+      : http.auth.bearer_secret ? `bearer token from secret ${http.auth.bearer_secret}` : `${http.auth.header} from secret ${http.auth.header_secret}`)
     : null;
   return h("section", { class: "card", id: "definition", "aria-labelledby": "definition-h" },
     h("h2", { id: "definition-h", tabindex: "-1" }, "Definition"),

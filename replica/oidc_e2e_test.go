@@ -169,7 +169,8 @@ func TestOIDCTokensVerifyThroughRotationAndFailover(t *testing.T) {
 		case err != nil:
 			http.Error(w, "refused: "+err.Error(), http.StatusUnauthorized)
 		case failNext.CompareAndSwap(true, false):
-			http.Error(w, "try again", http.StatusServiceUnavailable)
+			// An echoing target: the token must not end up in the run's recorded attempts.
+			http.Error(w, "try again; you sent "+bearer, http.StatusServiceUnavailable)
 		}
 	}))
 	t.Cleanup(receiver.Close)
@@ -214,7 +215,10 @@ func TestOIDCTokensVerifyThroughRotationAndFailover(t *testing.T) {
 			Status string `json:"status"`
 		}
 		require.NoError(t, json.Unmarshal(out[:strings.LastIndex(string(out), "}")+1], &r))
-		return r.Status, taken()
+		got := taken()
+		recorded := string(do("GET", fmt.Sprintf("/v1/runs/%d", r.ID), "", http.StatusOK))
+		assert.NotContains(t, recorded, "eyJ", "a token echoed by the target is in the run's attempts")
+		return r.Status, got
 	}
 	checkAll := func(got []verified, wantAttempts int) string {
 		t.Helper()

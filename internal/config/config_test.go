@@ -144,6 +144,8 @@ func TestBadVariable(t *testing.T) {
 		{"SCHEDULER_HTTP_ADDR=8080", []string{`SCHEDULER_HTTP_ADDR="8080" is not valid: want host:port such as 127.0.0.1:8080`}},
 		{"SCHEDULER_HTTP_ADDR=localhost:http", []string{`SCHEDULER_HTTP_ADDR="localhost:http"`, "host:port"}},
 		{"SCHEDULER_INSTANCE_ID=" + strings.Repeat("x", 54), []string{`SCHEDULER_INSTANCE_ID="xxx`, "at most 53 printable ASCII characters"}},
+		{"SCHEDULER_OIDC_KEY_ROTATION=10m", []string{`SCHEDULER_OIDC_KEY_ROTATION="10m" is not valid: want a duration from 1h to 8760h`}},
+		{"SCHEDULER_OIDC_KEY_ROTATION=monthly", []string{`SCHEDULER_OIDC_KEY_ROTATION="monthly" is not valid: want a Go duration`}},
 		{"SCHEDULER_LOG_LEVEL=loud", []string{`SCHEDULER_LOG_LEVEL="loud" is not valid: want one of debug, info, warn, error`}},
 		{"SCHEDULER_LOG_FORMAT=XML", []string{`SCHEDULER_LOG_FORMAT="XML" is not valid: want one of json, text`}},
 		{"SCHEDULER_LEASE_TIMEOUT=5", []string{`SCHEDULER_LEASE_TIMEOUT="5" is not valid: want a Go duration such as "30s"`}},

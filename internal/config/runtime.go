@@ -106,7 +106,7 @@ func loadRuntime(env *Env) Runtime {
 	}
 	r.OIDCKeyRotation = env.Duration("SCHEDULER_OIDC_KEY_ROTATION", OIDCKeyRotationDefault)
 	if r.OIDCKeyRotation < minOIDCKeyRotation || r.OIDCKeyRotation > maxOIDCKeyRotation {
-		env.Fail("SCHEDULER_OIDC_KEY_ROTATION", r.OIDCKeyRotation.String(), "a duration from 1h to 8760h (a year) such as 720h (30 days)")
+		env.Fail("SCHEDULER_OIDC_KEY_ROTATION", env.String("SCHEDULER_OIDC_KEY_ROTATION", ""), "a duration from 1h to 8760h (a year) such as 720h (30 days)")
 	}
 	r.Secrets = secrets(env)
 	r.SecretBox = LoadSecretBox(env)

@@ -40,7 +40,7 @@ func (k *Keys) JWKS(ctx context.Context) (jose.JSONWebKeySet, error) {
 		return jose.JSONWebKeySet{}, err
 	}
 	keys, _, err := k.fresh(ctx)
-	if err != nil {
+	if keys == nil && err != nil {
 		return jose.JSONWebKeySet{}, err
 	}
 	return publicSet(keys)

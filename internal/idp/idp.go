@@ -101,6 +101,7 @@ type Keys struct {
 	read     time.Time // when keys was read, zero: never
 	keys     []store.OIDCKey
 	signer   *signer // the current key, opened
+	signErr  error   // why signer is nil
 	openings map[string]*ecdsa.PrivateKey
 }
 

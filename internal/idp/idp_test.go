@@ -362,3 +362,22 @@ func TestResealWithANewSecretKey(t *testing.T) {
 	_, err = after.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
 	require.NoError(t, err, "the old SCHEDULER_SECRET_KEY is no longer needed")
 }
+
+// A replica whose SCHEDULER_SECRET_KEY did not seal the keys cannot sign, and says which key
+// it lacks; it still serves the key set, which holds no private half.
+func TestAnotherSecretKeyCannotSignButPublishes(t *testing.T) {
+	t.Parallel()
+	db, _ := testdb.Open(t, store.Options{})
+	ctx := context.Background()
+	k := idp.New(idp.Config{DB: db.DB, Box: newBox(t), Issuer: "https://s.example", RefreshEvery: -1})
+	_, err := k.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
+	require.NoError(t, err)
+
+	other := idp.New(idp.Config{DB: db.DB, Box: newBox(t), Issuer: "https://s.example", RefreshEvery: -1})
+	_, err = other.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SCHEDULER_SECRET_KEY_PREVIOUS")
+	set, err := other.JWKS(ctx)
+	require.NoError(t, err)
+	assert.Len(t, set.Keys, 2)
+}

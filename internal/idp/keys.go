@@ -238,58 +238,48 @@ func (k *Keys) open(key store.OIDCKey) (*ecdsa.PrivateKey, error) {
 	return priv, nil
 }
 
-// remember keeps keys, and the current one opened to sign, until RefreshEvery.
+// remember keeps keys, and the current one opened to sign, until RefreshEvery. A current
+// key this replica cannot open (its SCHEDULER_SECRET_KEY is not the one that sealed it) is
+// kept as the reason it cannot sign: the key set, which needs no private half, is still
+// served.
 func (k *Keys) remember(keys []store.OIDCKey) error {
 	current, _ := find(keys)
 	var s *signer
+	var openErr error
 	if current != nil {
 		k.mu.Lock()
 		priv := k.openings[current.KID]
 		k.mu.Unlock()
 		if priv == nil {
-			var err error
-			if priv, err = k.open(*current); err != nil {
-				return err
-			}
+			priv, openErr = k.open(*current)
 		}
-		var err error
-		if s, err = newSigner(current.KID, priv); err != nil {
-			return err
+		if openErr == nil {
+			s, openErr = newSigner(current.KID, priv)
 		}
+	} else {
+		openErr = errors.New("no current OIDC signing key")
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.keys, k.signer, k.read = keys, s, time.Now()
-	if current != nil {
-		k.openings = map[string]*ecdsa.PrivateKey{current.KID: s.priv}
+	k.keys, k.signer, k.signErr, k.read = keys, s, openErr, time.Now()
+	if s != nil {
+		k.openings = map[string]*ecdsa.PrivateKey{s.kid: s.priv}
 	}
 	return nil
 }
 
 // fresh returns the keys read less than RefreshEvery ago, reading them (and changing what is
-// due) otherwise.
+// due) otherwise, with the current key's signer, or why there is none.
 func (k *Keys) fresh(ctx context.Context) ([]store.OIDCKey, *signer, error) {
 	k.mu.Lock()
-	keys, s, read := k.keys, k.signer, k.read
+	read := k.read
 	k.mu.Unlock()
-	if s != nil && k.c.RefreshEvery > 0 && time.Since(read) < k.c.RefreshEvery {
-		return keys, s, nil
-	}
-	if err := k.Maintain(ctx); err != nil {
-		return nil, nil, err
+	if read.IsZero() || k.c.RefreshEvery <= 0 || time.Since(read) >= k.c.RefreshEvery {
+		if err := k.Maintain(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.signer == nil {
-		return nil, nil, errors.New("no current OIDC signing key")
-	}
-	return k.keys, k.signer, nil
-}
-
-// forget drops the keys read, so the next use reads them again (after an admin's rotation).
-func (k *Keys) forget() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.read = time.Time{}
-	k.signer = nil
+	return k.keys, k.signer, k.signErr
 }

@@ -79,7 +79,7 @@ func (k *Keys) Sign(ctx context.Context, t Token) (string, error) {
 		return "", fmt.Errorf("sign an OIDC token for job %s: no audience", t.Job)
 	}
 	_, s, err := k.fresh(ctx)
-	if err != nil {
+	if s == nil || err != nil {
 		return "", fmt.Errorf("sign an OIDC token for job %s: %w", t.Job, err)
 	}
 	now := k.tokenNow().Truncate(time.Second)

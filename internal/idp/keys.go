@@ -276,7 +276,11 @@ func (k *Keys) fresh(ctx context.Context) ([]store.OIDCKey, *signer, error) {
 	k.mu.Unlock()
 	if read.IsZero() || k.c.RefreshEvery <= 0 || time.Since(read) >= k.c.RefreshEvery {
 		if err := k.Maintain(ctx); err != nil {
-			return nil, nil, err
+			// The keys read before, stale, for the key set: a verifier is better served by
+			// them than by a 503 while the database is away. Nothing is signed meanwhile.
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			return k.keys, nil, err
 		}
 	}
 	k.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -72,8 +73,18 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	out, run, paused, err := s.cfg.DB.CompleteCallback(ctx, store.Completion{RunID: id, TokenHash: store.CallbackTokenHash(bearer(r)),
-		Status: req.Status, Output: boundedOutput(req.Output)}, s.cfg.InstanceID)
+	// What the end means (events, the automatic pause) is decided as the leader decides it
+	// for the runs it ends, from the job's definition, in the completion's transaction.
+	var paused []runend.Paused
+	out, run, err := s.cfg.DB.CompleteCallback(ctx, store.Completion{RunID: id, TokenHash: store.CallbackTokenHash(bearer(r)),
+		Status: req.Status, Output: boundedOutput(req.Output)}, func(ex store.Executor, x store.Ended) error {
+		rules, err := runend.Load(ctx, ex, x.Job)
+		if err != nil {
+			return err
+		}
+		paused, err = runend.Record(ctx, ex, []runend.End{{Ended: x, Rules: rules}}, s.cfg.InstanceID)
+		return err
+	})
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
@@ -86,7 +97,7 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 	default:
 		if out == store.CallbackDone {
 			s.cfg.Recorder.RunRecorded(run.Job, req.Status, run.Trigger)
-			if paused {
+			if len(paused) > 0 {
 				s.cfg.Recorder.SetJobPaused(run.Job, true)
 			}
 		}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/job"
-	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -20,11 +17,7 @@ import (
 // goroutine, until the target posts its outcome to any replica (api/callbacks.go), its
 // heartbeats stop, or the job's timeout passes. The state lives in job_runs alone
 // (store/callbacks.go), so a new leader neither abandons nor calls again an accepted run, and
-// its watcher (callbackLoop) keeps the deadlines the old leader would have kept.
-
-// callbackWatchInterval spaces the watcher's passes: a run whose heartbeats stopped ends
-// within heartbeat_timeout and this interval (plus a commit).
-const callbackWatchInterval = time.Second
+// its watcher (callbackwatch.go) keeps the deadlines the old leader would have kept.
 
 // statusAccepted labels, in metrics only, a callback run whose target accepted it: this
 // replica's part ends there, and the run's outcome is counted where it is recorded.
@@ -84,52 +77,4 @@ func (x *execution) accept(stats job.Stats) {
 		log.Info("call accepted; the run waits for the target's completion",
 			"heartbeat_timeout", en.def.HeartbeatTimeout, "deadline", deadline)
 	}
-}
-
-// callbackLoop ends, for the whole term, the accepted callback runs that were cancelled,
-// whose heartbeats stopped or whose timeout passed, whichever leader accepted them.
-func (e *Engine) callbackLoop(ctx context.Context, term leader.Term, log *slog.Logger) {
-	ticker := time.NewTicker(callbackWatchInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		var ended []store.Expired
-		err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
-			var err error
-			if ended, err = tx.ExpireCallbacks(ctx); err != nil {
-				return err
-			}
-			return e.expiredEvents(ctx, tx, ended)
-		})
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, store.ErrNotLeader) {
-				log.Warn("ending expired callback runs failed; retrying", "error", err, "retry_in", callbackWatchInterval)
-			}
-			continue
-		}
-		for _, x := range ended {
-			e.conf.Metrics.RunRecorded(x.Job, x.Status, x.Trigger)
-			log.Warn("callback run ended without its completion", "run_id", x.ID, "job", x.Job, "status", x.Status)
-			if en := e.entry(x.Job); en != nil && en.def != nil && en.def.Def.PauseAfterFailures > 0 && x.Status == store.StatusTimedOut {
-				e.pauseIfFailing(ctx, term, log, en, x.ID)
-			}
-		}
-	}
-}
-
-// expiredEvents records, in the transaction that ended them, the timed_out notification of
-// the callback runs whose job's rules want it, as the finisher does for the other runs.
-func (e *Engine) expiredEvents(ctx context.Context, tx *store.Tx, ended []store.Expired) error {
-	var events []store.NotificationEvent
-	for _, x := range ended {
-		if en := e.entry(x.Job); en != nil && x.Status == store.StatusTimedOut && en.notifyOn().Has(x.Status) {
-			events = append(events, store.NotificationEvent{Job: x.Job, Event: x.Status, RunID: x.ID})
-		}
-	}
-	_, err := tx.RecordNotifications(ctx, events)
-	return err
 }

@@ -191,8 +191,8 @@ func New(conf Config) (*Engine, error) {
 		catchUps:       map[string]time.Duration{},
 		idle:           map[string]chan struct{}{},
 		runtime:        map[string]*entry{},
-		finishes:       newFinisher(conf.DB, callsQueued(conf.Runtime)),
 	}
+	e.finishes = newFinisher(conf.DB, callsQueued(conf.Runtime), conf.InstanceID, e.jobsPaused)
 	var problems []error
 	for _, jc := range conf.Jobs {
 		job, ok := conf.Registry.Get(jc.Name)

@@ -36,7 +36,7 @@ const (
 	// faultJobTx is the test jobs' write inside their fenced transaction.
 	faultJobTx = "INSERT INTO test_calls"
 	// faultFinish records a run's end.
-	faultFinish = "SET status = f.status, finished_at = greatest(now() - f.ago"
+	faultFinish = "SET status = f.status, finished_at = greatest("
 )
 
 // faultTracer injects transient statement errors through store.Options.Tracer: the next n

@@ -6,7 +6,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -23,6 +23,10 @@ type finisher struct {
 	// callsQueued reports calls waiting for a host's or the replica's concurrency bound
 	// (targets.Caller.Queued); nil: never.
 	callsQueued func() bool
+	// instance names this replica in the audit row of an automatic pause.
+	instance string
+	// paused hears of the jobs a batch paused, once it committed.
+	paused func([]runend.Paused)
 }
 
 // While calls queue for the concurrency bounds, the finisher holds the ends it has, up to
@@ -42,21 +46,21 @@ type finishRequest struct {
 	term  store.Fence
 	f     store.Finish
 	ended time.Time // when the run ended: its end may wait for its batch (hold)
-	// job and notify: the run's job and the events its rules want, recorded with the end.
-	job    string
-	notify notify.Events
-	done   chan error
+	// rules: what the run's job says about its end (runend.Record, with the end).
+	rules runend.Rules
+	done  chan error
 }
 
-func newFinisher(db *store.DB, callsQueued func() bool) *finisher {
-	return &finisher{db: db, requests: make(chan *finishRequest, maxClaimBatch), callsQueued: callsQueued}
+func newFinisher(db *store.DB, callsQueued func() bool, instance string, paused func([]runend.Paused)) *finisher {
+	return &finisher{db: db, requests: make(chan *finishRequest, maxClaimBatch), callsQueued: callsQueued,
+		instance: instance, paused: paused}
 }
 
 // finish records the end of one run, which ended at ended, with the others ending with it.
 // A run that was no longer running gives store.ErrNotRunning.
-func (f *finisher) finish(ctx context.Context, term store.Fence, fin store.Finish, ended time.Time, job string, on notify.Events) error {
+func (f *finisher) finish(ctx context.Context, term store.Fence, fin store.Finish, ended time.Time, rules runend.Rules) error {
 	done := make(chan error, 1)
-	return submit(ctx, f.requests, &finishRequest{term: term, f: fin, ended: ended, job: job, notify: on, done: done}, done)
+	return submit(ctx, f.requests, &finishRequest{term: term, f: fin, ended: ended, rules: rules, done: done}, done)
 }
 
 // run records batches until ctx ends; the engine ends it once every run has finished.
@@ -95,19 +99,33 @@ func (f *finisher) record(term store.Fence, rs []*finishRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), finishBatchTimeout)
 	defer cancel()
 	finishes := make([]store.Finish, len(rs))
+	rules := make(map[int64]runend.Rules, len(rs))
 	for i, r := range rs {
 		finishes[i] = r.f
 		finishes[i].EndedAgo = time.Since(r.ended)
+		rules[r.f.RunID] = r.rules
 	}
 	var done map[int64]bool
+	var paused []runend.Paused
 	err := f.db.Fenced(ctx, term, func(tx *store.Tx) error {
-		var err error
-		if done, err = tx.FinishRuns(ctx, finishes); err != nil {
+		ended, err := tx.FinishRuns(ctx, finishes)
+		if err != nil {
 			return err
 		}
-		// The events commit with the ends they report, or neither does.
-		return finishEvents(ctx, tx, rs, done)
+		done = make(map[int64]bool, len(ended))
+		ends := make([]runend.End, len(ended))
+		for i, x := range ended {
+			done[x.ID] = true
+			ends[i] = runend.End{Ended: x, Rules: rules[x.ID]}
+		}
+		// The events and the automatic pause commit with the ends they follow from, or
+		// none does.
+		paused, err = runend.Record(ctx, tx, ends, f.instance)
+		return err
 	})
+	if err == nil && len(paused) > 0 {
+		f.paused(paused)
+	}
 	for _, r := range rs {
 		switch {
 		case err != nil:

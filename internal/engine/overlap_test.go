@@ -164,8 +164,8 @@ func TestReplaceEndsAnAcceptedCallbackRun(t *testing.T) {
 	token := tokens[strconv.FormatInt(replaced.ID, 10)]
 	mu.Unlock()
 	require.NotEmpty(t, token)
-	out, _, _, err := db.CompleteCallback(context.Background(), store.Completion{RunID: replaced.ID,
-		TokenHash: store.CallbackTokenHash(token), Status: store.StatusSucceeded}, "b")
+	out, _, err := db.CompleteCallback(context.Background(), store.Completion{RunID: replaced.ID,
+		TokenHash: store.CallbackTokenHash(token), Status: store.StatusSucceeded}, func(store.Executor, store.Ended) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, store.CallbackConflict, out, "its late completion conflicts (409)")
 	assert.Equal(t, store.StatusCancelled, getRun(t, db, replaced.ID).Status)

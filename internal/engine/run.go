@@ -14,7 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
-	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -102,14 +102,14 @@ type execution struct {
 	status string
 	// pending are call attempts recorded with the run's end rather than on their own.
 	pending []store.Attempt
-	// notify are the events the job's rules want, recorded with the run's end.
-	notify notify.Events
+	// rules: what the job says about its runs' ends, decided with the run's end.
+	rules runend.Rules
 }
 
 func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, run *store.Run) *execution {
 	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, log: e.runLog(term, run), started: time.Now()}
 	if en != nil {
-		x.version, x.notify = en.versionRef(), en.notifyOn()
+		x.version, x.rules = en.versionRef(), en.endRules()
 	}
 	return x
 }
@@ -173,9 +173,6 @@ func (x *execution) execute(runCtx context.Context) {
 		return
 	}
 	x.finish(stats, runErr, cause)
-	if en.def != nil && en.def.Def.PauseAfterFailures > 0 && (x.status == store.StatusFailed || x.status == store.StatusTimedOut) {
-		e.pauseIfFailing(x.ctx, x.term, x.log, en, run.ID)
-	}
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
@@ -208,37 +205,6 @@ func (x *execution) call(ctx context.Context) (job.Call, error) {
 		_ = e.conf.DB.ForgetSQLBackend(context.WithoutCancel(ctx), run.ID)
 	}
 	return c, nil
-}
-
-// pauseIfFailing pauses a runtime job whose last pause_after_failures runs all failed, and
-// records why in the audit log, in one fenced transaction. runID is the run that failed last.
-func (e *Engine) pauseIfFailing(ctx context.Context, term leader.Term, log *slog.Logger, en *entry, runID int64) {
-	n := en.def.Def.PauseAfterFailures
-	var paused bool
-	err := e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
-		failing, err := tx.ConsecutiveFailures(ctx, en.conf.Name, n)
-		if err != nil || !failing {
-			return err
-		}
-		if err := tx.SetPaused(ctx, en.conf.Name, true); err != nil {
-			return err
-		}
-		job := en.conf.Name
-		reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
-		paused = true
-		if err := tx.RecordAction(ctx, store.Action{Action: store.ActionAutoPause, Job: &job, RunID: &runID,
-			TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", runID), RemoteAddr: e.conf.InstanceID}); err != nil {
-			return err
-		}
-		return pausedEvent(ctx, tx, en, runID, n)
-	})
-	switch {
-	case err != nil:
-		log.Warn("checking whether to pause the failing job failed; the next failed run checks again", "error", err)
-	case paused:
-		e.conf.Metrics.SetJobPaused(en.conf.Name, true)
-		log.Warn("job paused after failed runs in a row", "pause_after_failures", n)
-	}
 }
 
 // runLog is the logger of every line about one run, the job's own lines included: one
@@ -331,7 +297,7 @@ func (x *execution) record(ctx context.Context, status string, stats json.RawMes
 	ended := time.Now()
 	err := retryWhileLeading(ctx, func() error {
 		err := x.e.finishes.finish(ctx, x.term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
-			Error: errText, Version: x.version, Attempts: x.pending}, ended, run.Job, x.notify)
+			Error: errText, Version: x.version, Attempts: x.pending}, ended, x.rules)
 		if errors.Is(err, store.ErrNotRunning) {
 			// Only this goroutine finishes its run while the term lasts, so an earlier
 			// attempt committed and its answer was lost.

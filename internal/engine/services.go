@@ -45,7 +45,7 @@ func (s *termServices) withLoops(e *Engine, term leader.Term, log *slog.Logger, 
 	s.loops = []service{
 		s.rescuer,
 		s.runDays,
-		serviceFunc(func(ctx context.Context) { e.callbackLoop(ctx, term, log) }),
+		&callbackWatch{e: e, term: term, log: log, interval: callbackWatchIntervalDefault, passed: &e.testSignals.callbackWatch},
 		&backfiller{e: e, log: log, interval: backfillIntervalDefault},
 		&slotAuditor{e: e, log: log, interval: e.conf.SlotAuditInterval, grace: e.conf.SlotAuditGrace},
 	}

@@ -34,6 +34,8 @@ type testSignals struct {
 	runDays testsignal.Signal[int]
 	// backfillPass: the backfiller stepped this many running backfills
 	backfillPass testsignal.Signal[int]
+	// callbackWatch: a pass of the callback watch committed, with the runs it ended
+	callbackWatch testsignal.Signal[[]store.Ended]
 }
 
 func (s *testSignals) init() {
@@ -51,4 +53,5 @@ func (s *testSignals) init() {
 	s.caughtUp.Init()
 	s.runDays.Init()
 	s.backfillPass.Init()
+	s.callbackWatch.Init()
 }

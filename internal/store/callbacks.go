@@ -72,53 +72,38 @@ func (tx *Tx) AcceptCallback(ctx context.Context, a Accept) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
-// Expired is an accepted callback run the watcher ended.
-type Expired struct {
-	ID      int64
-	Job     string
-	Trigger string
-	Status  string
-}
-
-// expireCallbacksSQL ends the accepted runs whose cancellation was asked for (cancelled),
-// whose heartbeats stopped or whose deadline passed (timed_out), by the database's clock.
-const expireCallbacksSQL = `
-WITH ended AS (
-	UPDATE job_runs
-	SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'timed_out' END,
-	    finished_at = now(),
-	    error = CASE
-	        WHEN cancel_requested THEN 'cancelled while waiting for the target''s completion'
-	        WHEN now() >= callback_deadline THEN 'timed out: the target did not complete the run within the job''s timeout'
-	        ELSE 'timed out: no heartbeat from the target within ' || callback_heartbeat_timeout::text END
-	WHERE status = 'running' AND callback_accepted_at IS NOT NULL
-	  AND (cancel_requested OR now() >= callback_deadline
-	       OR now() >= callback_heartbeat_at + callback_heartbeat_timeout)
-	RETURNING id, job, trigger, status
-)
-SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM ended`
+// expiringCallbacksSQL picks, and locks, the accepted runs whose cancellation was asked for
+// (cancelled), whose heartbeats stopped or whose deadline passed (timed_out), by the
+// database's clock, with the end each gets.
+const expiringCallbacksSQL = `
+SELECT id,
+       CASE WHEN cancel_requested THEN 'cancelled' ELSE 'timed_out' END,
+       CASE
+           WHEN cancel_requested THEN 'cancelled while waiting for the target''s completion'
+           WHEN now() >= callback_deadline THEN 'timed out: the target did not complete the run within the job''s timeout'
+           ELSE 'timed out: no heartbeat from the target within ' || callback_heartbeat_timeout::text END
+FROM job_runs
+WHERE status = 'running' AND callback_accepted_at IS NOT NULL
+  AND (cancel_requested OR now() >= callback_deadline
+       OR now() >= callback_heartbeat_at + callback_heartbeat_timeout)
+FOR UPDATE`
 
 // ExpireCallbacks ends, in the leader's fenced transaction, the accepted callback runs that
 // were cancelled, went without a heartbeat too long, or reached their deadline.
-func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Expired, error) {
-	rows, err := tx.Query(ctx, expireCallbacksSQL)
+func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Ended, error) {
+	rows, err := tx.Query(ctx, expiringCallbacksSQL)
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanEnded)
+	ends, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Finish, error) {
+		var f Finish
+		err := row.Scan(&f.RunID, &f.Status, &f.Error)
+		return f, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
-	return out, nil
-}
-
-// scanEnded reads a run ended by a statement that returns its id, job, trigger and status,
-// and the announcement of its end.
-func scanEnded(row pgx.CollectableRow) (Expired, error) {
-	var x Expired
-	var ignored bool
-	err := row.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored)
-	return x, err
+	return tx.endRuns(ctx, nil, ends)
 }
 
 // CallbackOutcome says what a completion or a heartbeat did.
@@ -164,11 +149,11 @@ func checkCallbackToken(ctx context.Context, tx pgx.Tx, id int64, hash []byte) (
 }
 
 // CompleteCallback ends a running callback run with the target's outcome, once, on any
-// replica: a guarded UPDATE of a row its token names, so a repeat finds the run ended
-// (CallbackRepeated, or CallbackConflict for another outcome). A failed completion counts
-// for the job's pause_after_failures in the same transaction, as the leader's auto-pause
-// does (engine/run.go), with its audit row. run is the run as it was found.
-func (db *DB) CompleteCallback(ctx context.Context, c Completion, instance string) (out CallbackOutcome, run *Run, paused bool, err error) {
+// replica: the end of a run its token names, from running, so a repeat finds the run ended
+// (CallbackRepeated, or CallbackConflict for another outcome). ended, called in the same
+// transaction with the Executor on it, records what the end means (internal/runend); its
+// error rolls the end back. run is the run as it was found.
+func (db *DB) CompleteCallback(ctx context.Context, c Completion, ended func(ex Executor, x Ended) error) (out CallbackOutcome, run *Run, err error) {
 	err = pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var ok bool
 		run, ok, err = checkCallbackToken(ctx, tx, c.RunID, c.TokenHash)
@@ -190,49 +175,18 @@ func (db *DB) CompleteCallback(ctx context.Context, c Completion, instance strin
 			s := "the target reported the run failed"
 			errText = &s
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE job_runs SET status = $2, finished_at = now(), error = $4,
-			       stats = CASE WHEN $3::text IS NULL THEN stats ELSE coalesce(stats, '{}') || jsonb_build_object('output', $3::text) END
-			WHERE id = $1 AND status = 'running'`, c.RunID, c.Status, c.Output, errText); err != nil {
+		q := queries{tx}
+		done, err := q.endRuns(ctx, nil, []Finish{{RunID: c.RunID, Status: c.Status, Error: errText, Output: c.Output}})
+		if err != nil {
 			return fmt.Errorf("complete run %d: %w", c.RunID, err)
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify('`+RunFinishedChannel+`', $1::bigint::text)`, c.RunID); err != nil {
-			return fmt.Errorf("announce run %d's end: %w", c.RunID, err)
+		if len(done) != 1 { // the row lock held since the token check: cannot happen
+			return fmt.Errorf("complete run %d: %w", c.RunID, ErrNotRunning)
 		}
 		out = CallbackDone
-		var after int
-		if c.Status == StatusFailed {
-			if paused, after, err = pauseAfterFailures(ctx, queries{tx}, run, instance); err != nil {
-				return err
-			}
-		}
-		return completionEvents(ctx, queries{tx}, run, c.Status, after)
+		return ended(q, done[0])
 	})
-	return out, run, paused, err
-}
-
-// pauseAfterFailures pauses a runtime job whose pause_after_failures last runs all failed,
-// with its auto-pause audit row, inside the caller's transaction; after is that number.
-func pauseAfterFailures(ctx context.Context, q queries, run *Run, instance string) (paused bool, after int, err error) {
-	var n int
-	err = q.q.QueryRow(ctx, `SELECT coalesce((definition->>'pause_after_failures')::int, 0) FROM job_definitions WHERE name = $1`, run.Job).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && n <= 0) {
-		return false, 0, nil
-	}
-	if err != nil {
-		return false, 0, fmt.Errorf("read %s's pause_after_failures: %w", run.Job, err)
-	}
-	failing, err := q.ConsecutiveFailures(ctx, run.Job, n)
-	if err != nil || !failing {
-		return false, 0, err
-	}
-	if err := q.SetPaused(ctx, run.Job, true); err != nil {
-		return false, 0, err
-	}
-	job, runID := run.Job, run.ID
-	reason := fmt.Sprintf("paused after %d failed runs in a row (pause_after_failures); resume it once the target works", n)
-	return true, n, q.RecordAction(ctx, Action{Action: ActionAutoPause, Job: &job, RunID: &runID,
-		TokenKind: "engine", Reason: &reason, RequestID: fmt.Sprintf("run-%d", run.ID), RemoteAddr: instance})
+	return out, run, err
 }
 
 // HeartbeatCallback records that the target still works on a running callback run.

@@ -112,6 +112,7 @@ type Executor interface {
 
 	// scheduler_notifications and their deliveries (notifications.go)
 	RecordNotifications(ctx context.Context, events []NotificationEvent) (int64, error)
+	RecoveredRuns(ctx context.Context, ids []int64) ([]int64, error)
 	Waiting(ctx context.Context, job string) ([]WaitingNotification, error)
 	Deliveries(ctx context.Context, job string, limit int) ([]Delivery, error)
 	DueDeliveries(ctx context.Context, limit int, busy []string) ([]Delivery, error)

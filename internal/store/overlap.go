@@ -29,18 +29,13 @@ func (tx *Tx) busy(ctx context.Context, job string) (bool, error) {
 	return busy, nil
 }
 
-// replaceEndSQL ends at once, cancelled, the job's active runs that no goroutine runs: its
-// queued runs and its callback runs whose target accepted the call (a late completion of one
-// then answers 409). The finish is announced as every other.
+// replaceEndSQL picks, and locks, the job's active runs that no goroutine runs: its queued
+// runs and its callback runs whose target accepted the call (a late completion of one then
+// answers 409). They end cancelled at once, announced as every end.
 const replaceEndSQL = `
-WITH ended AS (
-	UPDATE job_runs
-	SET status = 'cancelled', finished_at = now(), cancel_requested = true,
-	    error = 'cancelled: replaced by the slot ' || to_char($2::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' (overlap replace)'
-	WHERE job = $1 AND (status = 'queued' OR (status = 'running' AND callback_accepted_at IS NOT NULL))
-	RETURNING id, job, trigger, status
-)
-SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM ended`
+SELECT id, status FROM job_runs
+WHERE job = $1 AND (status = 'queued' OR (status = 'running' AND callback_accepted_at IS NOT NULL))
+FOR UPDATE`
 
 // replaceAskSQL asks the leader's cancel path (engine/queue.go) to cancel the job's runs that
 // a goroutine runs; each ends cancelled when it stops. Setting cancel_requested wakes it.
@@ -52,13 +47,21 @@ RETURNING id`
 // replaceActive makes room for the slot at of a job with overlap replace: it ends the active
 // runs nobody runs and asks for the cancel of the others, and returns the runs it ended and
 // the ones whose cancel it asked for now.
-func (tx *Tx) replaceActive(ctx context.Context, c Claim) (ended []Expired, asked []int64, err error) {
-	rows, err := tx.Query(ctx, replaceEndSQL, c.Job, c.ScheduledAt)
+func (tx *Tx) replaceActive(ctx context.Context, c Claim) (ended []Ended, asked []int64, err error) {
+	rows, err := tx.Query(ctx, replaceEndSQL, c.Job)
 	if err != nil {
 		return nil, nil, fmt.Errorf("end the runs %s replaces: %w", c.Job, err)
 	}
-	ended, err = pgx.CollectRows(rows, scanEnded)
+	reason := "cancelled: replaced by the slot " + c.ScheduledAt.UTC().Format("2006-01-02T15:04:05Z") + " (overlap replace)"
+	ends, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Finish, error) {
+		f := Finish{Status: StatusCancelled, Error: &reason, Cancel: true}
+		err := row.Scan(&f.RunID, &f.From)
+		return f, err
+	})
 	if err != nil {
+		return nil, nil, fmt.Errorf("end the runs %s replaces: %w", c.Job, err)
+	}
+	if ended, err = tx.endRuns(ctx, nil, ends); err != nil {
 		return nil, nil, fmt.Errorf("end the runs %s replaces: %w", c.Job, err)
 	}
 	rows, err = tx.Query(ctx, replaceAskSQL, c.Job)

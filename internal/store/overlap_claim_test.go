@@ -141,7 +141,8 @@ func TestReplaceCancelsTheActiveRun(t *testing.T) {
 	require.NotNil(t, out[0].Run, "an accepted callback run is replaced at once")
 	require.Len(t, out[0].Replaced, 1)
 	assert.Equal(t, cb.ID, out[0].Replaced[0].ID)
-	res, _, _, err := f.db.CompleteCallback(ctx, store.Completion{RunID: cb.ID, TokenHash: token, Status: store.StatusSucceeded}, "b")
+	res, _, err := f.db.CompleteCallback(ctx, store.Completion{RunID: cb.ID, TokenHash: token, Status: store.StatusSucceeded},
+		func(store.Executor, store.Ended) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, store.CallbackConflict, res, "its late completion is refused (409)")
 	assert.Equal(t, 1, activeRuns(t, f.db, "swap"))

@@ -306,22 +306,17 @@ const (
 func (q queries) CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error) {
 	// The run may start between the two guarded UPDATEs; then the second one catches it.
 	for range 3 {
-		// Announced on RunFinishedChannel like every finish, for the requests waiting on it.
-		run, err := scanRun(q.q.QueryRow(ctx, `
-			WITH cancelled AS (
-				UPDATE job_runs SET status = 'cancelled', finished_at = now(), error = 'cancelled before it started'
-				WHERE id = $1 AND status = 'queued'
-				RETURNING `+runColumns+`
-			)
-			SELECT cancelled.* FROM cancelled, pg_notify('`+RunFinishedChannel+`', cancelled.id::text)`, id))
-		if err == nil {
-			return run, CancelledQueued, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		reason := "cancelled before it started"
+		ended, err := q.endRuns(ctx, nil, []Finish{{RunID: id, From: StatusQueued, Status: StatusCancelled, Error: &reason}})
+		if err != nil {
 			return nil, 0, fmt.Errorf("cancel run %d: %w", id, err)
 		}
+		if len(ended) == 1 {
+			run, err := q.Run(ctx, id)
+			return run, CancelledQueued, err
+		}
 		// Setting cancel_requested fires the NOTIFY trigger, which wakes the leader.
-		run, err = scanRun(q.q.QueryRow(ctx, `
+		run, err := scanRun(q.q.QueryRow(ctx, `
 			UPDATE job_runs SET cancel_requested = true
 			WHERE id = $1 AND status = 'running'
 			RETURNING `+runColumns, id))

@@ -147,7 +147,7 @@ func TestBulkStatementsArePlannedForTheirArraysEveryTime(t *testing.T) {
 				return err
 			}
 			require.Len(t, done, len(finishes), "round %d", round)
-			assertPlannedForItsArrays(t, ctx, tx, "%WITH finished AS%UPDATE job_runs%", round)
+			assertPlannedForItsArrays(t, ctx, tx, "%WITH ended AS%UPDATE job_runs r%", round)
 			return nil
 		}))
 	}

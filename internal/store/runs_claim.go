@@ -67,7 +67,7 @@ type ClaimOutcome struct {
 	Busy bool
 	// Replaced, for a Replace claim, are the active runs it ended cancelled (queued ones,
 	// and accepted callback runs), and Cancelling those whose cancel it asked for.
-	Replaced   []Expired
+	Replaced   []Ended
 	Cancelling []int64
 	// Finished says the job's MaxRuns slots ran: nothing was recorded, and no later slot of
 	// the job will be.
@@ -240,7 +240,7 @@ func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json
 	if err != nil {
 		return fmt.Errorf("finish run %d: %w", id, err)
 	}
-	if !done[id] {
+	if len(done) == 0 {
 		return fmt.Errorf("finish run %d: %w", id, ErrNotRunning)
 	}
 	return nil
@@ -288,15 +288,16 @@ type Abandoned struct {
 // unique index on recovers_run_id, and across partitions the check under activeRunsLock.
 // now, the abandoned runs' end, is nil but in tests (NowOr).
 func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) ([]Abandoned, error) {
-	abandon := `
-		UPDATE job_runs
-		SET status = 'abandoned', finished_at = ` + nowSQL(3) + `, next_attempt_at = NULL,
-		    error = CASE WHEN epoch < $1
-		                 THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
-		                 ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
+	// The runs it abandons, locked, with the end each gets (runs_end.go records them).
+	const abandon = `
+		SELECT id, job, trigger, epoch, params,
+		       CASE WHEN epoch < $1
+		            THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
+		            ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
+		FROM job_runs
 		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
-		RETURNING id, job, trigger, epoch, params`
+		FOR UPDATE`
 	// Queued, so the leader's queue picks it up like a manual run. A job that already has
 	// its bound of active runs (overlap.go) gets none: those do the recovering. A recovery
 	// never replaces a run.
@@ -310,20 +311,28 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 	if err := lockActiveRuns(ctx, tx); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans, now)
+	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}
 	type left struct {
 		Abandoned
 		params json.RawMessage
+		error  *string
 	}
 	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (left, error) {
 		var l left
-		err := row.Scan(&l.ID, &l.Job, &l.Trigger, &l.Epoch, &l.params)
+		err := row.Scan(&l.ID, &l.Job, &l.Trigger, &l.Epoch, &l.params, &l.error)
 		return l, err
 	})
 	if err != nil {
+		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
+	}
+	ends := make([]Finish, len(runs))
+	for i, l := range runs {
+		ends[i] = Finish{RunID: l.ID, Status: StatusAbandoned, Error: l.error}
+	}
+	if _, err := tx.endRuns(ctx, now, ends); err != nil { // every one: they are locked
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}
 	out := make([]Abandoned, 0, len(runs))

@@ -75,16 +75,8 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	// What the end means (events, the automatic pause) is decided as the leader decides it
 	// for the runs it ends, from the job's definition, in the completion's transaction.
-	var paused []runend.Paused
-	out, run, err := s.cfg.DB.CompleteCallback(ctx, store.Completion{RunID: id, TokenHash: store.CallbackTokenHash(bearer(r)),
-		Status: req.Status, Output: boundedOutput(req.Output)}, func(ex store.Executor, x store.Ended) error {
-		rules, err := runend.Load(ctx, ex, x.Job)
-		if err != nil {
-			return err
-		}
-		paused, err = runend.Record(ctx, ex, []runend.End{{Ended: x, Rules: rules}}, s.cfg.InstanceID)
-		return err
-	})
+	out, run, paused, err := runend.Complete(ctx, s.cfg.DB, store.Completion{RunID: id, TokenHash: store.CallbackTokenHash(bearer(r)),
+		Status: req.Status, Output: boundedOutput(req.Output)}, s.cfg.InstanceID)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return

@@ -145,3 +145,19 @@ func pauseIfFailing(ctx context.Context, ex store.Executor, x End, instance stri
 	}
 	return Paused{Job: job, RunID: runID, After: n}, true, nil
 }
+
+// Complete ends a callback run with its target's completion, on any replica
+// (store.DB.CompleteCallback), and records what the end means, from the job's stored
+// definition, in the completion's transaction.
+func Complete(ctx context.Context, db *store.DB, c store.Completion, instance string) (store.CallbackOutcome, *store.Run, []Paused, error) {
+	var paused []Paused
+	out, run, err := db.CompleteCallback(ctx, c, func(ex store.Executor, x store.Ended) error {
+		rules, err := Load(ctx, ex, x.Job)
+		if err != nil {
+			return err
+		}
+		paused, err = Record(ctx, ex, []End{{Ended: x, Rules: rules}}, instance)
+		return err
+	})
+	return out, run, paused, err
+}

@@ -14,7 +14,8 @@ import (
 
 // waitRecheck is how often a ?wait re-reads its run even without a notification: the bound
 // on how late a waiter learns of a finish whose notification was lost (the notifier's
-// connection dropped and reconnected) or never sent (a run abandoned by a dead leader).
+// connection dropped and reconnected) or sent late (a dead leader's run, announced when the
+// next leader marks it abandoned).
 const waitRecheck = time.Second
 
 // awaitRun waits until the run finishes, d passes, or the client goes away. It answers 200

@@ -11,9 +11,9 @@ import (
 // request (migration 0001's trigger); the payload is the run id.
 const RunsChannel = "scheduler_runs"
 
-// RunFinishedChannel is the NOTIFY channel on which a run's end is announced (FinishRun,
-// and CancelRun of a queued run), at commit; the payload is the run id. A run abandoned by a
-// dead leader is not announced: a waiter's periodic re-read finds it.
+// RunFinishedChannel is the NOTIFY channel on which every run's end is announced, by the one
+// statement that writes ends (endRunsSQL), at commit; the payload is the run id. A run a dead
+// leader left is announced when the next leader's rescuer marks it abandoned.
 const RunFinishedChannel = "scheduler_run_finished"
 
 // ListenSession is a dedicated connection that receives notifications: listening belongs

@@ -86,6 +86,7 @@ FROM job_runs
 WHERE status = 'running' AND callback_accepted_at IS NOT NULL
   AND (cancel_requested OR now() >= callback_deadline
        OR now() >= callback_heartbeat_at + callback_heartbeat_timeout)
+ORDER BY id -- locks taken in one order by every statement that ends several runs
 FOR UPDATE`
 
 // ExpireCallbacks ends, in the leader's fenced transaction, the accepted callback runs that

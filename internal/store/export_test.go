@@ -17,3 +17,6 @@ func RecentRunsSQL(f RunFilter, now time.Time) (string, []any) {
 const ClaimSettings = claimSettings
 
 var ClaimSQL = claimSQL
+
+// EndRunsSQL lets the external tests EXPLAIN the one statement that ends runs.
+const EndRunsSQL = endRunsSQL

@@ -35,6 +35,7 @@ func (tx *Tx) busy(ctx context.Context, job string) (bool, error) {
 const replaceEndSQL = `
 SELECT id, status FROM job_runs
 WHERE job = $1 AND (status = 'queued' OR (status = 'running' AND callback_accepted_at IS NOT NULL))
+ORDER BY id
 FOR UPDATE`
 
 // replaceAskSQL asks the leader's cancel path (engine/queue.go) to cancel the job's runs that

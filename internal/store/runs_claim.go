@@ -297,6 +297,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 		FROM job_runs
 		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
+		ORDER BY id
 		FOR UPDATE`
 	// Queued, so the leader's queue picks it up like a manual run. A job that already has
 	// its bound of active runs (overlap.go) gets none: those do the recovering. A recovery

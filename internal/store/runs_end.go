@@ -57,7 +57,9 @@ WITH ended AS (
 	    cancel_requested = r.cancel_requested OR f.cancel
 	FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::boolean[])
 	     AS f (id, from_status, status, stats, error, version, ago, output, cancel)
-	WHERE r.id = f.id AND r.status = f.from_status
+	-- The constant test lets each day read its index of active runs (job_runs_*_active_idx),
+	-- not all its rows: an end is always from queued or running (TestEndsReadTheIndexOfActiveRuns).
+	WHERE r.id = f.id AND r.status = f.from_status AND r.status IN ('queued', 'running')
 	RETURNING r.id, r.job, r.trigger, r.status
 )
 SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM ended`

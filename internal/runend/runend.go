@@ -28,8 +28,9 @@ func Of(d definition.Definition) Rules {
 }
 
 // Load reads the rules of the runtime job from its stored definition, inside ex's
-// transaction: for a replica that does not run the job (the API receiving a completion). A
-// job deleted since has none.
+// transaction, loaded as the leader loads it (definition.Load): for a replica that does not
+// run the job (the API receiving a completion). A job deleted since has none, and so has one
+// whose definition no longer loads, as the leader, which then does not run it, has none.
 func Load(ctx context.Context, ex store.Executor, job string) (Rules, error) {
 	stored, err := ex.Definition(ctx, job)
 	if errors.Is(err, store.ErrDefinitionNotFound) {
@@ -38,11 +39,11 @@ func Load(ctx context.Context, ex store.Executor, job string) (Rules, error) {
 	if err != nil {
 		return Rules{}, err
 	}
-	d, err := definition.Decode(stored.Definition)
+	checked, _, err := definition.Load(stored.Definition)
 	if err != nil {
-		return Rules{}, fmt.Errorf("read %s's rules: %w", job, err)
+		return Rules{}, nil // the leader refuses it too, and says why when it loads it
 	}
-	return Of(d), nil
+	return Of(checked.Def), nil
 }
 
 // End is a recorded end and its job's rules.

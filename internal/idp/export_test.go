@@ -18,7 +18,9 @@ func (k *Keys) PrivateKeysForTest(ctx context.Context, t *testing.T) [][]byte {
 	for _, key := range keys {
 		priv, err := k.open(key)
 		require.NoError(t, err)
-		out = append(out, priv.D.FillBytes(make([]byte, 32)))
+		d, err := priv.Bytes() // the private scalar, fixed-length for its curve
+		require.NoError(t, err)
+		out = append(out, d)
 	}
 	return out
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testpace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -120,7 +121,7 @@ func (l *netLog) errorLines() []string {
 // in main's data-refreshes). The page waits ten times its last refresh between two, at
 // least a second and at most MAX_REFRESH_WAIT_MS (app.js): on a loaded machine one slow
 // refresh slows the next ones, so the deadline follows the slowest pace the page shows
-// while it is awaited.
+// while it is awaited, and the rest of the deadline the machine's (internal/testpace).
 func refreshes(n int) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 		type state struct {
@@ -144,9 +145,9 @@ func refreshes(n int) chromedp.Action[chromedp.Void] {
 				return nil
 			}
 			pace = max(pace, time.Duration(now.Pace)*time.Millisecond)
-			if time.Since(began) > stepTimeout+time.Duration(n)*pace {
-				return fmt.Errorf("waiting %s for %d refreshes (the page's slowest pace: one each %s; the page then: %s)",
-					time.Since(began).Round(time.Millisecond), n, pace, pageState(ctx, tgt))
+			if time.Since(began) > testpace.Scaled(stepTimeout)+time.Duration(n)*pace {
+				return fmt.Errorf("waiting %s for %d refreshes (the page's slowest pace: one each %s; the machine's: %.1f×; the page then: %s)",
+					time.Since(began).Round(time.Millisecond), n, pace, testpace.Pace(), pageState(ctx, tgt, ""))
 			}
 			select {
 			case <-ctx.Done():
@@ -247,7 +248,7 @@ func axeClean(t *testing.T, tab context.Context, source, what string) {
 	if source == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(tab, 2*stepTimeout)
+	ctx, cancel := testpace.Context(tab, 2*stepTimeout)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Evaluate[any](source))
 	require.NoError(t, err)
@@ -521,9 +522,7 @@ func TestConsoleRuntimeJobs(t *testing.T) {
 			waitJS(`document.querySelector("#jf-schedule").value === "0 * * * *"`),
 			waitJS(refusedWith("#save", "viewer of every namespace")),
 			waitJS(refusedWith("#preview-btn", "viewer of every namespace")),
-			chromedp.Click(chromedp.CSS("#save")),
-			// The form does not poll: a second is time enough for a refusal to show.
-			chromedp.Sleep(time.Second),
+			sendsNothing(chromedp.Click(chromedp.CSS("#save"))),
 			waitJS(`document.querySelector("#form-problems").hidden`))
 		var job struct{ Version int64 }
 		require.Equal(t, http.StatusOK, get(t, srv.URL, "/v1/jobs/hook-job", &job))

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -121,9 +120,7 @@ func TestConsoleTeams(t *testing.T) {
 			waitJS(`document.querySelector("#jf-http-url").value === "https://example.com/hook"`),
 			waitJS(refusedWith("#save", "viewer of billing")),
 			waitJS(refusedWith("#preview-btn", "viewer of billing")),
-			js(`document.querySelector("#save").click()`),
-			// The form does not poll: a second is time enough for a refusal to show.
-			chromedp.Sleep(time.Second),
+			sendsNothing(js(`document.querySelector("#save").click()`)),
 			waitJS(`location.hash === "#/ns/billing/jobs/report/edit" && document.querySelector("#form-problems").hidden`))
 
 		// Another team's namespace is not offered, and its address says why it shows nothing.
@@ -227,7 +224,7 @@ func TestConsoleTeams(t *testing.T) {
 		run(t, tab, js(`document.querySelector("#ns-picker").focus()`),
 			chromedp.KeyEvent(kb.ArrowUp),
 			waitJS(`document.querySelector("#ns-picker").value === "bulk"`),
-			chromedp.Sleep(500*time.Millisecond),
+			settled(),
 			waitJS(`location.hash === "#/" && document.querySelector('tr[data-job="plan-change"]') !== null`),
 			chromedp.KeyEvent(kb.ArrowUp),
 			waitJS(`document.querySelector("#ns-picker").value === "billing"`),

@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/assert"
@@ -21,6 +25,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testpace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -29,8 +34,10 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 const (
 	fullToken = "ui-full-token"
 	readToken = "ui-read-token"
-	// stepTimeout bounds every wait for the page: live updates must show within 2 s, and
-	// the rest is a margin for a loaded 2-core machine.
+	// stepTimeout bounds every wait for the page on an idle machine: live updates must show
+	// within 2 s, and the rest is a margin for the race detector. Every wait stretches it by
+	// the machine's pace while it waits (internal/testpace): on a machine that other work
+	// slows down, the page is as late as everything else.
 	stepTimeout = 10 * time.Second
 )
 
@@ -53,7 +60,7 @@ func TestDashboard(t *testing.T) {
 	operator := newTab(t, browser)
 	t.Run("no request answers 401 before the token is given", func(t *testing.T) {
 		net := watch(t, operator)
-		run(t, operator, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+		run(t, operator, chromedp.Navigate(srv.URL+"/ui/"), visible("#token"))
 		axeClean(t, operator, axe, "the token form")
 		run(t, operator, signIn(srv.URL, fullToken), refreshes(1))
 		assert.NotContains(t, net.statuses("/v1/"), int64(http.StatusUnauthorized))
@@ -106,11 +113,11 @@ func TestDashboard(t *testing.T) {
 	t.Run("run now makes a run appear and finish without a reload", func(t *testing.T) {
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-1"),
-			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
+			visible("#next-runs li"),
 			setReload(),
 			chromedp.SendKeys(chromedp.CSS("#reason"), "check after deploy"),
 			chromedp.Click(chromedp.CSS("#run-now")),
-			chromedp.WaitVisible(chromedp.CSS("#confirm-ok")),
+			visible("#confirm-ok"),
 			chromedp.Click(chromedp.CSS("#confirm-ok")),
 			waitJS(`[...document.querySelectorAll("tr[data-run]")].some(r => r.dataset.status === "succeeded" && r.textContent.includes("check after deploy"))`),
 			noReload())
@@ -127,7 +134,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("pause then resume change the badge, and the focus returns to the button", func(t *testing.T) {
 		run(t, operator,
 			chromedp.Navigate(srv.URL+"/ui/#/jobs/quick-2"),
-			chromedp.WaitVisible(chromedp.CSS("#next-runs li")),
+			visible("#next-runs li"),
 			confirmByKeyboard("#pause"),
 			waitJS(`document.querySelector('h1 [data-badge="paused"]') !== null`),
 			waitJS(enabled("#resume")),
@@ -235,7 +242,7 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("the read-only token sees everything and every action is disabled, saying why", func(t *testing.T) {
 		viewer := newTab(t, browser)
-		run(t, viewer, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+		run(t, viewer, chromedp.Navigate(srv.URL+"/ui/"), visible("#token"))
 		screenshot(t, viewer, shots, "token")
 		run(t, viewer, signIn(srv.URL, readToken),
 			waitJS(`document.querySelectorAll("tr[data-job]").length === `+fmt.Sprint(srv.Jobs)),
@@ -288,7 +295,7 @@ func TestDashboard(t *testing.T) {
 		viewport(t, phone, shots, "overview-390px-top")
 		slow := slowAPI(t, srv.URL, 500*time.Millisecond)
 		run(t, phone, signIn(slow, fullToken), recordLayoutShifts(), chromedp.Navigate("about:blank"),
-			chromedp.Navigate(slow+"/ui/#/jobs/quick-1"), chromedp.WaitVisible(chromedp.CSS("tr[data-run]")), refreshes(1))
+			chromedp.Navigate(slow+"/ui/#/jobs/quick-1"), visible("tr[data-run]"), refreshes(1))
 		shift, err := chromedp.Run(phone, chromedp.Evaluate[float64](`window.layoutShiftTotal()`))
 		require.NoError(t, err)
 		t.Logf("the job page's Cumulative Layout Shift at 390 px: %.3f", shift)
@@ -331,48 +338,144 @@ func startBrowser(t *testing.T) context.Context {
 	return browser
 }
 
-// newTab opens a tab of its own: its own sessionStorage, so its own token.
+// newTab opens a tab of its own: its own sessionStorage, so its own token. Each of its
+// documents keeps its last console errors, uncaught errors and unhandled rejections in
+// window.testErrors, for a failed wait to report.
 func newTab(t *testing.T, browser context.Context) context.Context {
 	t.Helper()
 	tab, cancel := chromedp.NewContext(browser)
 	t.Cleanup(cancel)
 	// The tab lives as long as the context of its first action: a context without timeout.
-	require.NoError(t, chromedp.Do(tab))
+	require.NoError(t, chromedp.Do(tab, chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tgt, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `(() => {
+  const errors = window.testErrors = [];
+  const keep = (s) => { errors.push(String(s).slice(0, 300)); if (errors.length > 10) errors.shift(); };
+  const consoleError = console.error;
+  console.error = function (...args) { keep(args.join(" ")); return consoleError.apply(this, args); };
+  addEventListener("error", (e) => keep("uncaught " + e.message + " at " + e.filename + ":" + e.lineno));
+  addEventListener("unhandledrejection", (e) => keep("unhandled rejection " + ((e.reason && e.reason.stack) || e.reason)));
+})();`})
+		return err
+	})))
 	return tab
 }
 
+// run does the actions in the tab. Each wait among them has its own deadline; the whole
+// run has one too, as some actions (a click waits for its element) have none of their own.
+// Both follow the machine's pace (internal/testpace).
 func run(t *testing.T, tab context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, 4*stepTimeout)
+	ctx, cancel := testpace.Context(tab, 4*stepTimeout)
 	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, actions...))
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		require.NoError(t, err, "the run's context: %v; the page then: %s", context.Cause(ctx), tabState(tab, ""))
+	}
 }
 
 // waitJS waits until the expression is true in the page; an element it reads that is not
-// there yet counts as false.
+// there yet counts as false. Every wait for the page is this one: its deadline is
+// stepTimeout at the machine's pace (internal/testpace), and when it passes the error says
+// what the page showed (pageState).
 func waitJS(expr string) chromedp.Action[chromedp.Void] {
 	guarded := "(() => { try { return !!(" + expr + ") } catch (e) { return false } })()"
 	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
-		_, err := chromedp.Poll[bool](guarded, chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(50*time.Millisecond))(ctx, tgt)
-		if err != nil {
-			return fmt.Errorf("waiting for %s (the page then: %s): %w", expr, pageState(ctx, tgt), err)
+		deadline := testpace.Start(stepTimeout)
+		for {
+			// An evaluation that fails (the document is being replaced) counts as false too.
+			ok, err := chromedp.Evaluate[bool](guarded)(ctx, tgt)
+			switch {
+			case err == nil && ok:
+				return nil
+			case ctx.Err() != nil:
+				return fmt.Errorf("waiting for %s: %v; the page then: %s", expr, context.Cause(ctx), pageState(ctx, tgt, expr))
+			case deadline.Passed():
+				return fmt.Errorf("waiting for %s: %s; the page then: %s", expr, deadline, pageState(ctx, tgt, expr))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
-		return nil
 	})
 }
 
-// pageState says, for a failed wait, where the page was and what its refresh loop did.
-func pageState(ctx context.Context, tgt *chromedp.Target) string {
-	state, err := chromedp.Evaluate[string](`(() => { try { return JSON.stringify({hash: location.hash,
+// visible waits until the element sel is shown.
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return waitJS(fmt.Sprintf(`document.querySelector(%q).getClientRects().length > 0`, sel))
+}
+
+// settled waits until the page has handled the events sent to it before: a task it queues
+// now runs after theirs. A check that something did not happen comes after it.
+func settled() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`new Promise((done) => setTimeout(() => done(true)))`, chromedp.EvalAwaitPromise)(ctx, tgt)
+		return err
+	})
+}
+
+// sendsNothing does act and checks that the page sent no write for it, once the page has
+// handled it: a refusal could show only in the answer to one. (The form's fetches are
+// made when it acts, through window.fetch.)
+func sendsNothing(act chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		js(`window.writesForTest = 0; window.realFetchForTest = window.realFetchForTest || window.fetch;
+			window.fetch = (url, opts) => { if (opts && opts.method && opts.method !== "GET") window.writesForTest++; return window.realFetchForTest(url, opts); }`),
+		act,
+		settled(),
+		chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+			n, err := chromedp.Evaluate[int](`window.writesForTest`)(ctx, tgt)
+			if err == nil && n != 0 {
+				err = fmt.Errorf("the page sent %d writes; the page then: %s", n, pageState(ctx, tgt, ""))
+			}
+			return err
+		}),
+	)
+}
+
+// selectorsIn finds the CSS selectors an expression queries, for a failed wait to show
+// what they find.
+var selectorsIn = regexp.MustCompile(`querySelector(?:All)?\(("(?:[^"\\]|\\.)*"|'[^']*')\)`)
+
+// pageState says, for a failed wait, where the page was, what it showed, what its refresh
+// loop did, the console's last errors, and what each selector expr queries finds. It reads
+// the page on a context of its own: the wait's may have ended.
+func pageState(ctx context.Context, tgt *chromedp.Target, expr string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), testpace.Scaled(5*time.Second))
+	defer cancel()
+	sels := []string{}
+	for _, m := range selectorsIn.FindAllStringSubmatch(expr, 5) {
+		if sel, err := strconv.Unquote(m[1]); err == nil {
+			sels = append(sels, sel)
+		} else {
+			sels = append(sels, strings.Trim(m[1], "'"))
+		}
+	}
+	sel, _ := json.Marshal(sels)
+	state, err := chromedp.Evaluate[string](`(() => { try { return JSON.stringify({url: location.href,
 		refreshes: document.querySelector("main").dataset.refreshes, inFlight, again, timer: !!timer, lastRefreshMs,
 		hidden: document.hidden, flash: document.querySelector("#flash").textContent,
 		h1: (document.querySelector("main h1") || {}).textContent, rows: document.querySelectorAll("tr[data-job]").length,
 		count: (document.querySelector("#jobs-count") || {}).textContent,
 		scrollY, innerHeight, height: document.documentElement.scrollHeight,
-		focus: document.activeElement && (document.activeElement.id || document.activeElement.tagName)}) } catch (e) { return String(e) } })()`)(ctx, tgt)
+		focus: document.activeElement && (document.activeElement.id || document.activeElement.tagName),
+		main: (document.querySelector("main") || document.body).innerText.replace(/\s+/g, " ").slice(0, 400),
+		found: Object.fromEntries(`+string(sel)+`.map((s) => { try { const all = document.querySelectorAll(s);
+			return [s, all.length ? all.length + " found, the first: " + all[0].outerHTML.replace(/\s+/g, " ").slice(0, 300) : "none"] }
+			catch (e) { return [s, String(e)] } })),
+		errors: window.testErrors}) } catch (e) { return String(e) } })()`)(ctx, tgt)
 	if err != nil {
 		return err.Error()
 	}
+	return state
+}
+
+// tabState is pageState for a tab that is not in an action.
+func tabState(tab context.Context, expr string) string {
+	state := ""
+	_ = chromedp.Do(context.WithoutCancel(tab), chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		state = pageState(ctx, tgt, expr)
+		return nil
+	}))
 	return state
 }
 
@@ -388,7 +491,7 @@ func js(expr string) chromedp.Action[chromedp.Void] {
 func signIn(base, token string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
 		chromedp.Navigate(base+"/ui/"),
-		chromedp.WaitVisible(chromedp.CSS("#token")),
+		visible("#token"),
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS("#use-token")),
 		waitJS(`document.querySelectorAll("tr[data-job]").length > 0`),

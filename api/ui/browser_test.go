@@ -418,8 +418,8 @@ func TestConsoleRuntimeJobs(t *testing.T) {
 		// Fixed, the errors go.
 		run(t, tab,
 			js(`document.querySelector("#jf-schedule").value = ""; document.querySelector("#jf-http-url").value = ""`),
-			chromedp.SendKeys(chromedp.CSS("#jf-schedule"), "@every 10m"),
-			chromedp.SendKeys(chromedp.CSS("#jf-http-url"), "https://example.com/x"),
+			typeInto("#jf-schedule", "@every 10m"),
+			typeInto("#jf-http-url", "https://example.com/x"),
 			chromedp.Click(chromedp.CSS("#preview-btn")),
 			waitJS(`document.querySelectorAll('[aria-invalid="true"]').length === 0 && document.querySelector("#form-problems").hidden`),
 			waitJS(`document.querySelectorAll("#preview-runs li").length === 5`))
@@ -553,6 +553,18 @@ func TestConsoleRuntimeJobs(t *testing.T) {
 			waitJS(`document.querySelector("#flash").textContent === "Deleted hook-job."`))
 		assert.Equal(t, http.StatusNotFound, get(t, srv.URL, "/v1/jobs/hook-job", nil))
 	})
+}
+
+// typeInto types text into the field sel, as chromedp.SendKeys does, for a field whose
+// attributes the page changes while it is typed into (its error marks going): SendKeys reads
+// the node's attributes without chromedp's lock, a data race with chromedp's own DOM event
+// handler that the race detector caught on a loaded machine.
+func typeInto(sel, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		js(fmt.Sprintf(`document.querySelector(%q).focus()`, sel)),
+		focusedOn(sel),
+		chromedp.KeyEvent(text),
+	)
 }
 
 // newJobForm opens an empty job form from the overview, as an operator does.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testpace"
 )
 
 // These tests run real `scheduler serve` processes. The job on "@every 1s" is the real
@@ -90,7 +91,7 @@ func startProcessIn(tb testing.TB, netns, bin, dbURL, id string, env ...string) 
 func awaitLeader(tb testing.TB, db *testdb.DB, procs map[string]*process, minEpoch int64) store.LeaderRow {
 	tb.Helper()
 	var row store.LeaderRow
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testpace.Scaled(30 * time.Second))
 	for time.Now().Before(deadline) {
 		r, err := db.Leader(context.Background())
 		if err == nil && r.Epoch > minEpoch && procs[r.InstanceID] != nil && procs[r.InstanceID].cmd.ProcessState == nil {
@@ -106,7 +107,7 @@ func awaitLeader(tb testing.TB, db *testdb.DB, procs map[string]*process, minEpo
 func firstClaimOf(tb testing.TB, db *testdb.DB, epoch int64) time.Time {
 	tb.Helper()
 	var at time.Time
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testpace.Scaled(30 * time.Second))
 	for time.Now().Before(deadline) {
 		err := db.Pool.QueryRow(context.Background(), `
 			SELECT min(created_at) FROM job_runs

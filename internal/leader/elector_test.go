@@ -17,12 +17,15 @@ import (
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
+	"github.com/schedulerhq/scheduler/internal/testpace"
 	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-const waitTimeout = 10 * time.Second
+// waitTimeout bounds a wait for an elector: 10 s on an idle machine, stretched by the
+// machine's pace when the package's tests start (internal/testpace).
+var waitTimeout = testpace.Scaled(10 * time.Second)
 
 func await[T any](t *testing.T, s *testsignal.Signal[T], what string) T {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
+	"github.com/schedulerhq/scheduler/internal/testpace"
 )
 
 const (
@@ -164,7 +165,8 @@ func TestStepDownAsksTheLockHolder(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.Status, "body: %s", res.Body)
 	assert.Equal(t, "leader-1", res.JSON(t)["instance_id"])
 	assert.Equal(t, float64(7), res.JSON(t)["epoch"])
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// The notification's deadline follows the machine's pace: 10 s on an idle one.
+	ctx, cancel := context.WithTimeout(t.Context(), testpace.Scaled(10*time.Second))
 	defer cancel()
 	channel, payload, ok, err := listener.Wait(ctx)
 	require.NoError(t, err)

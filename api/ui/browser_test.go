@@ -603,10 +603,14 @@ func invalidWithError(sel string) string {
 		return err && !err.hidden && err.offsetParent !== null && err.textContent.trim().length > 2 })()`, q)
 }
 
-// enabledLink is true when the link is shown.
+// enabledLink is true when the link is shown and leads somewhere. A link the page gates
+// (gateLink) has no address until the session says the token may use it: a click before
+// then does nothing, and a wait for the page it opens waits in vain (on a loaded machine
+// the session's answer comes after the link shows).
 func enabledLink(sel string) string {
 	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
-	return q + ` && !` + q + `.hidden && ` + q + `.offsetParent !== null`
+	return q + ` && !` + q + `.hidden && ` + q + `.offsetParent !== null && ` + q + `.hasAttribute("href") && ` +
+		q + `.getAttribute("aria-disabled") !== "true"`
 }
 
 func jsString(s string) string {

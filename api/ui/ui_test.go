@@ -472,7 +472,9 @@ func pageState(ctx context.Context, tgt *chromedp.Target, expr string) string {
 // tabState is pageState for a tab that is not in an action.
 func tabState(tab context.Context, expr string) string {
 	state := ""
-	_ = chromedp.Do(context.WithoutCancel(tab), chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(tab), testpace.Scaled(5*time.Second))
+	defer cancel()
+	_ = chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
 		state = pageState(ctx, tgt, expr)
 		return nil
 	}))

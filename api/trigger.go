@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/tracing"
 )
 
 const (
@@ -92,7 +93,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	scope := "POST /v1/jobs/{name}/runs:" + j.conf.Name
 	hash := requestHash(body)
 	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
-		Job: j.conf.Name, Reason: reason, Params: paramsJSON,
+		Job: j.conf.Name, Reason: reason, Params: paramsJSON, Traceparent: tracing.Traceparent(r.Header),
 		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
 		// Also when the job already had an active run: the operator did ask for a run.
 		Audit:  s.triggerAction(r, j.conf.Name, reason, params),

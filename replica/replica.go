@@ -28,6 +28,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
+	"github.com/schedulerhq/scheduler/internal/tracing"
 )
 
 // Config is what a replica is built from. The durations left zero take their parts'
@@ -76,6 +77,8 @@ type Config struct {
 	// RunRetention is how long runs are kept (SCHEDULER_RETENTION_JOB_RUNS), and with them
 	// the SQL targets' markers of the slots they committed; 0: 30 days.
 	RunRetention time.Duration
+	// Tracing exports the spans of claims, runs and their calls (OTEL_*); nil: off.
+	Tracing *tracing.Tracing
 }
 
 // Replica is one assembled replica.
@@ -140,7 +143,7 @@ func New(c Config) (*Replica, error) {
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
 		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
-		Notifications: notifications})
+		Notifications: notifications, Tracing: c.Tracing})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/tracing"
 	"github.com/schedulerhq/scheduler/replica"
 )
 
@@ -39,6 +40,10 @@ const (
 
 // poolCloseTimeout bounds closing the database pool at exit, after the shutdown timeout.
 const poolCloseTimeout = 2 * time.Second
+
+// traceFlushTimeout bounds exporting the spans still buffered at exit: a collector that is
+// down must not hold the exit.
+const traceFlushTimeout = 5 * time.Second
 
 // closeWithin calls closeFn and waits for it at most d; it reports whether closeFn returned.
 func closeWithin(closeFn func(), d time.Duration) bool {
@@ -78,6 +83,18 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 	if err := cfg.LoadJobs(env, jobs.Defaults()); err != nil {
 		return configError(stderr, err)
 	}
+	traces, err := tracing.Start(ctx, tracing.Service{Version: version, InstanceID: cfg.InstanceID}, log)
+	if err != nil {
+		return configError(stderr, err)
+	}
+	// Last out: the runs' spans end as the term does, and are exported before the exit.
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := traces.Shutdown(flushCtx); err != nil {
+			log.Warn("exporting the last spans failed; they are lost", "error", err)
+		}
+	}()
 	m := metrics.New()
 	m.SetInstanceID(cfg.InstanceID)
 	for _, j := range cfg.Jobs {
@@ -112,7 +129,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		ReadToken: cfg.APIReadToken, MetricsToken: cfg.MetricsToken, OIDC: cfg.OIDC, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,
 		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow,
-		Notifications: cfg.Notifications})
+		Notifications: cfg.Notifications, Tracing: traces})
 	if err != nil {
 		log.Error("cannot build the replica", "error", err)
 		return exitFailure

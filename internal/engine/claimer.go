@@ -78,17 +78,19 @@ func (c *claimer) claimBatch(ctx context.Context, batch []*claimRequest) {
 			QueueOne: r.mode == claimWaits, Replace: r.mode == claimReplaces, Ahead: r.ahead, Now: e.clock.nowOrNil()}
 	}
 	var outs []store.ClaimOutcome
+	traced := e.traceClaims(ctx, len(claims))
 	err := e.conf.DB.Fenced(ctx, c.term.Fence(), func(tx *store.Tx) error {
 		var err error
 		outs, err = tx.ClaimSlots(ctx, claims)
 		return err
 	})
+	traced.end(outs, err)
 	e.testSignals.claimBatch.Send(claims)
 	for i, r := range batch {
 		if err != nil {
 			r.done <- err
 			continue
 		}
-		r.done <- e.claimed(ctx, c.term, r.log, r.en, r.trigger, r.slot, outs[i])
+		r.done <- e.claimed(traced.slot(ctx, r, outs[i]), c.term, r.log, r.en, r.trigger, r.slot, outs[i])
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/tracing"
 )
 
 const (
@@ -69,6 +70,8 @@ type Config struct {
 	PublicURL string
 	// Notifications, when set, sends the jobs' notifications while this replica leads.
 	Notifications *deliver.Service
+	// Tracing exports the spans of claims and runs (tracing.go); nil: off.
+	Tracing *tracing.Tracing
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's

@@ -80,6 +80,7 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.Run, unknown bool, err error) {
 	e.claiming.RLock()
 	defer e.claiming.RUnlock()
+	picking := time.Now()
 	err = e.conf.DB.Fenced(ctx, term.Fence(), func(tx *store.Tx) error {
 		var err error
 		run, err = tx.PickQueued(ctx, e.conf.InstanceID)
@@ -94,7 +95,7 @@ func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.R
 		e.track(run, func(error) {})
 		return run, true, nil
 	}
-	e.start(ctx, term, en, run)
+	e.start(e.traceQueued(ctx, picking, run), term, en, run)
 	return run, false, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/tracing"
 )
 
 // Causes of a run's context ending, which decide its final status.
@@ -65,6 +66,7 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 // startAt is start for a run claimed ahead of its slot: its body begins at notBefore, when
 // the slot has come by the database's clock (store.ClaimOutcome.StartIn).
 func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *store.Run, notBefore time.Time) {
+	ctx, span := e.traceRun(ctx, term.Epoch, run)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	e.track(run, cancel)
 	e.runs.Add(1)
@@ -77,6 +79,7 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 		defer release()
 		defer e.untrack(run.ID)
 		defer cancel(nil)
+		defer endRun(span, x)
 		x.execute(runCtx)
 	}()
 }
@@ -107,7 +110,8 @@ type execution struct {
 }
 
 func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, run *store.Run) *execution {
-	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, log: e.runLog(term, run), started: time.Now()}
+	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, log: e.runLog(term, run).With(tracing.LogAttrs(ctx)...),
+		started: time.Now()}
 	if en != nil {
 		x.version, x.rules = en.versionRef(), en.endRules()
 	}

@@ -104,6 +104,9 @@ type ManualTrigger struct {
 	Job    string
 	Reason *string
 	Params []byte
+	// Traceparent is the request's W3C trace context, checked (tracing.Traceparent), kept
+	// with the run so the leader's run joins the caller's trace; "" for none.
+	Traceparent string
 
 	// Key is the request's Idempotency-Key ("" for none). Scope names what the key is for
 	// (the route and job); RequestHash fingerprints the request body, so the same key with
@@ -163,7 +166,7 @@ func (db *DB) TriggerManualRun(ctx context.Context, t ManualTrigger) (Triggered,
 			}
 		}
 		var err error
-		if out.Run, out.Created, err = q.QueueManualRun(ctx, t.Job, t.Reason, t.Params); err != nil {
+		if out.Run, out.Created, err = q.queueManualRun(ctx, t.Job, t.Reason, t.Params, t.Traceparent); err != nil {
 			return err
 		}
 		if !out.Created && t.Refuse != nil && t.Refuse(out.Run) {

@@ -62,6 +62,9 @@ type Run struct {
 	// NextAttemptAt is when a running run's next call attempt starts, while it waits out a
 	// backoff between two attempts (SetNextAttempt); nil otherwise.
 	NextAttemptAt *time.Time
+	// Traceparent is the W3C trace context a manual trigger brought (ManualTrigger), which
+	// the leader's run joins; nil for any other run. Not shown by the API.
+	Traceparent *string
 }
 
 // DurationMS is finished_at - started_at in milliseconds, nil while unfinished.
@@ -80,7 +83,8 @@ func (r *Run) Finished() bool {
 
 // runColumns lists job_runs' columns in the order scanRun expects.
 const runColumns = `id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
-	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at`
+	instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at,
+	traceparent`
 
 // scanRun scans one row selected with runColumns.
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
@@ -96,7 +100,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 func (r *Run) columns() []any {
 	return []any{&r.ID, &r.Job, &r.Trigger, &r.Status, &r.ScheduledAt, &r.CreatedAt, &r.StartedAt,
 		&r.FinishedAt, &r.InstanceID, &r.Epoch, &r.Stats, &r.Error, &r.Reason, &r.Params,
-		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt}
+		&r.RecoversRunID, &r.CancelRequested, &r.DefinitionVersion, &r.Rerun, &r.NextAttemptAt, &r.Traceparent}
 }
 
 // ErrRunNotFound means no run has the id asked for.
@@ -111,8 +115,8 @@ const queueManualRunSQL = `
 WITH active AS (
 	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')
 ), queued AS (
-	INSERT INTO job_runs (job, trigger, status, reason, params)
-	SELECT $1, 'manual', 'queued', $2, $3
+	INSERT INTO job_runs (job, trigger, status, reason, params, traceparent)
+	SELECT $1, 'manual', 'queued', $2, $3, nullif($4, '')
 	WHERE (SELECT count(*) FROM active) < job_run_bound($1)
 	RETURNING ` + runColumns + `
 )
@@ -127,12 +131,17 @@ UNION ALL
 // activeRunsLock, concurrent triggers on any replicas create no run past the bound: a
 // second one waits for the first to commit and then counts its run.
 func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
+	return q.queueManualRun(ctx, job, reason, params, "")
+}
+
+// queueManualRun is QueueManualRun of a trigger that brought a traceparent ("": none).
+func (q queries) queueManualRun(ctx context.Context, job string, reason *string, params []byte, traceparent string) (run *Run, created bool, err error) {
 	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
 		if err := lockActiveRuns(ctx, tx); err != nil {
 			return err
 		}
 		var r Run
-		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params).Scan(append([]any{&created}, r.columns()...)...)
+		err := tx.QueryRow(ctx, queueManualRunSQL, job, reason, params, traceparent).Scan(append([]any{&created}, r.columns()...)...)
 		run = &r
 		return err
 	})

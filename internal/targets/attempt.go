@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/schedulerhq/scheduler/internal/tracing"
 )
 
 const (
@@ -36,10 +38,11 @@ var reservedHeaders = []string{
 // what a 429 or 503 asked for, 0 otherwise.
 func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, retryAfter time.Duration) {
 	timeout := cmpOr(r.AttemptTimeout, attemptTimeoutDefault)
-	attemptCtx, cancel := context.WithTimeout(ctx, timeout)
+	spanCtx, span := traceAttempt(ctx, r, n)
+	attemptCtx, cancel := context.WithTimeout(spanCtx, timeout)
 	defer cancel()
 	a = Attempt{Number: n, StartedAt: time.Now()}
-	defer func() { a.Duration = time.Since(a.StartedAt) }()
+	defer func() { a.Duration = time.Since(a.StartedAt); endAttempt(span, a) }()
 
 	req, err := http.NewRequestWithContext(withAllowedHosts(attemptCtx, r.AllowedHosts), r.Method, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
@@ -55,6 +58,7 @@ func (c *Caller) attempt(ctx context.Context, r *Request, n int) (a Attempt, ret
 		}
 		req.Header.Set("Authorization", v)
 	}
+	tracing.Inject(spanCtx, req.Header) // the target's trace continues from this attempt's span
 	resp, err := c.clientFor(r.Guard).Do(req)
 	if err != nil {
 		a.Error, a.Retryable = describeError(ctx, attemptCtx, err, timeout)

@@ -215,7 +215,9 @@ func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
 			stopped <- nil
 		}
 	}()
-	res, err := t.apply(execCtx, conn, r)
+	spanCtx, span := t.traceSQL(execCtx)
+	res, err := t.apply(spanCtx, conn, r)
+	endSQL(span, res, err)
 	close(applied)
 	stopErr := <-stopped
 	if err == nil {

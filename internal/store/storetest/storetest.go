@@ -144,7 +144,8 @@ const insertRunsSQL = `
 	ORDER BY n
 	%s
 	RETURNING id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch,
-	          stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at`
+	          stats, error, reason, params, recovers_run_id, cancel_requested, definition_version, rerun, next_attempt_at,
+	          traceparent`
 
 // runColumns holds the runs column by column, for unnest: one statement for any number.
 type runColumns struct {

@@ -49,7 +49,7 @@ func sameRun(a, b *store.Run) bool {
 		same(a.Error, b.Error) && same(a.Reason, b.Reason) && bytes.Equal(a.Params, b.Params) &&
 		same(a.RecoversRunID, b.RecoversRunID) && a.CancelRequested == b.CancelRequested &&
 		same(a.DefinitionVersion, b.DefinitionVersion) && a.Rerun == b.Rerun &&
-		sameTime(a.NextAttemptAt, b.NextAttemptAt)
+		sameTime(a.NextAttemptAt, b.NextAttemptAt) && same(a.Traceparent, b.Traceparent)
 }
 
 // same reports whether two optional values are both absent, or both present and equal.

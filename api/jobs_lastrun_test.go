@@ -24,7 +24,7 @@ func TestSameRunComparesEveryField(t *testing.T) {
 	base := store.Run{ID: 1, Job: "j", Trigger: "schedule", Status: "running", ScheduledAt: &at, CreatedAt: at,
 		StartedAt: &at, FinishedAt: &at, InstanceID: &s, Epoch: &n, Stats: json.RawMessage(`{}`), Error: &s,
 		Reason: &s, Params: json.RawMessage(`{}`), RecoversRunID: &n, CancelRequested: true,
-		DefinitionVersion: &v, Rerun: 1, NextAttemptAt: &at}
+		DefinitionVersion: &v, Rerun: 1, NextAttemptAt: &at, Traceparent: &s}
 	rt := reflect.TypeOf(base)
 	for i := range rt.NumField() {
 		changed := base

@@ -250,6 +250,11 @@ func TestTracesReachAnOTLPReceiver(t *testing.T) {
 	require.Len(t, manualTPs, 1)
 	manualTrace, manualAttempt := traceparentParts(t, manualTPs[0])
 	assert.Equal(t, callerTrace, manualTrace, "the manual run's call continues the trigger's trace")
+	// The answer comes once the run's end is committed; its "run finished" line just after.
+	// Stopping in between would interrupt the run's goroutine before it logs that line.
+	for deadline := time.Now().Add(10 * time.Second); len(p.find("run finished", manual)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	p.stop(t)
 	spans := receiver.Await(t, 10*time.Second, "the runs' spans", func(s []tracingtest.Span) bool {

@@ -20,12 +20,16 @@ const (
 	spanSQL     = "scheduler.sql"
 )
 
+// clientSpan makes a span a client's; made once, so that a call while tracing is off
+// allocates nothing for it.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 // attrAttempt numbers an HTTP call's attempts from 1, as X-Scheduler-Attempt does.
 const attrAttempt = attribute.Key("scheduler.attempt")
 
 // traceAttempt starts the client span of attempt n of r.
 func traceAttempt(ctx context.Context, r *Request, n int) (context.Context, trace.Span) {
-	ctx, span := tracing.StartChild(ctx, spanAttempt, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tracing.StartChild(ctx, spanAttempt, clientSpan...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -68,7 +72,7 @@ func endAttempt(span trace.Span, a Attempt) {
 
 // traceSQL starts the client span of r's statements in target t.
 func (t *SQLTarget) traceSQL(ctx context.Context) (context.Context, trace.Span) {
-	ctx, span := tracing.StartChild(ctx, spanSQL, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tracing.StartChild(ctx, spanSQL, clientSpan...)
 	if !span.IsRecording() {
 		return ctx, span
 	}

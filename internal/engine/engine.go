@@ -270,7 +270,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	e.loadJobHistories(termCtx, log)
 	svc := e.services(term, log)
 	svc.runDays.pass(termCtx)
-	svc.rescuer.pass(termCtx)
+	svc.rescuer.first(termCtx)
 	caughtUpTo, repairs := svc.catchUp.run(termCtx)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)
 	if err != nil {

@@ -43,6 +43,23 @@ func (e *Engine) repairFrom(term leader.Term) time.Time {
 	return term.Since.Add(-window)
 }
 
+// first is the rescuer's pass at its term's start: it ends what earlier terms left running
+// before the term claims anything. After a failover it retries until it succeeds (or the
+// term ends): a run of a lost term, its claim kept and its end lost, would otherwise count
+// against its job's bound of active runs while the window is repaired, and the slots behind
+// it would wait for a run nobody runs, or be recorded skipped, though they were called.
+// Ended, it is abandoned and redone by its recovery run under its slot's key, as the repair
+// does a slot without a row. Other terms leave a failed pass to the rescuer's next one, as
+// before.
+func (r *rescuer) first(ctx context.Context) {
+	if r.term.FailedOver == "" {
+		_ = r.pass(ctx) // logged; run tries again
+		return
+	}
+	_ = retryWhileLeading(ctx, func() error { return r.pass(ctx) },
+		func(error, time.Duration) error { return nil }) // each failure is logged by pass
+}
+
 // repairFailover reports the failover term found (a WARN line, scheduler_failovers_total,
 // an audit row failover with the window) and starts the repair of each job's slots: one
 // goroutine per job, its slots one after another, since a job never has two active runs.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,14 +22,7 @@ func TestFailoverRepairsTheLostSlotsInsteadOfRecordingThemMissed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, url := newDB(t)
-	// Every slot of the last ten minutes succeeded, so the first term has nothing to catch up.
-	now := time.Now()
-	var done []storetest.RunOpts
-	for m := 10; m >= 0; m-- {
-		done = append(done, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded,
-			ScheduledAt: now.Truncate(time.Minute).Add(time.Duration(-m) * time.Minute), StartedAt: now, FinishedAt: now})
-	}
-	storetest.Runs(ctx, t, db.Pool, done...)
+	tickSucceededForTenMinutes(ctx, t, db.Pool)
 	a := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1m", time.Minute)}})
 	first := awaitTerm(t, a)
 	require.Empty(t, first.FailedOver)
@@ -70,4 +64,119 @@ func TestFailoverRepairsTheLostSlotsInsteadOfRecordingThemMissed(t *testing.T) {
 	assert.Contains(t, reason, "failed over")
 	assert.Contains(t, detail, "window_from")
 	assert.Equal(t, second.TermID.String(), detail["term_id"])
+}
+
+// Issue 43: after an asynchronous failover the new primary can hold runs of a lost term still
+// running: their claims reached it, their ends did not. Such a run counted against the job's
+// bound of active runs, so the slots the repair claimed behind it waited for a run nobody
+// runs (or were recorded skipped as overlaps), though their calls had been made. The term
+// that finds the failover ends every run an earlier term left running before it repairs the
+// window, whatever its epoch's number, even when its first attempt fails: each such slot is
+// done again by its recovery run, and every other slot of the window by the repair, each
+// under its own key, none recorded skipped or missed.
+func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// lostEpoch is the epoch of the lost term's runs, from the first term's; back is
+		// where the failover leaves the leader row, behind the first term.
+		lostEpoch, back func(first int64) int64
+		// failRescue fails the new term's first attempt at ending them.
+		failRescue bool
+	}{
+		// A rollback that keeps the timeline names the lost term's number again, or one
+		// below it: its runs carry an epoch above the new term's.
+		{name: "a lost term numbered above the new one",
+			lostEpoch: func(first int64) int64 { return first }, back: func(int64) int64 { return 0 }},
+		// A promoted standby names a number above every lost one, but the first statements
+		// after a failover can fail (the pool's connections died with the old primary).
+		{name: "the first rescue fails", failRescue: true,
+			lostEpoch: func(first int64) int64 { return first - 5 }, back: func(first int64) int64 { return first - 5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, url := newDB(t)
+			tickSucceededForTenMinutes(ctx, t, db.Pool)
+			// Epochs with room below the first term's, for a lost term older than the new one.
+			_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = 100`)
+			require.NoError(t, err)
+			faults := newFaultTracer()
+			a := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "tick", "@every 1m", time.Minute)},
+				tracer: faults, rescueInterval: time.Hour})
+			first := awaitTerm(t, a)
+			awaitSignal(t, &a.en.testSignals.leading, "the first term")
+
+			// The failover: the last four slots' rows are gone but the oldest one's claim,
+			// which a lost term made and whose end was lost: it is still running.
+			var lost []time.Time
+			rows, err := db.Pool.Query(ctx, `
+				WITH gone AS (DELETE FROM job_runs WHERE job = 'tick' AND scheduled_at >= date_trunc('minute', now()) - interval '3 minutes'
+				              RETURNING scheduled_at)
+				SELECT scheduled_at FROM gone ORDER BY 1`)
+			require.NoError(t, err)
+			lost, err = pgx.CollectRows(rows, pgx.RowTo[time.Time])
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(lost), 4)
+			storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning, ScheduledAt: lost[0],
+				StartedAt: lost[0], InstanceID: "lost", Epoch: storetest.Ptr(tc.lostEpoch(first.Epoch))})
+			if tc.failRescue {
+				faults.fail(faultAbandon, 1)
+			}
+			_, err = db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1, instance_id = NULL, term_id = NULL, since = NULL`,
+				tc.back(first.Epoch))
+			require.NoError(t, err)
+
+			second := awaitTerm(t, a)
+			require.NotEmpty(t, second.FailedOver)
+			if tc.failRescue {
+				select {
+				case hit := <-faults.hit:
+					assert.Equal(t, faultAbandon, hit)
+				case <-time.After(waitTimeout):
+					t.Fatal("the new term's rescue never ran")
+				}
+			}
+			// Every lost slot ends succeeded: the running one abandoned and redone by its
+			// recovery, the others caught up by the repair.
+			done := assert.Eventually(t, func() bool {
+				return count(t, db, `SELECT count(*) FROM job_runs r WHERE job = 'tick' AND scheduled_at = ANY($1)
+					AND (status = 'succeeded' AND trigger = 'catch-up' OR status = 'abandoned' AND EXISTS (
+						SELECT 1 FROM job_runs q WHERE q.recovers_run_id = r.id AND q.status = 'succeeded'))`, lost) == len(lost)
+			}, waitTimeout, 10*time.Millisecond, "every slot of the window is done again under its own key")
+			if !done {
+				rows, err := db.Pool.Query(ctx, `SELECT id, scheduled_at, status, trigger, epoch, reason, recovers_run_id
+					FROM job_runs WHERE job = 'tick' ORDER BY id`)
+				require.NoError(t, err)
+				for rows.Next() {
+					v, _ := rows.Values()
+					t.Logf("run %v", v)
+				}
+				t.FailNow()
+			}
+			assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE status IN ('skipped', 'missed')
+				AND scheduled_at <= $1`, second.Since), "no slot of the window is recorded skipped or missed")
+			// Each lost slot is called once on the new history: a recovery run does its
+			// abandoned run's slot.
+			assert.Equal(t, len(lost), count(t, db, `SELECT count(DISTINCT coalesce(r.scheduled_at, a.scheduled_at))
+				FROM test_calls c JOIN job_runs r ON r.id = c.run_id LEFT JOIN job_runs a ON a.id = r.recovers_run_id
+				WHERE coalesce(r.scheduled_at, a.scheduled_at) = ANY($1)`, lost))
+			assert.Equal(t, len(lost), count(t, db, `SELECT count(*) FROM test_calls c JOIN job_runs r ON r.id = c.run_id
+				LEFT JOIN job_runs a ON a.id = r.recovers_run_id WHERE coalesce(r.scheduled_at, a.scheduled_at) = ANY($1)`, lost),
+				"each slot is called once")
+		})
+	}
+}
+
+// tickSucceededForTenMinutes records every slot of job tick in the last ten minutes
+// succeeded, so that a first term has nothing to catch up.
+func tickSucceededForTenMinutes(ctx context.Context, t *testing.T, db storetest.DBTX) {
+	t.Helper()
+	now := time.Now()
+	var done []storetest.RunOpts
+	for m := 10; m >= 0; m-- {
+		done = append(done, storetest.RunOpts{Job: "tick", Status: store.StatusSucceeded,
+			ScheduledAt: now.Truncate(time.Minute).Add(time.Duration(-m) * time.Minute), StartedAt: now, FinishedAt: now})
+	}
+	storetest.Runs(ctx, t, db, done...)
 }

@@ -35,6 +35,9 @@ const (
 	faultClaim = "AS c (job, trigger, slot, version, min_gap, max_runs, ahead)"
 	// faultJobTx is the test jobs' write inside their fenced transaction.
 	faultJobTx = "INSERT INTO test_calls"
+	// faultAbandon is the rescuer's read of the runs an earlier term left running, which it
+	// ends (store.Tx.AbandonRuns).
+	faultAbandon = "lost track of it; a recovery run re-runs the job"
 	// faultFinish records a run's end.
 	faultFinish = "SET status = f.status, finished_at = greatest("
 )

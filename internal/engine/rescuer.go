@@ -38,13 +38,13 @@ func (r *rescuer) run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		r.pass(ctx)
+		_ = r.pass(ctx) // logged; the next pass tries again
 	}
 }
 
 // pass rescues once. It ends with the rescued test signal, carrying how many runs it
-// abandoned; a pass that failed sends nothing.
-func (r *rescuer) pass(ctx context.Context) {
+// abandoned; a pass that failed sends nothing and returns its error (it was logged).
+func (r *rescuer) pass(ctx context.Context) error {
 	e, log := r.e, r.log
 	orphans, err := r.orphans(ctx)
 	var (
@@ -67,9 +67,9 @@ func (r *rescuer) pass(ctx context.Context) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Error("recovering abandoned runs failed; the rescuer retries", "error", err, "retry_in", r.interval)
+			log.Error("recovering abandoned runs failed; the rescuer retries", "error", err)
 		}
-		return
+		return err
 	}
 	for _, a := range abandoned {
 		e.conf.Metrics.RunRecorded(a.Job, store.StatusAbandoned, a.Trigger)
@@ -83,6 +83,7 @@ func (r *rescuer) pass(ctx context.Context) {
 	}
 	r.endSQLBackends(backends)
 	e.testSignals.rescued.Send(len(abandoned))
+	return nil
 }
 
 // endSQLBackends ends, in the background, the target backends of SQL runs that a replica

@@ -22,7 +22,8 @@ func (f serviceFunc) run(ctx context.Context) { f(ctx) }
 
 // termServices are one term's services.
 type termServices struct {
-	// runDays and rescuer pass once at the term's start, before the catch-up, which runs once.
+	// runDays and rescuer pass once at the term's start (the rescuer until it succeeds after
+	// a failover: rescuer.first), before the catch-up, which runs once.
 	runDays *runDays
 	rescuer *rescuer
 	catchUp *catchUp

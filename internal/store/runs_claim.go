@@ -279,10 +279,14 @@ type Abandoned struct {
 	RecoveryID int64
 }
 
-// AbandonRuns marks as abandoned the runs left running by epochs before the transaction's,
-// and the runs of its own epoch listed in orphans, and queues one recovery run for each (docs/design.md
-// guarantees 5 and 10). Only a leader calls it, inside its fenced transaction: after the
-// epoch bump no older epoch can write, so those runs are certainly dead; an orphan is a run
+// AbandonRuns marks as abandoned the runs left running by epochs other than the
+// transaction's, and the runs of its own epoch listed in orphans, and queues one recovery
+// run for each (docs/design.md guarantees 5, 10 and 14). Only a leader calls it, inside its
+// fenced transaction: after the epoch bump no older epoch can write, so those runs are
+// certainly dead. A run of a higher epoch is a lost term's, after a rollback of the database
+// that took the leader row back behind it: no term of that number can write any more either
+// (the fence compares the term_id), and left running it would hold the job's bound of
+// active runs for ever. An orphan is a run
 // of this term that no goroutine of the leader owns (its claim committed while the answer
 // was lost), which the caller has checked. No run is recovered twice: each partition's
 // unique index on recovers_run_id, and across partitions the check under activeRunsLock.
@@ -293,9 +297,11 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 		SELECT id, job, trigger, epoch, params,
 		       CASE WHEN epoch < $1
 		            THEN 'the leader running it (epoch ' || epoch || ') went away; a recovery run re-runs the job'
+		            WHEN epoch > $1
+		            THEN 'its term (epoch ' || epoch || ') was lost with a failover of the database; a recovery run re-runs the job'
 		            ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
 		FROM job_runs
-		WHERE status = 'running' AND (epoch < $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
+		WHERE status = 'running' AND (epoch <> $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
 		ORDER BY id
 		FOR UPDATE`

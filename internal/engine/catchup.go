@@ -44,20 +44,26 @@ func (c *catchUp) run(ctx context.Context) (map[string]time.Time, []repair) {
 		if err == nil || ctx.Err() != nil || errors.Is(err, store.ErrNotLeader) {
 			continue
 		}
-		if len(batch) == 1 {
+		// One job's slots must not cost the others theirs (a row its day cannot take, a
+		// constraint): the batch is decided again job by job, and only the job that fails
+		// alone goes without its catch-up. After a failover each job is tried again a few
+		// times: without its catch-up the slots of its window would not be repaired.
+		if len(batch) == 1 && c.term.FailedOver == "" {
 			log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", batch[0].conf.Name)
 			continue
 		}
-		// One job's slots must not cost the others theirs (a row its day cannot take, a
-		// constraint): the batch is decided again job by job, and only the job that fails
-		// alone goes without its catch-up.
-		log.Warn("catching up a batch of jobs failed; catching them up one by one", "error", err, "jobs", len(batch))
+		if len(batch) > 1 {
+			log.Warn("catching up a batch of jobs failed; catching them up one by one", "error", err, "jobs", len(batch))
+		}
 		for _, en := range batch {
 			if ctx.Err() != nil {
 				break
 			}
-			rs, err := c.batch(ctx, []*entry{en}, upTo, from)
-			repairs = append(repairs, rs...)
+			err := retryAfterFailover(ctx, c.term, func() error {
+				rs, err := c.batch(ctx, []*entry{en}, upTo, from)
+				repairs = append(repairs, rs...)
+				return err
+			})
 			if err != nil && ctx.Err() == nil {
 				log.Error("catching up missed slots failed; the timers still run the next slots", "error", err, "job", en.conf.Name)
 			}

@@ -44,20 +44,36 @@ func (e *Engine) repairFrom(term leader.Term) time.Time {
 }
 
 // first is the rescuer's pass at its term's start: it ends what earlier terms left running
-// before the term claims anything. After a failover it retries until it succeeds (or the
-// term ends): a run of a lost term, its claim kept and its end lost, would otherwise count
-// against its job's bound of active runs while the window is repaired, and the slots behind
-// it would wait for a run nobody runs, or be recorded skipped, though they were called.
-// Ended, it is abandoned and redone by its recovery run under its slot's key, as the repair
-// does a slot without a row. Other terms leave a failed pass to the rescuer's next one, as
-// before.
+// before the term claims anything. After a failover it tries again when it fails
+// (retryAfterFailover): a run of a lost term, its claim kept and its end lost, would
+// otherwise count against its job's bound of active runs while the window is repaired, and
+// the slots behind it would wait for a run nobody runs, or be recorded skipped, though they
+// were called. Ended, it is abandoned and redone by its recovery run under its slot's key,
+// as the repair does a slot without a row. Other terms leave a failed pass to the rescuer's
+// next one.
 func (r *rescuer) first(ctx context.Context) {
-	if r.term.FailedOver == "" {
-		_ = r.pass(ctx) // logged; run tries again
-		return
+	_ = retryAfterFailover(ctx, r.term, func() error { return r.pass(ctx) }) // each failure is logged
+}
+
+// failoverAttempts bounds how often a term that found a failover tries what must come before
+// its repair (the rescue, a job's catch-up): the first statements after a failover often meet
+// pooled connections that died with the old primary, but a fault that persists must not
+// keep the term from running every other job (8 attempts: about 11 s of backoff).
+const failoverAttempts = 8
+
+// retryAfterFailover calls op once, or, for a term that found a failover, up to
+// failoverAttempts times with backoff while the term lasts.
+func retryAfterFailover(ctx context.Context, term leader.Term, op func() error) error {
+	if term.FailedOver == "" {
+		return op()
 	}
-	_ = retryWhileLeading(ctx, func() error { return r.pass(ctx) },
-		func(error, time.Duration) error { return nil }) // each failure is logged by pass
+	attempts := 1
+	return retryWhileLeading(ctx, op, func(err error, _ time.Duration) error {
+		if attempts++; attempts > failoverAttempts {
+			return err
+		}
+		return nil
+	})
 }
 
 // repairFailover reports the failover term found (a WARN line, scheduler_failovers_total,

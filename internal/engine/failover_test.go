@@ -71,7 +71,8 @@ func TestFailoverRepairsTheLostSlotsInsteadOfRecordingThemMissed(t *testing.T) {
 // bound of active runs, so the slots the repair claimed behind it waited for a run nobody
 // runs (or were recorded skipped as overlaps), though their calls had been made. The term
 // that finds the failover ends every run an earlier term left running before it repairs the
-// window, whatever its epoch's number, even when its first attempt fails: each such slot is
+// window, whatever its epoch's number, trying again when the first statements after the
+// failover fail (the rescue's, the catch-up's, which finds the window): each such slot is
 // done again by its recovery run, and every other slot of the window by the repair, each
 // under its own key, none recorded skipped or missed.
 func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
@@ -81,8 +82,8 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 		// lostEpoch is the epoch of the lost term's runs, from the first term's; back is
 		// where the failover leaves the leader row, behind the first term.
 		lostEpoch, back func(first int64) int64
-		// failRescue fails the new term's first attempt at ending them.
-		failRescue bool
+		// fail is a statement the new term's first attempt fails (faultTracer), or "".
+		fail string
 	}{
 		// A rollback that keeps the timeline names the lost term's number again, or one
 		// below it: its runs carry an epoch above the new term's.
@@ -90,7 +91,9 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 			lostEpoch: func(first int64) int64 { return first }, back: func(int64) int64 { return 0 }},
 		// A promoted standby names a number above every lost one, but the first statements
 		// after a failover can fail (the pool's connections died with the old primary).
-		{name: "the first rescue fails", failRescue: true,
+		{name: "the first rescue fails", fail: faultAbandon,
+			lostEpoch: func(first int64) int64 { return first - 5 }, back: func(first int64) int64 { return first - 5 }},
+		{name: "the first catch-up fails", fail: faultCatchUp,
 			lostEpoch: func(first int64) int64 { return first - 5 }, back: func(first int64) int64 { return first - 5 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,8 +123,8 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 			require.GreaterOrEqual(t, len(lost), 4)
 			storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning, ScheduledAt: lost[0],
 				StartedAt: lost[0], InstanceID: "lost", Epoch: storetest.Ptr(tc.lostEpoch(first.Epoch))})
-			if tc.failRescue {
-				faults.fail(faultAbandon, 1)
+			if tc.fail != "" {
+				faults.fail(tc.fail, 1)
 			}
 			_, err = db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1, instance_id = NULL, term_id = NULL, since = NULL`,
 				tc.back(first.Epoch))
@@ -129,12 +132,12 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 
 			second := awaitTerm(t, a)
 			require.NotEmpty(t, second.FailedOver)
-			if tc.failRescue {
+			if tc.fail != "" {
 				select {
 				case hit := <-faults.hit:
-					assert.Equal(t, faultAbandon, hit)
+					assert.Equal(t, tc.fail, hit)
 				case <-time.After(waitTimeout):
-					t.Fatal("the new term's rescue never ran")
+					t.Fatal("the new term never ran the statement that fails")
 				}
 			}
 			// Every lost slot ends succeeded: the running one abandoned and redone by its

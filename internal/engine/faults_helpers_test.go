@@ -38,6 +38,8 @@ const (
 	// faultAbandon is the rescuer's read of the runs an earlier term left running, which it
 	// ends (store.Tx.AbandonRuns).
 	faultAbandon = "lost track of it; a recovery run re-runs the job"
+	// faultCatchUp is the catch-up's first statement (store.Tx.FirstSlots).
+	faultCatchUp = "(SELECT min(scheduled_at) FROM job_runs r WHERE r.job = j.job"
 	// faultFinish records a run's end.
 	faultFinish = "SET status = f.status, finished_at = greatest("
 )

@@ -22,7 +22,7 @@ func (f serviceFunc) run(ctx context.Context) { f(ctx) }
 
 // termServices are one term's services.
 type termServices struct {
-	// runDays and rescuer pass once at the term's start (the rescuer until it succeeds after
+	// runDays and rescuer pass once at the term's start (the rescuer tried again after
 	// a failover: rescuer.first), before the catch-up, which runs once.
 	runDays *runDays
 	rescuer *rescuer

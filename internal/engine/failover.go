@@ -58,7 +58,7 @@ func (r *rescuer) first(ctx context.Context) {
 // failoverAttempts bounds how often a term that found a failover tries what must come before
 // its repair (the rescue, a job's catch-up): the first statements after a failover often meet
 // pooled connections that died with the old primary, but a fault that persists must not
-// keep the term from running every other job (8 attempts: about 11 s of backoff).
+// keep the term from running every other job (8 attempts: at most about 11 s of backoff).
 const failoverAttempts = 8
 
 // retryAfterFailover calls op once, or, for a term that found a failover, up to

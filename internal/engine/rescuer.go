@@ -15,13 +15,13 @@ import (
 // (every slot is skipped as an overlap) until a pass finds it.
 const rescueIntervalDefault = 10 * time.Second
 
-// rescuer is the leader service that marks as abandoned the runs earlier epochs left
-// running and the runs of this term that no goroutine of this replica owns, and queues one
-// recovery run each (docs/design.md guarantees 5 and 10); the queue then runs them like
-// manual runs. It passes at the term's start and then every interval for the whole term,
-// not only at its start (River's JobRescuer): a run can be left running with nobody running
-// it while this replica leads, when a claim or a pick-up committed on the server but its
-// answer was lost.
+// rescuer is the leader service that marks as abandoned the runs other epochs left running
+// (earlier ones, or a term a failover lost: store.Tx.AbandonRuns) and the runs of this term
+// that no goroutine of this replica owns, and queues one recovery run each (docs/design.md
+// guarantees 5 and 10); the queue then runs them like manual runs. It passes at the term's
+// start and then every interval for the whole term, not only at its start (River's
+// JobRescuer): a run can be left running with nobody running it while this replica leads,
+// when a claim or a pick-up committed on the server but its answer was lost.
 type rescuer struct {
 	e        *Engine
 	term     leader.Term

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/oidc"
 )
 
@@ -90,9 +92,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		p, found, err := s.identify(r.Context(), given)
 		switch {
 		case err != nil:
-			s.cfg.Log.WarnContext(r.Context(), "authentication could not finish", "error", err, "request_id", requestID(r.Context()))
+			s.cfg.Log.WarnContext(r.Context(), "authentication could not finish", "error", err, "request_id", httpx.RequestID(r.Context()))
 			w.Header().Set("Retry-After", "1")
-			writeProblem(w, r, http.StatusServiceUnavailable, probAuthUnavailable,
+			httpx.WriteProblem(w, r, http.StatusServiceUnavailable, probAuthUnavailable,
 				"the token could not be checked (the database or the OIDC issuer did not answer); retry")
 			return
 		case !found && h == "" && !s.env.configured():
@@ -107,7 +109,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			if h != "" {
 				detail = "the bearer token is wrong, expired or revoked; " + detail
 			}
-			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
+			httpx.WriteProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, client.FieldError{Field: "Authorization", Detail: detail})
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -129,7 +131,7 @@ func (s *Server) metricsGuard(next http.Handler) http.Handler {
 			s.refused(r, probUnauthorized)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler-metrics"`)
 			detail := `this replica's /metrics needs "Authorization: Bearer <SCHEDULER_METRICS_TOKEN>" (Prometheus: authorization.credentials_file in the scrape config)`
-			writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
+			httpx.WriteProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, client.FieldError{Field: "Authorization", Detail: detail})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -161,13 +163,13 @@ func (s *Server) mayAct(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.refused(r, probCrossOrigin)
-		writeProblem(w, r, http.StatusForbidden, probCrossOrigin,
+		httpx.WriteProblem(w, r, http.StatusForbidden, probCrossOrigin,
 			"a cross-site browser request may not act on the scheduler; use the dashboard at /ui/ on this host, the scheduler command, or a client that is not a browser")
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := principal(r.Context()); !p.MayChangeSomething() {
 			s.refused(r, probReadOnly)
-			writeProblem(w, r, http.StatusForbidden, probReadOnly, fmt.Sprintf(
+			httpx.WriteProblem(w, r, http.StatusForbidden, probReadOnly, fmt.Sprintf(
 				"%s may only read: it cannot trigger, cancel, pause, resume, step down, or create, replace or delete jobs; use SCHEDULER_API_TOKEN or a token with the editor or admin role",
 				describe(p)))
 			return
@@ -188,7 +190,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			return
 		}
 		s.refused(r, probHostNotAllowed)
-		writeProblem(w, r, http.StatusForbidden, probHostNotAllowed, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusForbidden, probHostNotAllowed, fmt.Sprintf(
 			"Host %q is not this replica's: without SCHEDULER_API_TOKEN it answers only 127.0.0.1, [::1] and localhost; "+
 				"use one of them, add the name to SCHEDULER_API_HOSTS, or set a token", r.Host))
 	})

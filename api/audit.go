@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -50,7 +52,7 @@ var auditActions = []string{store.ActionTrigger, store.ActionCancel, store.Actio
 const maxTokenFilter = 200
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -66,10 +68,10 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	f, fields := auditFilter(q, f)
 	if len(fields) > 0 {
-		writeProblem(w, r, http.StatusBadRequest, probInvalidRequest, auditFilterDetail(fields), fields...)
+		httpx.WriteProblem(w, r, http.StatusBadRequest, httpx.ProbInvalidRequest, auditFilterDetail(fields), fields...)
 		return
 	}
-	limit, ok := queryLimit(w, r, q, limitDefault)
+	limit, ok := httpx.QueryLimit(w, r, q, limitDefault, limitMax)
 	if !ok {
 		return
 	}
@@ -77,7 +79,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("cursor"); v != "" {
 		id, ok := decodeCursor(v, scope)
 		if !ok {
-			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/audit with the same filters")
+			httpx.FieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by GET /v1/audit with the same filters")
 			return
 		}
 		f.BeforeID = id
@@ -106,14 +108,14 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 			views[i].Job = &name
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
 }
 
 // auditFilter reads ?job=, ?action=, ?token=, ?since= and ?until= into f, and lists every
 // value it refuses at once.
-func auditFilter(q url.Values, f store.ActionFilter) (store.ActionFilter, []FieldError) {
-	var fields []FieldError
-	bad := func(field, detail string) { fields = append(fields, FieldError{Field: field, Detail: detail}) }
+func auditFilter(q url.Values, f store.ActionFilter) (store.ActionFilter, []client.FieldError) {
+	var fields []client.FieldError
+	bad := func(field, detail string) { fields = append(fields, client.FieldError{Field: field, Detail: detail}) }
 	if f.Job = q.Get("job"); f.Job != "" && !namespace.Valid(f.Job) {
 		bad("job", fmt.Sprintf("job must be a job's name (lower-case letters, digits and '-'); got %q", f.Job))
 	}
@@ -144,7 +146,7 @@ func auditFilter(q url.Values, f store.ActionFilter) (store.ActionFilter, []Fiel
 }
 
 // auditFilterDetail is the problem's detail for the refused filters.
-func auditFilterDetail(fields []FieldError) string {
+func auditFilterDetail(fields []client.FieldError) string {
 	if len(fields) == 1 {
 		return fields[0].Detail
 	}
@@ -179,7 +181,7 @@ func (s *Server) action(r *http.Request, action, job string, reason *string) sto
 func (s *Server) actionIn(r *http.Request, action, ns string, reason *string) store.Action {
 	p := principal(r.Context())
 	a := store.Action{Action: action, TokenKind: p.Kind, Reason: reason,
-		RequestID: requestID(r.Context()), RemoteAddr: remoteHost(r)}
+		RequestID: httpx.RequestID(r.Context()), RemoteAddr: remoteHost(r)}
 	if p.TokenID != "" {
 		a.TokenID, a.TokenName = &p.TokenID, &p.TokenName
 	}
@@ -192,7 +194,7 @@ func (s *Server) actionIn(r *http.Request, action, ns string, reason *string) st
 // record appends a, with the request's id and address, to the audit log; a failure is
 // logged, not answered (refusals are recorded this way, outside any transaction).
 func (s *Server) record(r *http.Request, a store.Action) {
-	a.RequestID, a.RemoteAddr = requestID(r.Context()), remoteHost(r)
+	a.RequestID, a.RemoteAddr = httpx.RequestID(r.Context()), remoteHost(r)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 	defer cancel()
 	if err := s.cfg.DB.RecordAction(ctx, a); err != nil {
@@ -218,12 +220,12 @@ type actionRequest struct {
 
 // actionReason reads the optional {"reason": "..."} body of an action, or answers 400.
 func actionReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return nil, false
 	}
 	var req actionRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return nil, false
 	}
 	return checkReason(w, r, req.Reason)
@@ -242,7 +244,7 @@ func headerReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
 	}
 	reason, err := url.PathUnescape(v)
 	if err != nil {
-		fieldProblem(w, r, probInvalidRequest, reasonHeader, "X-Reason must be percent-encoded UTF-8 (as encodeURIComponent writes it), such as incident%207; "+err.Error())
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, reasonHeader, "X-Reason must be percent-encoded UTF-8 (as encodeURIComponent writes it), such as incident%207; "+err.Error())
 		return nil, false
 	}
 	return checkReason(w, r, &reason)
@@ -250,11 +252,9 @@ func headerReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
 
 // checkReason drops an empty reason and refuses one that is too long or not UTF-8.
 func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*string, bool) {
-	if reason != nil && *reason == "" {
-		return nil, true
-	}
-	if p := reasonProblem(reason); p != "" {
-		fieldProblem(w, r, probInvalidRequest, "reason", p)
+	reason, p := validReason(reason)
+	if p != nil {
+		httpx.WriteProblemFor(w, r, p)
 		return nil, false
 	}
 	return reason, true

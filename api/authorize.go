@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -115,7 +117,7 @@ func routeNamespace(r *http.Request) string {
 // cannot read: what is refused is "this namespace", the one the caller named itself.
 func (s *Server) forbid(w http.ResponseWriter, r *http.Request, what string) {
 	s.refused(r, probForbidden)
-	writeProblem(w, r, http.StatusForbidden, probForbidden, fmt.Sprintf("%s may not %s", describe(principal(r.Context())), what))
+	httpx.WriteProblem(w, r, http.StatusForbidden, probForbidden, fmt.Sprintf("%s may not %s", describe(principal(r.Context())), what))
 }
 
 // mayRead and mayEdit guard the routes of a namespace: reading needs a viewer's grant,
@@ -200,7 +202,11 @@ func (s *Server) routeNamespaceRow(ctx context.Context) (store.Namespace, error)
 }
 
 func namespaceNotFound(w http.ResponseWriter, r *http.Request, ns string) {
-	writeProblem(w, r, http.StatusNotFound, probNamespaceNotFound, fmt.Sprintf(
+	httpx.WriteProblemFor(w, r, namespaceNotFoundProblem(ns))
+}
+
+func namespaceNotFoundProblem(ns string) *client.Problem {
+	return httpx.Problem(http.StatusNotFound, probNamespaceNotFound, fmt.Sprintf(
 		"no namespace named %q; an admin creates it with PUT /v1/namespaces/%s (GET /v1/namespaces lists them)", ns, ns),
-		FieldError{Field: "namespace", Detail: "unknown namespace"})
+		client.FieldError{Field: "namespace", Detail: "unknown namespace"})
 }

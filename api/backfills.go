@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -77,40 +79,40 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	if j == nil {
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req backfillRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	var fields []FieldError
+	var fields []client.FieldError
 	if req.Since == nil {
-		fields = append(fields, FieldError{Field: "since", Detail: "required: the first slot time to look at (RFC 3339)"})
+		fields = append(fields, client.FieldError{Field: "since", Detail: "required: the first slot time to look at (RFC 3339)"})
 	}
 	if req.Until == nil {
-		fields = append(fields, FieldError{Field: "until", Detail: "required: the last slot time to look at (RFC 3339), at most now"})
+		fields = append(fields, client.FieldError{Field: "until", Detail: "required: the last slot time to look at (RFC 3339), at most now"})
 	} else if req.Until.After(now) {
-		fields = append(fields, FieldError{Field: "until", Detail: "must not be in the future: a backfill runs slots that are due"})
+		fields = append(fields, client.FieldError{Field: "until", Detail: "must not be in the future: a backfill runs slots that are due"})
 	}
 	if req.Since != nil && req.Until != nil && !req.Since.Before(*req.Until) {
-		fields = append(fields, FieldError{Field: "since", Detail: "must be before until"})
+		fields = append(fields, client.FieldError{Field: "since", Detail: "must be before until"})
 	}
 	switch req.Only {
 	case "":
 		req.Only = "missed"
 	case "missed", "failed", "all":
 	default:
-		fields = append(fields, FieldError{Field: "only", Detail: fmt.Sprintf("%q: want missed (the default), failed or all", req.Only)})
+		fields = append(fields, client.FieldError{Field: "only", Detail: fmt.Sprintf("%q: want missed (the default), failed or all", req.Only)})
 	}
 	reason, ok := checkReason(w, r, req.Reason)
 	if !ok {
 		return
 	}
 	if len(fields) > 0 {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the backfill has problems; see errors", fields...)
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the backfill has problems; see errors", fields...)
 		return
 	}
 	since, until := req.Since.UTC(), req.Until.UTC()
@@ -125,9 +127,9 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(slots) > maxBackfillSlots {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, fmt.Sprintf(
 			"%d slots would be run; a backfill runs at most %d: narrow since and until", len(slots), maxBackfillSlots),
-			FieldError{Field: "since", Detail: "too many slots"})
+			client.FieldError{Field: "since", Detail: "too many slots"})
 		return
 	}
 	if slots == nil {
@@ -137,7 +139,7 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	if req.DryRun || len(slots) == 0 {
 		// Nothing to run (a second identical backfill) is answered as a dry run is: what
 		// would run, and no backfill made.
-		writeJSON(w, http.StatusOK, map[string]any{"id": nil, "job": name, "namespace": ns, "slots": slots, "dry_run": req.DryRun})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": nil, "job": name, "namespace": ns, "slots": slots, "dry_run": req.DryRun})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
@@ -155,16 +157,16 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrBackfillRunning):
-		writeProblem(w, r, http.StatusConflict, probBackfillRunning, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probBackfillRunning, fmt.Sprintf(
 			"a backfill of %s is running; wait for it (GET /v1/backfills) or cancel it", name))
 		return
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "backfill asked for", "job", j.conf.Name, "backfill_id", view.ID, "slots", len(slots), "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "backfill asked for", "job", j.conf.Name, "backfill_id", view.ID, "slots", len(slots), "request_id", httpx.RequestID(ctx))
 	w.Header().Set("Location", fmt.Sprintf("/v1/backfills/%d", view.ID))
-	writeJSON(w, http.StatusAccepted, view)
+	httpx.WriteJSON(w, http.StatusAccepted, view)
 }
 
 // backfill reads {id}, checking that the caller may read (or, with edit, change) its job's
@@ -172,7 +174,7 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) backfill(w http.ResponseWriter, r *http.Request, edit bool) (store.Backfill, bool) {
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil || id <= 0 {
-		fieldProblem(w, r, probInvalidRequest, "id", "a backfill id is a positive integer")
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "id", "a backfill id is a positive integer")
 		return store.Backfill{}, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
@@ -182,7 +184,7 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request, edit bool) (st
 	switch {
 	case errors.Is(err, store.ErrBackfillNotFound), err == nil && !p.CanRead(namespace.Of(b.Job)):
 		// Another namespace's backfill is answered as a missing one (runNotFound says why).
-		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no backfill with id %d", id))
+		httpx.WriteProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no backfill with id %d", id))
 		return b, false
 	case err != nil:
 		s.databaseProblem(w, r, err)
@@ -199,7 +201,7 @@ func (s *Server) backfill(w http.ResponseWriter, r *http.Request, edit bool) (st
 
 func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request) {
 	if b, ok := s.backfill(w, r, false); ok {
-		writeJSON(w, http.StatusOK, newBackfillView(b))
+		httpx.WriteJSON(w, http.StatusOK, newBackfillView(b))
 	}
 }
 
@@ -233,13 +235,13 @@ func (s *Server) cancelBackfill(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrBackfillNotFound):
-		writeProblem(w, r, http.StatusConflict, probBackfillEnded, fmt.Sprintf("backfill %d has already ended (%s)", b.ID, b.State))
+		httpx.WriteProblem(w, r, http.StatusConflict, probBackfillEnded, fmt.Sprintf("backfill %d has already ended (%s)", b.ID, b.State))
 		return
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newBackfillView(b))
+	httpx.WriteJSON(w, http.StatusOK, newBackfillView(b))
 }
 
 // rerunRun queues the slot of run {id} again (202): same scheduled_at, same Idempotency-Key.
@@ -259,7 +261,7 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if run.ScheduledAt == nil {
-		writeProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
 			"run %d did no slot (a %s run); trigger the job again instead (POST %s/runs)", id, run.Trigger, jobPath(run.Job)))
 		return
 	}
@@ -278,19 +280,19 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrSlotTooOld):
-		writeProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
 			"run %d's slot (%s) is older than the run history's retention; it cannot be recorded again", id, run.ScheduledAt.UTC().Format(time.RFC3339)))
 		return
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return
 	case !created:
-		writeProblem(w, r, http.StatusConflict, probJobBusy, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probJobBusy, fmt.Sprintf(
 			"job %s has an active run (%d, %s); re-run the slot once it has ended", run.Job, queued.ID, queued.Status))
 		return
 	}
 	s.cfg.Log.InfoContext(ctx, "slot re-run queued", "job", run.Job, "run_id", queued.ID, "reruns_run_id", id,
-		"scheduled_at", run.ScheduledAt, "request_id", requestID(ctx))
+		"scheduled_at", run.ScheduledAt, "request_id", httpx.RequestID(ctx))
 	w.Header().Set("Location", fmt.Sprintf("/v1/runs/%d", queued.ID))
-	writeJSON(w, http.StatusAccepted, newRunView(queued))
+	httpx.WriteJSON(w, http.StatusAccepted, newRunView(queued))
 }

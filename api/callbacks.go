@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -29,7 +31,7 @@ func (s *Server) callbackRoutes(r chi.Router) {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.refused(r, probCrossOrigin)
-		writeProblem(w, r, http.StatusForbidden, probCrossOrigin, "a cross-site browser request may not complete a run")
+		httpx.WriteProblem(w, r, http.StatusForbidden, probCrossOrigin, "a cross-site browser request may not complete a run")
 	}))
 	r.Group(func(r chi.Router) {
 		r.Use(cop.Handler)
@@ -55,20 +57,20 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 	if id == 0 {
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req completionRequest
 	if body == nil {
-		fieldProblem(w, r, probInvalidRequest, "status", `send {"status": "succeeded" | "failed", "output": ...}`)
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "status", `send {"status": "succeeded" | "failed", "output": ...}`)
 		return
 	}
-	if !decodeStrict(w, r, body, &req) {
+	if !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
 	if req.Status != store.StatusSucceeded && req.Status != store.StatusFailed {
-		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be %q or %q; got %q", store.StatusSucceeded, store.StatusFailed, req.Status))
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "status", fmt.Sprintf("status must be %q or %q; got %q", store.StatusSucceeded, store.StatusFailed, req.Status))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
@@ -85,7 +87,7 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 	case store.CallbackRefused:
 		s.refuseCallback(w, r, id)
 	case store.CallbackConflict:
-		writeProblem(w, r, http.StatusConflict, probRunFinished, fmt.Sprintf("run %d already ended %s; the completion %q is refused", id, run.Status, req.Status))
+		httpx.WriteProblem(w, r, http.StatusConflict, probRunFinished, fmt.Sprintf("run %d already ended %s; the completion %q is refused", id, run.Status, req.Status))
 	default:
 		if out == store.CallbackDone {
 			s.cfg.Recorder.RunRecorded(run.Job, req.Status, run.Trigger)
@@ -93,7 +95,7 @@ func (s *Server) completeRun(w http.ResponseWriter, r *http.Request) {
 				s.cfg.Recorder.SetJobPaused(run.Job, true)
 			}
 		}
-		writeJSON(w, http.StatusOK, callbackAnswer{RunID: id, Status: req.Status})
+		httpx.WriteJSON(w, http.StatusOK, callbackAnswer{RunID: id, Status: req.Status})
 	}
 }
 
@@ -102,7 +104,7 @@ func (s *Server) heartbeatRun(w http.ResponseWriter, r *http.Request) {
 	if id == 0 {
 		return
 	}
-	if _, ok := readBody(w, r); !ok {
+	if _, ok := httpx.ReadBody(w, r); !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
@@ -114,9 +116,9 @@ func (s *Server) heartbeatRun(w http.ResponseWriter, r *http.Request) {
 	case out == store.CallbackRefused:
 		s.refuseCallback(w, r, id)
 	case out == store.CallbackConflict:
-		writeProblem(w, r, http.StatusConflict, probRunFinished, fmt.Sprintf("run %d has ended; stop working on it", id))
+		httpx.WriteProblem(w, r, http.StatusConflict, probRunFinished, fmt.Sprintf("run %d has ended; stop working on it", id))
 	default:
-		writeJSON(w, http.StatusOK, callbackAnswer{RunID: id, Status: store.StatusRunning})
+		httpx.WriteJSON(w, http.StatusOK, callbackAnswer{RunID: id, Status: store.StatusRunning})
 	}
 }
 
@@ -127,7 +129,7 @@ func (s *Server) refuseCallback(w http.ResponseWriter, r *http.Request, id int64
 	s.refused(r, probUnauthorized)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="scheduler-run"`)
 	detail := fmt.Sprintf(`send run %d's callback token (the X-Scheduler-Callback-Token its call carried) as "Authorization: Bearer <token>"`, id)
-	writeProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, FieldError{Field: "Authorization", Detail: detail})
+	httpx.WriteProblem(w, r, http.StatusUnauthorized, probUnauthorized, detail, client.FieldError{Field: "Authorization", Detail: detail})
 }
 
 // bearer is the request's bearer token, "" when it has none.

@@ -7,59 +7,34 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// Leader is GET /v1/leader's answer: who leads, under which term, since when. The term is
-// the epoch with its term_id: after a failover that lost commits an epoch number can come
-// back, the term id cannot.
-type Leader struct {
-	InstanceID string    `json:"instance_id"`
-	Epoch      int64     `json:"epoch"`
-	TermID     string    `json:"term_id"`
-	Since      time.Time `json:"since"`
-	IsSelf     bool      `json:"is_self"`
-}
-
 // getLeader shows the last elected leader from the leader row (the row outlives a crashed
 // leader until the next election; GET /v1/locks shows whether the lock is held right now).
-func (s *Server) getLeader(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+func (s *Server) getLeader(ctx context.Context, _ *struct{}) (*Leader, error) {
 	l, err := s.cfg.DB.Leader(ctx)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	if l.InstanceID == "" {
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, r, http.StatusServiceUnavailable, probNoLeader,
-			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment")
-		return
+		return nil, httpx.WithHeader(httpx.Problem(http.StatusServiceUnavailable, probNoLeader,
+			"no replica has been elected leader yet; start a replica with `scheduler serve`, or retry in a moment"), "Retry-After", "1")
 	}
-	writeJSON(w, http.StatusOK, Leader{InstanceID: l.InstanceID, Epoch: l.Epoch, TermID: l.TermID.String(), Since: l.Since.UTC(),
-		IsSelf: l.InstanceID == s.cfg.InstanceID})
+	return &Leader{InstanceID: l.InstanceID, Epoch: l.Epoch, TermID: l.TermID.String(), Since: l.Since.UTC(),
+		IsSelf: l.InstanceID == s.cfg.InstanceID}, nil
 }
 
-// Instance is one replica as GET /v1/instances lists it.
-type Instance struct {
-	InstanceID string    `json:"instance_id"`
-	Host       string    `json:"host"`
-	Version    string    `json:"version"`
-	HTTPAddr   string    `json:"http_addr"`
-	StartedAt  time.Time `json:"started_at"`
-	LastSeenAt time.Time `json:"last_seen_at"`
-	IsLeader   bool      `json:"is_leader"`
-	IsSelf     bool      `json:"is_self"`
+// instancesView is GET /v1/instances's answer.
+type instancesView struct {
+	Instances []Instance `json:"instances"`
 }
 
-func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+func (s *Server) listInstances(ctx context.Context, _ *struct{}) (*instancesView, error) {
 	list, err := s.cfg.DB.Instances(ctx)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	views := make([]Instance, len(list))
 	for i, in := range list {
@@ -69,7 +44,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) {
 			IsSelf: in.InstanceID == s.cfg.InstanceID,
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"instances": views})
+	return &instancesView{Instances: views}, nil
 }
 
 type lockView struct {
@@ -92,13 +67,15 @@ type lockView struct {
 // listLocks shows the locks of this database: every advisory lock, and the scheduler's own
 // row locks (scheduler_locks); who holds or awaits them, since when, and what they are for
 // when they are one of store.KnownLocks. A row lock has no key (null).
-func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+// locksView is GET /v1/locks's answer.
+type locksView struct {
+	Locks []lockView `json:"locks"`
+}
+
+func (s *Server) listLocks(ctx context.Context, _ *struct{}) (*locksView, error) {
 	list, err := s.cfg.DB.Locks(ctx)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	views := make([]lockView, len(list))
 	for i, l := range list {
@@ -117,5 +94,28 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		}
 		views[i] = v
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"locks": views})
+	return &locksView{Locks: views}, nil
+}
+
+// Leader is GET /v1/leader's answer: who leads, under which term, since when. The term is
+// the epoch with its term_id: after a failover that lost commits an epoch number can come
+// back, the term id cannot.
+type Leader struct {
+	InstanceID string    `json:"instance_id"`
+	Epoch      int64     `json:"epoch"`
+	TermID     string    `json:"term_id"`
+	Since      time.Time `json:"since"`
+	IsSelf     bool      `json:"is_self"`
+}
+
+// Instance is one replica as GET /v1/instances lists it.
+type Instance struct {
+	InstanceID string    `json:"instance_id"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	HTTPAddr   string    `json:"http_addr"`
+	StartedAt  time.Time `json:"started_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	IsLeader   bool      `json:"is_leader"`
+	IsSelf     bool      `json:"is_self"`
 }

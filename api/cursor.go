@@ -1,8 +1,6 @@
 package api
 
 import (
-	"github.com/schedulerhq/scheduler/internal/namespace"
-
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 

@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -25,22 +27,22 @@ import (
 // or misspelt member is a 400, not a setting silently left at its default).
 func readDefinition(w http.ResponseWriter, r *http.Request) (definition.Definition, bool) {
 	var d definition.Definition
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return d, false
 	}
 	if body == nil {
-		writeProblem(w, r, http.StatusBadRequest, probInvalidJSON,
+		httpx.WriteProblem(w, r, http.StatusBadRequest, httpx.ProbInvalidJSON,
 			"the body must be a job definition in JSON; see JobDefinition in /openapi.yaml",
-			FieldError{Field: "(body)", Detail: "required"})
+			client.FieldError{Field: "(body)", Detail: "required"})
 		return d, false
 	}
-	return d, decodeStrict(w, r, body, &d)
+	return d, httpx.DecodeStrict(w, r, body, &d)
 }
 
 // checkDefinition checks d against this scheduler (its built-in names, secrets, outbound
 // guard and SQL role) and answers 422 listing every wrong field, fields first.
-func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...FieldError) (*definition.Checked, bool) {
+func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...client.FieldError) (*definition.Checked, bool) {
 	env := s.cfg.Runtime
 	if env.Now.IsZero() {
 		env.Now = time.Now()
@@ -49,7 +51,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	// not a way into a namespace the caller was not checked for.
 	ns := routeNamespace(r)
 	if d.Namespace != "" && d.Namespace != ns {
-		fields = append(fields, FieldError{Field: "namespace", Detail: fmt.Sprintf(
+		fields = append(fields, client.FieldError{Field: "namespace", Detail: fmt.Sprintf(
 			"the body names namespace %q and the URL %q; send it to /v1/namespaces/%s/jobs, or leave namespace out", d.Namespace, ns, d.Namespace)})
 	}
 	d.Namespace = ns
@@ -85,7 +87,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	}
 	j, errs := definition.Check(d, env)
 	for _, e := range errs {
-		fields = append(fields, FieldError{Field: e.Field, Detail: e.Message})
+		fields = append(fields, client.FieldError{Field: e.Field, Detail: e.Message})
 	}
 	if len(fields) == 0 {
 		return j, true
@@ -94,7 +96,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 	if len(fields) == 1 {
 		problems = "problem"
 	}
-	writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidDefinition,
+	httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, probInvalidDefinition,
 		fmt.Sprintf("the job definition has %d %s; see errors", len(fields), problems), fields...)
 	return nil, false
 }
@@ -104,7 +106,7 @@ func (s *Server) refuseBuiltin(w http.ResponseWriter, r *http.Request, name stri
 	if _, ok := s.jobs[name]; !ok || routeNamespace(r) != namespace.Default {
 		return false
 	}
-	writeProblem(w, r, http.StatusConflict, probBuiltinJob, fmt.Sprintf(
+	httpx.WriteProblem(w, r, http.StatusConflict, probBuiltinJob, fmt.Sprintf(
 		"%s is a built-in job: built-in jobs keep their compiled definition; tune them with SCHEDULER_JOB_%s_* variables",
 		name, strings.ToUpper(strings.ReplaceAll(name, "-", "_"))))
 	return true
@@ -112,7 +114,7 @@ func (s *Server) refuseBuiltin(w http.ResponseWriter, r *http.Request, name stri
 
 // createJob defines a new runtime job (201), or answers 409 when the name is taken.
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -164,7 +166,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		s.definitionProblem(w, r, name, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
 	writeDefinitionAnswer(w, http.StatusCreated, view)
 }
 
@@ -180,7 +182,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -196,9 +198,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var fields []FieldError
+	var fields []client.FieldError
 	if d.Name != "" && d.Name != name {
-		fields = append(fields, FieldError{Field: "name", Detail: fmt.Sprintf(
+		fields = append(fields, client.FieldError{Field: "name", Detail: fmt.Sprintf(
 			"the body names job %q and the URL %q; leave name out or make them the same", d.Name, name)})
 	}
 	d.Name = name
@@ -251,9 +253,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, store.ErrDefinitionExists) && attempt == 0:
 			continue
 		case errors.Is(err, store.ErrDefinitionNotFound):
-			writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+			httpx.WriteProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
 				"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
-				FieldError{Field: "If-Match", Detail: "the job does not exist"})
+				client.FieldError{Field: "If-Match", Detail: "the job does not exist"})
 			return
 		case errors.Is(err, store.ErrVersionMismatch):
 			versionMismatch(w, r, name, current.Version)
@@ -266,9 +268,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case created:
 			status = http.StatusCreated
-			s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+			s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
 		case changed:
-			s.cfg.Log.InfoContext(ctx, "runtime job replaced", "job", name, "version", *view.Version, "request_id", requestID(ctx))
+			s.cfg.Log.InfoContext(ctx, "runtime job replaced", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
 		}
 		writeDefinitionAnswer(w, status, view)
 		return
@@ -327,7 +329,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "runtime job deleted", "job", name, "version", before.Version, "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "runtime job deleted", "job", name, "version", before.Version, "request_id", httpx.RequestID(ctx))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -362,14 +364,14 @@ func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Re
 func (s *Server) definitionProblem(w http.ResponseWriter, r *http.Request, name string, err error) {
 	switch {
 	case errors.Is(err, store.ErrDefinitionExists):
-		writeProblem(w, r, http.StatusConflict, probJobExists, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probJobExists, fmt.Sprintf(
 			"a job named %s exists; replace it with PUT %s, or choose another name", name, jobPath(name)),
-			FieldError{Field: "name", Detail: "taken"})
+			client.FieldError{Field: "name", Detail: "taken"})
 	case errors.Is(err, store.ErrNamespaceQuota):
-		writeProblem(w, r, http.StatusUnprocessableEntity, probNamespaceQuota, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, probNamespaceQuota, fmt.Sprintf(
 			"namespace %s is at its quota: %v; delete one of its jobs, or ask an admin to raise its max_jobs", namespace.Of(name), err))
 	case errors.Is(err, store.ErrTooManyJobs):
-		writeProblem(w, r, http.StatusConflict, probTooManyJobs, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusConflict, probTooManyJobs, fmt.Sprintf(
 			"the scheduler holds its maximum of %d runtime jobs (SCHEDULER_MAX_JOBS); delete one, or raise SCHEDULER_MAX_JOBS", s.cfg.MaxJobs))
 	default:
 		s.databaseProblem(w, r, err)

@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 )
 
 // A definition write's conditions: If-Match names the version the job must be at, and
@@ -48,7 +51,7 @@ func parseIfMatch(w http.ResponseWriter, r *http.Request) (ifMatch, bool) {
 	case quoted:
 		return ifMatch{given: true, version: noVersion}, true
 	}
-	fieldProblem(w, r, probInvalidRequest, "If-Match", fmt.Sprintf(
+	httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "If-Match", fmt.Sprintf(
 		`If-Match must name one version of the job, such as "3" (its ETag, X-Job-Version or version); got %q`, v))
 	return ifMatch{}, false
 }
@@ -61,7 +64,7 @@ func parseDryRun(w http.ResponseWriter, r *http.Request, q url.Values) (bool, bo
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		fieldProblem(w, r, probInvalidRequest, "dry_run", fmt.Sprintf("dry_run must be true or false; got %q", v))
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "dry_run", fmt.Sprintf("dry_run must be true or false; got %q", v))
 		return false, false
 	}
 	return b, true
@@ -69,7 +72,7 @@ func parseDryRun(w http.ResponseWriter, r *http.Request, q url.Values) (bool, bo
 
 // versionMismatch answers 412 naming the job's current version.
 func versionMismatch(w http.ResponseWriter, r *http.Request, name string, current int64) {
-	writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+	httpx.WriteProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
 		`job %s is at version %d, not the one If-Match names: it changed since you read it; GET it, apply your change again, and send If-Match: "%d"`,
-		name, current, current), FieldError{Field: "If-Match", Detail: fmt.Sprintf(`the current version is "%d"`, current)})
+		name, current, current), client.FieldError{Field: "If-Match", Detail: fmt.Sprintf(`the current version is "%d"`, current)})
 }

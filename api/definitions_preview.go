@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -21,9 +23,9 @@ func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.
 	sd, err := s.cfg.DB.Definition(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrDefinitionNotFound) && cond.given:
-		writeProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
+		httpx.WriteProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
 			"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
-			FieldError{Field: "If-Match", Detail: "the job does not exist"})
+			client.FieldError{Field: "If-Match", Detail: "the job does not exist"})
 	case errors.Is(err, store.ErrDefinitionNotFound):
 		s.writePreview(w, r, j, def, 1)
 	case err != nil:
@@ -60,5 +62,5 @@ func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definit
 		s.databaseProblem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, views[0])
+	httpx.WriteJSON(w, http.StatusOK, views[0])
 }

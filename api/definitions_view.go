@@ -1,14 +1,13 @@
 package api
 
 import (
-	"github.com/schedulerhq/scheduler/internal/namespace"
-
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
 // A runtime job's part of its view, and the answer to a definition write.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -124,7 +125,7 @@ func FuzzRequestInput(f *testing.F) {
 			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
 				t.Fatalf("%s %s answered %d with Content-Type %q", method, target, rec.Code, ct)
 			}
-			var p problem
+			var p client.Problem
 			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code || p.Type == "" || p.Detail == "" {
 				t.Fatalf("%s %s answered %d with a bad problem (%v): %s", method, target, rec.Code, err, rec.Body)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
@@ -132,8 +133,8 @@ func (r response) problemType(t testing.TB) string {
 	require.NotEmpty(t, m["title"])
 	require.NotEmpty(t, m["detail"])
 	typ, _ := m["type"].(string)
-	require.True(t, strings.HasPrefix(typ, problemBase), "type %q", typ)
-	return strings.TrimPrefix(typ, problemBase)
+	require.True(t, strings.HasPrefix(typ, client.ProblemBase), "type %q", typ)
+	return strings.TrimPrefix(typ, client.ProblemBase)
 }
 
 // problemField returns the field of a problem's first errors entry.

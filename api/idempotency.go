@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -31,7 +33,7 @@ func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	k := strings.ToLower(strings.TrimSpace(vals[0]))
 	if len(vals) > 1 || !isUUIDv4(k) {
 		detail := fmt.Sprintf("Idempotency-Key must be one UUID v4 such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301; got %q", strings.Join(vals, ", "))
-		writeProblem(w, r, http.StatusBadRequest, probInvalidKey, detail, FieldError{Field: "Idempotency-Key", Detail: detail})
+		httpx.WriteProblem(w, r, http.StatusBadRequest, probInvalidKey, detail, client.FieldError{Field: "Idempotency-Key", Detail: detail})
 		return "", false
 	}
 	return k, true
@@ -58,18 +60,18 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.Idemp
 	switch {
 	case rec.RequestHash != hash:
 		s.cfg.Recorder.IdempotencyConflict()
-		writeProblem(w, r, http.StatusConflict, probKeyReused,
+		httpx.WriteProblem(w, r, http.StatusConflict, probKeyReused,
 			"this Idempotency-Key was first used with another request body; use a new key for a new request",
-			FieldError{Field: "Idempotency-Key", Detail: "already used with another body"})
+			client.FieldError{Field: "Idempotency-Key", Detail: "already used with another body"})
 	case rec.Status != store.IdempotencyCompleted && rec.Age > pendingStaleAfter && rec.PendingRunID > 0:
 		// The replica that was waiting died before storing its answer; answer as its wait
 		// would have (200 finished, 202 not), and store that.
 		s.answerStalePending(w, r, rec.PendingRunID, scope, key)
 	case rec.Status != store.IdempotencyCompleted:
 		w.Header().Set("Retry-After", "1")
-		writeProblem(w, r, http.StatusConflict, probKeyInProgress,
+		httpx.WriteProblem(w, r, http.StatusConflict, probKeyInProgress,
 			"the first request with this Idempotency-Key is still waiting for its run; retry after it answered",
-			FieldError{Field: "Idempotency-Key", Detail: "in progress"})
+			client.FieldError{Field: "Idempotency-Key", Detail: "in progress"})
 	default:
 		// Decoded and re-encoded like the first answer was, so the bytes match it.
 		var v Run

@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -95,8 +97,8 @@ func (s *Server) findJob(ctx context.Context, ns, name string) (*jobRef, error) 
 }
 
 func jobNotFound(w http.ResponseWriter, r *http.Request, name string) {
-	writeProblem(w, r, http.StatusNotFound, probJobNotFound,
-		fmt.Sprintf("no job named %q; GET /v1/jobs lists them", name), FieldError{Field: "name", Detail: "unknown job"})
+	httpx.WriteProblem(w, r, http.StatusNotFound, probJobNotFound,
+		fmt.Sprintf("no job named %q; GET /v1/jobs lists them", name), client.FieldError{Field: "name", Detail: "unknown job"})
 }
 
 // listJobs lists the built-in jobs in configuration order, then the runtime jobs by name;
@@ -104,7 +106,7 @@ func jobNotFound(w http.ResponseWriter, r *http.Request, name string) {
 // jobs' views come from the replica's cache (jobViews), so a request reads their versions
 // and state, not their definitions. Filters and counts are listFilteredJobs's.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -225,7 +227,7 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		s.databaseProblem(w, r, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.conf.Name, "paused", paused, "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "job paused flag set", "job", j.conf.Name, "paused", paused, "request_id", httpx.RequestID(ctx))
 	s.writeJob(w, r, j)
 }
 
@@ -248,7 +250,7 @@ func writeJobView(w http.ResponseWriter, status int, v Job) {
 	if v.Version != nil {
 		w.Header().Set("X-Job-Version", fmt.Sprint(*v.Version))
 	}
-	writeJSON(w, status, v)
+	httpx.WriteJSON(w, status, v)
 }
 
 // views shows jobs with their state read through ex: the pool, or the transaction that

@@ -67,12 +67,6 @@ func readableLists(p access.Principal) string {
 	return "it may read " + strings.Join(lists, ", ")
 }
 
-// NamespaceJobCounts are one namespace's JobCounts in a list of every namespace's jobs.
-type NamespaceJobCounts struct {
-	Namespace string `json:"namespace"`
-	JobCounts
-}
-
 // namespaceCounts are the counts of each namespace a list meets.
 type namespaceCounts map[string]*NamespaceJobCounts
 
@@ -106,4 +100,10 @@ func countsJSON(total JobCounts, perNS namespaceCounts, every bool) ([]byte, err
 	}
 	out = append(out, `,"namespace_counts":`...)
 	return append(out, b...), nil
+}
+
+// NamespaceJobCounts are one namespace's JobCounts in a list of every namespace's jobs.
+type NamespaceJobCounts struct {
+	Namespace string `json:"namespace"`
+	JobCounts
 }

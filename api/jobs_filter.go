@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -43,18 +45,6 @@ type labelMatch struct {
 	anyValue   bool
 }
 
-// JobCounts are the health of a namespace's jobs (?counts=true): every job of it, whatever
-// the filters, and how many of them the filters match. A job may count in several states
-// (paused and failing).
-type JobCounts struct {
-	Total    int `json:"total"`
-	Failing  int `json:"failing"`
-	Running  int `json:"running"`
-	Paused   int `json:"paused"`
-	Disabled int `json:"disabled"`
-	Matched  int `json:"matched"`
-}
-
 // filtered reports whether the list needs every job's state.
 func (f *jobListQuery) filtered() bool {
 	return f.status != "" || f.kind != "" || len(f.labels) > 0 || len(f.words) > 0 || f.counts
@@ -62,10 +52,10 @@ func (f *jobListQuery) filtered() bool {
 
 // parseJobListQuery reads the parameters, returning every wrong one at once. ?namespace=* is
 // GET /v1/jobs's only (nsRoute: the route names its namespace).
-func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []FieldError) {
+func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []client.FieldError) {
 	var f jobListQuery
-	var bad []FieldError
-	n, limitErr := parseLimit(q, 0) // 0: every job
+	var bad []client.FieldError
+	n, limitErr := httpx.ParseLimit(q, 0, limitMax) // 0: every job
 	if limitErr != nil {
 		bad = append(bad, *limitErr)
 	}
@@ -73,20 +63,20 @@ func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []FieldError) 
 	if v := q.Get("cursor"); v != "" {
 		name, ok := decodeJobCursor(v)
 		if !ok {
-			bad = append(bad, FieldError{Field: "cursor", Detail: "cursor must be a next_cursor returned by GET /v1/jobs"})
+			bad = append(bad, client.FieldError{Field: "cursor", Detail: "cursor must be a next_cursor returned by GET /v1/jobs"})
 		}
 		f.after = name
 	}
 	if f.status = q.Get("status"); f.status != "" && !slices.Contains(jobHealths, f.status) {
-		bad = append(bad, FieldError{Field: "status", Detail: fmt.Sprintf("status must be one of %s; got %q", strings.Join(jobHealths, ", "), f.status)})
+		bad = append(bad, client.FieldError{Field: "status", Detail: fmt.Sprintf("status must be one of %s; got %q", strings.Join(jobHealths, ", "), f.status)})
 	}
 	if f.kind = q.Get("kind"); f.kind != "" && !slices.Contains(jobKinds, f.kind) {
-		bad = append(bad, FieldError{Field: "kind", Detail: fmt.Sprintf("kind must be one of %s; got %q", strings.Join(jobKinds, ", "), f.kind)})
+		bad = append(bad, client.FieldError{Field: "kind", Detail: fmt.Sprintf("kind must be one of %s; got %q", strings.Join(jobKinds, ", "), f.kind)})
 	}
 	for _, v := range q["label"] {
 		key, value, hasValue := strings.Cut(v, "=")
 		if strings.TrimSpace(key) == "" {
-			bad = append(bad, FieldError{Field: "label", Detail: fmt.Sprintf("label must be key=value, or a key alone for any value; got %q", v)})
+			bad = append(bad, client.FieldError{Field: "label", Detail: fmt.Sprintf("label must be key=value, or a key alone for any value; got %q", v)})
 			continue
 		}
 		f.labels = append(f.labels, labelMatch{key: key, value: value, anyValue: !hasValue})
@@ -97,13 +87,13 @@ func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []FieldError) 
 	case "true":
 		f.counts = true
 	default:
-		bad = append(bad, FieldError{Field: "counts", Detail: fmt.Sprintf("counts must be true or false; got %q", v)})
+		bad = append(bad, client.FieldError{Field: "counts", Detail: fmt.Sprintf("counts must be true or false; got %q", v)})
 	}
 	if q.Has("namespace") {
 		if q.Get("namespace") == everyNamespace && !nsRoute {
 			f.every = true
 		} else {
-			bad = append(bad, FieldError{Field: "namespace", Detail: "namespace may only be * on GET /v1/jobs (every namespace's jobs, for an admin); " +
+			bad = append(bad, client.FieldError{Field: "namespace", Detail: "namespace may only be * on GET /v1/jobs (every namespace's jobs, for an admin); " +
 				"GET /v1/namespaces/{ns}/jobs lists namespace {ns}'s jobs"})
 		}
 	}
@@ -112,8 +102,8 @@ func parseJobListQuery(q url.Values, nsRoute bool) (jobListQuery, []FieldError) 
 
 // badJobListQuery answers 400 with every wrong parameter: invalid-cursor when the cursor
 // is the only one, as before the filters.
-func badJobListQuery(w http.ResponseWriter, r *http.Request, bad []FieldError) {
-	pt := probInvalidRequest
+func badJobListQuery(w http.ResponseWriter, r *http.Request, bad []client.FieldError) {
+	pt := httpx.ProbInvalidRequest
 	if len(bad) == 1 && bad[0].Field == "cursor" {
 		pt = probInvalidCursor
 	}
@@ -121,7 +111,7 @@ func badJobListQuery(w http.ResponseWriter, r *http.Request, bad []FieldError) {
 	for i, b := range bad {
 		details[i] = b.Detail
 	}
-	writeProblem(w, r, http.StatusBadRequest, pt, strings.Join(details, "; "), bad...)
+	httpx.WriteProblem(w, r, http.StatusBadRequest, pt, strings.Join(details, "; "), bad...)
 }
 
 // jobHealth is the states a job is in, of jobHealths.
@@ -285,4 +275,16 @@ func startAfter(all []*jobView, after string) int {
 		}
 	}
 	return len(all)
+}
+
+// JobCounts are the health of a namespace's jobs (?counts=true): every job of it, whatever
+// the filters, and how many of them the filters match. A job may count in several states
+// (paused and failing).
+type JobCounts struct {
+	Total    int `json:"total"`
+	Failing  int `json:"failing"`
+	Running  int `json:"running"`
+	Paused   int `json:"paused"`
+	Disabled int `json:"disabled"`
+	Matched  int `json:"matched"`
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -63,7 +64,7 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 // members in extra when it is not empty (`"counts":{…}`, JSON of JobCounts, and more).
 func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
 	ran map[string]store.RanRuns, next *string, extra []byte) error {
-	b := answerBuffer(1536*len(list) + 64) // about 1.2 kB a runtime job
+	b := httpx.AnswerBuffer(1536*len(list) + 64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
 		if i > 0 {
@@ -85,6 +86,6 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 		b = append(b, ',')
 		b = append(b, extra...)
 	}
-	writeOwnedJSON(w, http.StatusOK, append(b, '}', '\n'))
+	httpx.WriteOwnedJSON(w, http.StatusOK, append(b, '}', '\n'))
 	return nil
 }

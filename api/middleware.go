@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -10,15 +9,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/schedulerhq/scheduler/internal/httpx"
 )
-
-type requestIDKey struct{}
-
-// requestID returns the request's id ("" outside a request).
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
 
 // requestID takes the caller's X-Request-Id when it is short and printable (so a request can
 // be followed through a proxy), or makes one, and echoes it in the answer.
@@ -31,7 +24,7 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b)
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		next.ServeHTTP(w, r.WithContext(httpx.WithRequestID(r.Context(), id)))
 	})
 }
 
@@ -77,7 +70,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			s.cfg.Log.LogAttrs(r.Context(), levelFor(status), "http request",
 				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Int64("duration_ms", elapsed.Milliseconds()),
-				slog.Int("bytes", ww.BytesWritten()), slog.String("request_id", requestID(r.Context())))
+				slog.Int("bytes", ww.BytesWritten()), slog.String("request_id", httpx.RequestID(r.Context())))
 		}()
 		next.ServeHTTP(ww, r)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -87,7 +88,7 @@ func TestPanicsBecomeProblems(t *testing.T) {
 	h.ServeHTTP(rec, localRequest("GET", "/v1/jobs", nil))
 	assert.Equal(t, http.StatusInternalServerError, rec.Code)
 	assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
-	assert.Contains(t, rec.Body.String(), problemBase+"internal")
+	assert.Contains(t, rec.Body.String(), client.ProblemBase+"internal")
 	var levels []string
 	for _, l := range logs.lines(t) {
 		levels = append(levels, l["level"].(string)+" "+l["msg"].(string))
@@ -109,7 +110,7 @@ func TestBodyCapWithoutContentLength(t *testing.T) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, "body: %s", b)
-	assert.Contains(t, string(b), problemBase+"body-too-large")
+	assert.Contains(t, string(b), client.ProblemBase+"body-too-large")
 	assert.Zero(t, a.count(`SELECT count(*) FROM job_runs`))
 }
 

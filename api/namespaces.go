@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/outbound"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -45,39 +47,46 @@ func newNamespaceView(n store.Namespace, c store.NamespaceCounts) namespaceView 
 	return v
 }
 
-func (s *Server) listNamespaces(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	readable := principal(r.Context()).Readable() // nil: every namespace
+// namespacesView is GET /v1/namespaces's answer.
+type namespacesView struct {
+	Namespaces []namespaceView `json:"namespaces"`
+}
+
+func (s *Server) listNamespaces(ctx context.Context, _ *struct{}) (*namespacesView, error) {
+	readable := principal(ctx).Readable() // nil: every namespace
 	if readable != nil && len(readable) == 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"namespaces": []namespaceView{}})
-		return
+		return &namespacesView{Namespaces: []namespaceView{}}, nil
 	}
 	list, counts, err := s.cfg.DB.Namespaces(ctx, readable)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	views := make([]namespaceView, len(list))
 	for i, n := range list {
 		views[i] = newNamespaceView(n, counts[n.Name])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"namespaces": views})
+	return &namespacesView{Namespaces: views}, nil
 }
 
-func (s *Server) getNamespace(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	list, counts, err := s.cfg.DB.Namespaces(ctx, []string{routeNamespace(r)})
+// namespaceRoute is a {ns} route's request: the namespace it names.
+type namespaceRoute struct{ ns string }
+
+// Extract reads the namespace.
+func (q *namespaceRoute) Extract(r *http.Request) error {
+	q.ns = routeNamespace(r)
+	return nil
+}
+
+func (s *Server) getNamespace(ctx context.Context, q *namespaceRoute) (*namespaceView, error) {
+	list, counts, err := s.cfg.DB.Namespaces(ctx, []string{q.ns})
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	if len(list) == 0 {
-		namespaceNotFound(w, r, routeNamespace(r))
-		return
+		return nil, namespaceNotFoundProblem(q.ns)
 	}
-	writeJSON(w, http.StatusOK, newNamespaceView(list[0], counts[list[0].Name]))
+	v := newNamespaceView(list[0], counts[list[0].Name])
+	return &v, nil
 }
 
 // namespaceRequest is PUT /v1/namespaces/{ns}'s body: its quotas, each optional (left out:
@@ -104,37 +113,37 @@ const (
 
 func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	ns := routeNamespace(r)
-	var fields []FieldError
+	var fields []client.FieldError
 	if !namespace.Valid(ns) {
-		fields = append(fields, FieldError{Field: "namespace", Detail: fmt.Sprintf(
+		fields = append(fields, client.FieldError{Field: "namespace", Detail: fmt.Sprintf(
 			"%q is not a namespace: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)", ns)})
 	}
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req namespaceRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
 	n := store.Namespace{Name: ns, MaxJobs: req.MaxJobs, MaxConcurrentCalls: req.MaxConcurrentCalls}
 	if v := req.MaxJobs; v != nil && (*v < 1 || *v > maxNamespaceJobs) {
-		fields = append(fields, FieldError{Field: "max_jobs", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceJobs)})
+		fields = append(fields, client.FieldError{Field: "max_jobs", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceJobs)})
 	}
 	if v := req.MaxConcurrentCalls; v != nil && (*v < 1 || *v > maxNamespaceCalls) {
-		fields = append(fields, FieldError{Field: "max_concurrent_calls", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceCalls)})
+		fields = append(fields, client.FieldError{Field: "max_concurrent_calls", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceCalls)})
 	}
 	if v := req.MinInterval; v != nil {
 		d, err := time.ParseDuration(*v)
 		if err != nil || d < time.Second || d > maxMinInterval {
-			fields = append(fields, FieldError{Field: "min_interval", Detail: fmt.Sprintf(
+			fields = append(fields, client.FieldError{Field: "min_interval", Detail: fmt.Sprintf(
 				"%q is not a duration between 1s and %s (e.g. \"5m\"); leave it out for no bound", *v, maxMinInterval)})
 		}
 		n.MinInterval = &d
 	}
 	binding, problems := s.outbound.CheckBinding(ns, req.SQLTargets, req.HTTPAllow, req.EnvSecrets)
 	for _, p := range problems {
-		fields = append(fields, FieldError{Field: p.Field, Detail: p.Detail})
+		fields = append(fields, client.FieldError{Field: p.Field, Detail: p.Detail})
 	}
 	n.SQLTargets, n.HTTPAllow, n.EnvSecrets = binding.SQLTargets, binding.HTTPAllow, binding.EnvSecrets
 	reason, ok := checkReason(w, r, req.Reason)
@@ -142,7 +151,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(fields) > 0 {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the namespace has problems; see errors", fields...)
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the namespace has problems; see errors", fields...)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
@@ -175,7 +184,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		return ex.RecordAction(ctx, a)
 	})
 	if errors.Is(err, errLoginsHeld) {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "a SQL target's login serves one namespace; see errors", fields...)
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "a SQL target's login serves one namespace; see errors", fields...)
 		return
 	}
 	if err != nil {
@@ -187,19 +196,19 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/namespaces/"+ns)
 	}
-	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", requestID(ctx))
-	writeJSON(w, status, view)
+	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", httpx.RequestID(ctx))
+	httpx.WriteJSON(w, status, view)
 }
 
 // heldLogins words the refusal of targets whose logins other namespaces hold: one field per
 // entry of the request's sql_targets, naming the holder (an admin sees every namespace).
-func heldLogins(names []string, p *outbound.Policy, held map[string]string) []FieldError {
-	var fields []FieldError
+func heldLogins(names []string, p *outbound.Policy, held map[string]string) []client.FieldError {
+	var fields []client.FieldError
 	for i, name := range names {
 		name = strings.ToUpper(name)
 		login, _ := p.LoginOf(name)
 		if holder, ok := held[login]; ok {
-			fields = append(fields, FieldError{Field: fmt.Sprintf("sql_targets[%d]", i), Detail: fmt.Sprintf(
+			fields = append(fields, client.FieldError{Field: fmt.Sprintf("sql_targets[%d]", i), Detail: fmt.Sprintf(
 				"target %s connects as login %s, which namespace %s has bound: a login serves one namespace; unbind it there first, or have an operator declare a target with a login of its own",
 				name, login, holder)})
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
@@ -17,26 +18,6 @@ import (
 
 // notificationsDefault is how many messages an answer lists without ?limit.
 const notificationsDefault = 50
-
-// Notification is one message to one destination (openapi.yaml's Notification).
-type Notification struct {
-	ID          int64      `json:"id"`
-	Event       string     `json:"event"`
-	Type        string     `json:"type"`
-	Kind        string     `json:"kind"`
-	Destination string     `json:"destination"`
-	WebhookID   string     `json:"webhook_id"`
-	Runs        []int64    `json:"runs"`
-	Count       int        `json:"count"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	StatusCode  *int       `json:"status_code"`
-	Error       *string    `json:"error"`
-	CreatedAt   time.Time  `json:"created_at"`
-	SentAt      *time.Time `json:"sent_at"`
-	// NextAttemptAt is when a pending message is tried next; null once sent or failed.
-	NextAttemptAt *time.Time `json:"next_attempt_at"`
-}
 
 func newNotificationView(d store.Delivery) Notification {
 	v := Notification{ID: d.ID, Event: d.Event, Type: notify.Type(d.Event), Kind: d.Kind, WebhookID: d.WebhookID.String(),
@@ -62,11 +43,11 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
 	if j == nil {
 		return
 	}
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
-	limit, ok := queryLimit(w, r, q, notificationsDefault)
+	limit, ok := httpx.QueryLimit(w, r, q, notificationsDefault, limitMax)
 	if !ok {
 		return
 	}
@@ -94,7 +75,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
 		waiting = []store.WaitingNotification{}
 	}
 	ns, name := namespace.Split(j.conf.Name)
-	writeJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "notifications": views, "waiting": waiting})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "notifications": views, "waiting": waiting})
 }
 
 // pauseEvent is the notification of an operator's pause, recorded with the pause and its
@@ -122,4 +103,24 @@ func principalName(r *http.Request) string {
 		return "a " + p.Kind + " token"
 	}
 	return "an operator"
+}
+
+// Notification is one message to one destination (openapi.yaml's Notification).
+type Notification struct {
+	ID          int64      `json:"id"`
+	Event       string     `json:"event"`
+	Type        string     `json:"type"`
+	Kind        string     `json:"kind"`
+	Destination string     `json:"destination"`
+	WebhookID   string     `json:"webhook_id"`
+	Runs        []int64    `json:"runs"`
+	Count       int        `json:"count"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	StatusCode  *int       `json:"status_code"`
+	Error       *string    `json:"error"`
+	CreatedAt   time.Time  `json:"created_at"`
+	SentAt      *time.Time `json:"sent_at"`
+	// NextAttemptAt is when a pending message is tried next; null once sent or failed.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
 }

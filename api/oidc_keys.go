@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -19,8 +20,8 @@ import (
 // and an admin's view and rotation of the signing keys, audited.
 
 var (
-	probOIDCOff         = problemType{"oidc-off", "This scheduler signs no OIDC tokens"}
-	probRotationTooSoon = problemType{"rotation-too-soon", "The next key has not been published long enough"}
+	probOIDCOff         = httpx.ProblemType{Slug: "oidc-off", Title: "This scheduler signs no OIDC tokens"}
+	probRotationTooSoon = httpx.ProblemType{Slug: "rotation-too-soon", Title: "The next key has not been published long enough"}
 )
 
 // oidcKeyView is a signing key as an admin sees it: never a private part.
@@ -55,7 +56,7 @@ func (s *Server) oidcPublicRoutes(r chi.Router) {
 
 func (s *Server) oidcDocument(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.TokenKeys == nil {
-		writeProblem(w, r, http.StatusNotFound, probOIDCOff, idp.ErrNoSecretKey.Error())
+		httpx.WriteProblem(w, r, http.StatusNotFound, probOIDCOff, idp.ErrNoSecretKey.Error())
 		return
 	}
 	s.cfg.TokenKeys.ServeHTTP(w, r)
@@ -64,7 +65,7 @@ func (s *Server) oidcDocument(w http.ResponseWriter, r *http.Request) {
 // oidcKeysOff answers for a replica that signs nothing, and reports whether it did.
 func (s *Server) oidcKeysOff(w http.ResponseWriter, r *http.Request) bool {
 	if err := s.cfg.TokenKeys.CanSign(); err != nil {
-		writeProblem(w, r, http.StatusConflict, probOIDCOff, err.Error())
+		httpx.WriteProblem(w, r, http.StatusConflict, probOIDCOff, err.Error())
 		return true
 	}
 	return false
@@ -108,14 +109,14 @@ func (s *Server) rotateOIDCKeys(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &soon):
 		w.Header().Set("Retry-After", retryAfterSeconds(time.Until(soon.ReadyAt)))
-		writeProblem(w, r, http.StatusConflict, probRotationTooSoon, err.Error())
+		httpx.WriteProblem(w, r, http.StatusConflict, probRotationTooSoon, err.Error())
 		return
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return
 	}
 	s.cfg.Log.InfoContext(ctx, "OIDC signing keys rotated", "current", rot.Current, "previous", rot.Previous,
-		"request_id", requestID(ctx))
+		"request_id", httpx.RequestID(ctx))
 	s.writeOIDCKeys(w, r, ctx, http.StatusOK, &rotationView{Current: rot.Current, Previous: rot.Previous, Retired: nonNil(rot.Retired)})
 }
 
@@ -130,7 +131,7 @@ func (s *Server) writeOIDCKeys(w http.ResponseWriter, r *http.Request, ctx conte
 		view.Keys = append(view.Keys, oidcKeyView{KID: k.KID, Alg: k.Alg, State: k.State, CreatedAt: k.CreatedAt.UTC(),
 			CurrentAt: utcPtr(k.CurrentAt), PreviousAt: utcPtr(k.PreviousAt), RetiredAt: utcPtr(k.RetiredAt)})
 	}
-	writeJSON(w, status, view)
+	httpx.WriteJSON(w, status, view)
 }
 
 func nonNil(s []string) []string {

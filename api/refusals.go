@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -101,7 +102,7 @@ func refusalNamespace(r *http.Request) *string {
 // the audit log within its caller's allowance (callerLimiter) and the replica's: a flood of
 // refusals must neither fill the audit log nor load the database, nor hide another
 // caller's (the log line and scheduler_http_requests_total still count every one).
-func (s *Server) refused(r *http.Request, why problemType) {
+func (s *Server) refused(r *http.Request, why httpx.ProblemType) {
 	kind := tokenKind(r.Context())
 	if kind == "" {
 		kind = tokenNone
@@ -109,12 +110,12 @@ func (s *Server) refused(r *http.Request, why problemType) {
 			kind = tokenInvalid
 		}
 	}
-	s.cfg.Log.WarnContext(r.Context(), "request refused", "why", why.slug, "method", r.Method, "path", r.URL.Path,
-		"host", r.Host, "token_kind", kind, "remote_addr", remoteHost(r), "request_id", requestID(r.Context()))
+	s.cfg.Log.WarnContext(r.Context(), "request refused", "why", why.Slug, "method", r.Method, "path", r.URL.Path,
+		"host", r.Host, "token_kind", kind, "remote_addr", remoteHost(r), "request_id", httpx.RequestID(r.Context()))
 	if !s.refusals.allow(refusalCaller(r)) || !s.allRefusals.Allow() {
 		return
 	}
-	reason := oneLine(why.slug+": "+r.Method+" "+r.URL.Path, maxReasonRunes)
+	reason := oneLine(why.Slug+": "+r.Method+" "+r.URL.Path, maxReasonRunes)
 	a := s.actionIn(r, store.ActionRefused, "", &reason)
 	a.TokenKind = kind
 	a.Namespace = refusalNamespace(r)

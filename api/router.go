@@ -19,6 +19,7 @@ import (
 	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notifier"
@@ -111,7 +112,7 @@ type Server struct {
 	// runtimeViews keeps the runtime jobs' views between requests.
 	runtimeViews jobViews
 	// compressedAnswers keeps the gzip form of the last big answers.
-	compressedAnswers compressedAnswers
+	compressedAnswers httpx.CompressedAnswers
 	// outbound is cfg.Outbound, or a policy with nothing to give when that is nil.
 	outbound *outbound.Policy
 }
@@ -156,14 +157,14 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// observe sits outside the recoverer, so it logs and counts the 500 a panic becomes.
 	// GetHead answers HEAD on every GET route, as RFC 9110 asks of every server.
-	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody, middleware.GetHead, compress)
+	r.Use(s.requestID, s.observe, s.recoverPanics, s.checkHost, limitBody, middleware.GetHead, httpx.Compress)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
+		httpx.WriteProblem(w, r, http.StatusNotFound, probNotFound, fmt.Sprintf("no route %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
-		allow := allowedMethods(r, req)
+		allow := httpx.AllowedMethods(r, req)
 		w.Header().Set("Allow", allow)
-		writeProblem(w, req, http.StatusMethodNotAllowed, probMethodNotAllowed,
+		httpx.WriteProblem(w, req, http.StatusMethodNotAllowed, probMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed on %s (allowed: %s); see /openapi.yaml", req.Method, req.URL.Path, allow))
 	})
 
@@ -186,16 +187,16 @@ func (s *Server) Handler() http.Handler {
 	s.oidcPublicRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
-		r.Use(s.authenticate, conditionalGET(&s.compressedAnswers))
-		r.Get("/whoami", s.whoami)
-		r.Get("/leader", s.getLeader)
-		r.Get("/instances", s.listInstances)
-		r.With(s.mayRead).Get("/locks", s.listLocks)
-		r.Get("/runs/{id}", s.getRun)
+		r.Use(s.authenticate, httpx.ConditionalGET(&s.compressedAnswers))
+		r.Get("/whoami", get(s, s.whoami))
+		r.Get("/leader", get(s, s.getLeader))
+		r.Get("/instances", get(s, s.listInstances))
+		r.With(s.mayRead).Get("/locks", get(s, s.listLocks))
+		r.Get("/runs/{id}", get(s, s.getRun))
 		r.Get("/backfills/{id}", s.getBackfill)
 		r.Get("/audit", s.listAudit)
-		r.Get("/namespaces", s.listNamespaces)
-		r.With(s.mayRead, s.namespaceExists).Get("/namespaces/{ns}", s.getNamespace)
+		r.Get("/namespaces", get(s, s.listNamespaces))
+		r.With(s.mayRead, s.namespaceExists).Get("/namespaces/{ns}", get(s, s.getNamespace))
 		s.jobRoutes(r, "/jobs")
 		r.Group(func(r chi.Router) {
 			// The caller's grants are checked before the namespace's existence is.
@@ -203,7 +204,7 @@ func (s *Server) Handler() http.Handler {
 			s.jobRoutes(r, "/namespaces/{ns}/jobs")
 		})
 		s.secretRoutes(r) // /namespaces/{ns}/secrets…
-		r.With(s.adminOnly).Get("/tokens", s.listTokens)
+		r.With(s.adminOnly).Get("/tokens", get(s, s.listTokens))
 		r.With(s.adminOnly).Get("/oidc/keys", s.listOIDCKeys)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
@@ -211,9 +212,9 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/runs/{id}/rerun", s.rerunRun)
 			r.Post("/backfills/{id}/cancel", s.cancelBackfill)
 			r.With(s.adminOnly).Put("/namespaces/{ns}", s.putNamespace)
-			r.With(s.adminOnly).Post("/tokens", s.createToken)
-			r.With(s.adminOnly).Delete("/tokens/{id}", s.revokeToken)
-			r.With(s.adminOnly).Post("/leader/step-down", s.stepDown)
+			r.With(s.adminOnly).Post("/tokens", act(s, http.StatusCreated, s.createToken))
+			r.With(s.adminOnly).Delete("/tokens/{id}", act(s, http.StatusNoContent, s.revokeToken))
+			r.With(s.adminOnly).Post("/leader/step-down", act(s, http.StatusAccepted, s.stepDown))
 			r.With(s.adminOnly).Post("/oidc/keys/rotate", s.rotateOIDCKeys)
 		})
 	})
@@ -257,7 +258,7 @@ func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := bodyLimit(r)
 		if r.ContentLength > limit {
-			writeProblem(w, r, http.StatusRequestEntityTooLarge, probBodyTooLarge,
+			httpx.WriteProblem(w, r, http.StatusRequestEntityTooLarge, httpx.ProbBodyTooLarge,
 				fmt.Sprintf("the body has %d bytes; at most %d are accepted", r.ContentLength, limit))
 			return
 		}
@@ -295,8 +296,8 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.cfg.Log.ErrorContext(r.Context(), "http handler panicked", "panic", v,
-					"request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path)
-				writeProblem(w, r, http.StatusInternalServerError, probInternal,
+					"request_id", httpx.RequestID(r.Context()), "method", r.Method, "path", r.URL.Path)
+				httpx.WriteProblem(w, r, http.StatusInternalServerError, httpx.ProbInternal,
 					"the request failed inside the replica; report it with its request_id")
 			}
 		}()
@@ -311,16 +312,16 @@ func (s *Server) databaseProblem(w http.ResponseWriter, r *http.Request, err err
 		return // the client is gone; nobody reads the answer
 	}
 	s.cfg.Log.ErrorContext(r.Context(), "database call failed", "error", err,
-		"request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path)
+		"request_id", httpx.RequestID(r.Context()), "method", r.Method, "path", r.URL.Path)
 	w.Header().Set("Retry-After", "1")
-	writeProblem(w, r, http.StatusServiceUnavailable, probDatabaseUnavailable,
+	httpx.WriteProblem(w, r, http.StatusServiceUnavailable, probDatabaseUnavailable,
 		"the database did not answer or failed; retry, and see the replica's log for this request_id")
 }
 
 // healthz says the process is alive; it never touches the database, so a database outage
 // does not make an orchestrator restart healthy replicas.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz says the replica can do its work: the database answers and its schema is at this
@@ -334,13 +335,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		// /readyz answers without a token: the error (host, user, database) goes to the log only.
 		s.cfg.Log.WarnContext(r.Context(), "readiness: the database did not answer", "error", err,
-			"request_id", requestID(r.Context()))
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
+			"request_id", httpx.RequestID(r.Context()))
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
 			"reason": "database unreachable; see the replica's log"})
 	case dirty || got != want:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable",
 			"reason": "schema version mismatch", "schema_version": got, "dirty": dirty, "want_version": want})
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got})
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "schema_version": got})
 	}
 }

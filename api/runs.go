@@ -1,8 +1,6 @@
 package api
 
 import (
-	"github.com/schedulerhq/scheduler/internal/namespace"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -32,17 +34,17 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
 	f := store.RunFilter{Job: name, Status: q.Get("status"), Trigger: q.Get("trigger"), Limit: limitDefault}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
-		fieldProblem(w, r, probInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "status", fmt.Sprintf("status must be one of %s; got %q", strings.Join(runStatuses, ", "), f.Status))
 		return
 	}
 	if f.Trigger != "" && !slices.Contains(runTriggers, f.Trigger) {
-		fieldProblem(w, r, probInvalidRequest, "trigger", fmt.Sprintf("trigger must be one of %s; got %q", strings.Join(runTriggers, ", "), f.Trigger))
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "trigger", fmt.Sprintf("trigger must be one of %s; got %q", strings.Join(runTriggers, ", "), f.Trigger))
 		return
 	}
 	for _, p := range []struct {
@@ -55,24 +57,24 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			fieldProblem(w, r, probInvalidRequest, p.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", p.name, v))
+			httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, p.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", p.name, v))
 			return
 		}
 		*p.dst = &t
 	}
 	if f.Since != nil && f.Until != nil && f.Since.After(*f.Until) {
-		fieldProblem(w, r, probInvalidRequest, "since", fmt.Sprintf("since (%s) is later than until (%s); the range would be empty",
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "since", fmt.Sprintf("since (%s) is later than until (%s); the range would be empty",
 			f.Since.Format(time.RFC3339Nano), f.Until.Format(time.RFC3339Nano)))
 		return
 	}
-	if f.Limit, ok = queryLimit(w, r, q, limitDefault); !ok {
+	if f.Limit, ok = httpx.QueryLimit(w, r, q, limitDefault, limitMax); !ok {
 		return
 	}
 	fp := filterFingerprint(f)
 	if v := q.Get("cursor"); v != "" {
 		id, ok := decodeCursor(v, fp)
 		if !ok {
-			fieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by this same query (same job and filters)")
+			httpx.FieldProblem(w, r, probInvalidCursor, "cursor", "cursor must be a next_cursor returned by this same query (same job and filters)")
 			return
 		}
 		f.BeforeID = id
@@ -97,7 +99,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	for i, run := range runs {
 		views[i] = newRunView(run)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": views, "next_cursor": next})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"runs": views, "next_cursor": next})
 }
 
 // jobWithHistory returns {name} when a job has that name, or had it: a deleted runtime
@@ -131,49 +133,65 @@ func (s *Server) jobWithHistory(w http.ResponseWriter, r *http.Request) (string,
 
 // runID parses {id}, or answers 400 and returns 0.
 func runID(w http.ResponseWriter, r *http.Request) int64 {
-	v := chi.URLParam(r, "id")
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || id <= 0 {
-		fieldProblem(w, r, probInvalidRequest, "id", fmt.Sprintf("a run id is a positive integer; got %q", v))
-		return 0
+	id, p := parseRunID(r)
+	if p != nil {
+		httpx.WriteProblemFor(w, r, p)
 	}
 	return id
 }
 
-func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	id := runID(w, r)
-	if id == 0 {
-		return
+// runRoute is a /v1/runs/{id} route's request: the run's id.
+type runRoute struct{ id int64 }
+
+// Extract reads the id, or refuses it (400).
+func (q *runRoute) Extract(r *http.Request) error {
+	id, p := parseRunID(r)
+	if p != nil {
+		return p
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	run, err := s.cfg.DB.Run(ctx, id)
+	q.id = id
+	return nil
+}
+
+func parseRunID(r *http.Request) (int64, *client.Problem) {
+	v := chi.URLParam(r, "id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 {
+		detail := fmt.Sprintf("a run id is a positive integer; got %q", v)
+		return 0, httpx.Problem(http.StatusBadRequest, httpx.ProbInvalidRequest, detail, client.FieldError{Field: "id", Detail: detail})
+	}
+	return id, nil
+}
+
+func (s *Server) getRun(ctx context.Context, q *runRoute) (*Run, error) {
+	run, err := s.cfg.DB.Run(ctx, q.id)
 	switch {
-	case errors.Is(err, store.ErrRunNotFound), err == nil && !principal(r.Context()).CanRead(namespace.Of(run.Job)):
-		runNotFound(w, r, id)
+	case errors.Is(err, store.ErrRunNotFound), err == nil && !principal(ctx).CanRead(namespace.Of(run.Job)):
+		return nil, runNotFoundProblem(q.id)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-	default:
-		attempts, err := s.cfg.DB.Attempts(ctx, run.ID)
-		if err != nil {
-			s.databaseProblem(w, r, err)
-			return
-		}
-		v := newRunView(run)
-		v.Attempts = newAttemptViews(attempts)
-		if v.Output, err = s.cfg.DB.RunOutput(ctx, run.ID); err != nil {
-			s.databaseProblem(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
+		return nil, err
 	}
+	attempts, err := s.cfg.DB.Attempts(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	v := newRunView(run)
+	v.Attempts = newAttemptViews(attempts)
+	if v.Output, err = s.cfg.DB.RunOutput(ctx, run.ID); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // runNotFound answers 404 for a run id that names no run the caller may read: a run of a
 // namespace the caller cannot read gets this same answer, so that another team's ids
 // cannot be told from ids that were never used (docs/design.md, "What one team learns of another").
 func runNotFound(w http.ResponseWriter, r *http.Request, id int64) {
-	writeProblem(w, r, http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
+	httpx.WriteProblemFor(w, r, runNotFoundProblem(id))
+}
+
+func runNotFoundProblem(id int64) *client.Problem {
+	return httpx.Problem(http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
 }
 
 // runToActOn reads the run an action (verb: "cancel", "re-run") names, for a caller who
@@ -231,15 +249,15 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.databaseProblem(w, r, err)
 	case outcome == store.CancelTooLate:
-		writeProblem(w, r, http.StatusConflict, probRunFinished,
+		httpx.WriteProblem(w, r, http.StatusConflict, probRunFinished,
 			fmt.Sprintf("run %d already finished with status %s; there is nothing to cancel", id, run.Status))
 	default:
 		s.cfg.Log.InfoContext(ctx, "run cancel", "run_id", run.ID, "job", run.Job, "status", run.Status,
-			"cancel_requested", run.CancelRequested, "request_id", requestID(ctx))
+			"cancel_requested", run.CancelRequested, "request_id", httpx.RequestID(ctx))
 		status := http.StatusOK
 		if outcome == store.CancelRequested {
 			status = http.StatusAccepted
 		}
-		writeJSON(w, status, newRunView(run))
+		httpx.WriteJSON(w, status, newRunView(run))
 	}
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/hostallow"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -37,8 +39,8 @@ var (
 )
 
 var (
-	probSecretNotFound   = problemType{"secret-not-found", "No such secret"}
-	probSecretKeyMissing = problemType{"secret-key-missing", "This scheduler has no key to seal secrets with"}
+	probSecretNotFound   = httpx.ProblemType{Slug: "secret-not-found", Title: "No such secret"}
+	probSecretKeyMissing = httpx.ProblemType{Slug: "secret-key-missing", Title: "This scheduler has no key to seal secrets with"}
 )
 
 // secretRoutes are the routes of /v1/namespaces/{ns}/secrets. The caller's grants are
@@ -91,7 +93,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 	for i, sec := range list {
 		views[i] = newSecretView(sec)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"secrets": views})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"secrets": views})
 }
 
 func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +111,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.databaseProblem(w, r, err)
 	default:
-		writeJSON(w, http.StatusOK, newSecretView(sec))
+		httpx.WriteJSON(w, http.StatusOK, newSecretView(sec))
 	}
 }
 
@@ -117,12 +119,12 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 // its audit row in the same transaction.
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	ns, name := routeNamespace(r), chi.URLParam(r, "name")
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req secretRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
 	reason, ok := checkReason(w, r, req.Reason)
@@ -131,12 +133,12 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	hosts, fields := s.checkSecret(ns, name, req)
 	if len(fields) > 0 {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest,
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest,
 			fmt.Sprintf("the secret has %d problem(s); see errors", len(fields)), fields...)
 		return
 	}
 	if s.cfg.Secrets == nil || !s.cfg.Secrets.Box().CanSeal() {
-		writeProblem(w, r, http.StatusConflict, probSecretKeyMissing,
+		httpx.WriteProblem(w, r, http.StatusConflict, probSecretKeyMissing,
 			"this scheduler has no SCHEDULER_SECRET_KEY, so it cannot store a secret; an operator must "+secretbox.NoKeyHint+
 				". Reading secrets' names and jobs naming them still work")
 		return
@@ -173,16 +175,16 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/v1/namespaces/"+ns+"/secrets/"+name)
 	}
 	s.cfg.Log.InfoContext(ctx, "secret stored", "namespace", ns, "secret", name, "version", sec.Version,
-		"key_id", sec.KeyID, "created", created, "request_id", requestID(ctx))
-	writeJSON(w, status, newSecretView(sec))
+		"key_id", sec.KeyID, "created", created, "request_id", httpx.RequestID(ctx))
+	httpx.WriteJSON(w, status, newSecretView(sec))
 }
 
 // checkSecret checks PUT's name and body, every field at once, and returns the allowed hosts
 // in their normal form. No message repeats the value.
-func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []FieldError) {
-	var fields []FieldError
+func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []client.FieldError) {
+	var fields []client.FieldError
 	fail := func(field, format string, args ...any) {
-		fields = append(fields, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+		fields = append(fields, client.FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
 	}
 	switch {
 	case !secretNameRE.MatchString(name):
@@ -250,7 +252,7 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	s.cfg.Log.InfoContext(ctx, "secret deleted", "namespace", ns, "secret", name, "version", sec.Version, "request_id", requestID(ctx))
+	s.cfg.Log.InfoContext(ctx, "secret deleted", "namespace", ns, "secret", name, "version", sec.Version, "request_id", httpx.RequestID(ctx))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -267,7 +269,7 @@ func (s *Server) secretAction(r *http.Request, action string, sec store.Secret, 
 }
 
 func secretNotFound(w http.ResponseWriter, r *http.Request, ns, name string) {
-	writeProblem(w, r, http.StatusNotFound, probSecretNotFound, fmt.Sprintf(
+	httpx.WriteProblem(w, r, http.StatusNotFound, probSecretNotFound, fmt.Sprintf(
 		"namespace %s has no secret named %q; GET /v1/namespaces/%s/secrets lists them, PUT /v1/namespaces/%s/secrets/<NAME> stores one",
 		ns, name, ns, ns))
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -47,7 +49,7 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 	if j == nil {
 		return
 	}
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -60,7 +62,7 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(p.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				fieldProblem(w, r, probInvalidRequest, p.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", p.name, v))
+				httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, p.name, fmt.Sprintf("%s must be an RFC 3339 time such as 2025-01-31T02:00:00Z; got %q", p.name, v))
 				return
 			}
 			*p.dst = t.UTC()
@@ -70,7 +72,7 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		since = until.Add(-slotWindowDefault)
 	}
 	if !since.Before(until) {
-		fieldProblem(w, r, probInvalidRequest, "since", "since must be before until")
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "since", "since must be before until")
 		return
 	}
 	views, ok := s.slotViews(w, r, j, since, until, now)
@@ -82,7 +84,7 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 		counts[v.Outcome]++
 	}
 	ns, name := namespace.Split(j.conf.Name)
-	writeJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "since": since, "until": until, "slots": views, "counts": counts})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"job": name, "namespace": ns, "since": since, "until": until, "slots": views, "counts": counts})
 }
 
 // slotViews are the slots j's schedule names from since to until, newest first, each with
@@ -95,9 +97,9 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 	var slots []time.Time
 	for t := sched.Next(since.Add(-time.Second)); !t.IsZero() && !t.After(until); t = sched.Next(t) {
 		if len(slots) == maxSlots {
-			writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, fmt.Sprintf(
+			httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, fmt.Sprintf(
 				"the schedule names more than %d slots from %s to %s; narrow the window (since, until)", maxSlots,
-				since.Format(time.RFC3339), until.Format(time.RFC3339)), FieldError{Field: "since", Detail: "window too wide"})
+				since.Format(time.RFC3339), until.Format(time.RFC3339)), client.FieldError{Field: "since", Detail: "window too wide"})
 			return nil, false
 		}
 		slots = append(slots, t)

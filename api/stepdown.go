@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -17,17 +18,12 @@ type stepDownView struct {
 // stepDown asks the leader, whichever replica it is, to resign at once as on SIGTERM: its
 // running jobs are cancelled, a waiting follower takes over, and it stays up as a follower.
 // This is the lever to drain a node; there is no lock to release by hand (docs/operations.md).
-func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
-	reason, ok := actionReason(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+func (s *Server) stepDown(ctx context.Context, req *reasonRequest) (*stepDownView, error) {
 	var l store.LeaderRow
+	var ok bool
 	// The request is a row of scheduler_control, committed with its audit row; the NOTIFY
 	// that wakes the leader is sent at the same commit. The leader obeys the row only.
-	action := s.action(r, store.ActionStepDown, "", reason)
+	action := s.action(req.r, store.ActionStepDown, "", req.Reason)
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		req := store.ControlRequest{TokenKind: action.TokenKind, Reason: action.Reason, RequestID: action.RequestID}
@@ -38,14 +34,12 @@ func (s *Server) stepDown(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	case !ok:
-		writeProblem(w, r, http.StatusConflict, probNoLeader,
+		return nil, httpx.Problem(http.StatusConflict, probNoLeader,
 			"no replica holds the leader lock now, so none can step down; GET /v1/instances shows which replicas are up")
-		return
 	}
 	s.cfg.Log.InfoContext(ctx, "leader step-down requested", "leader", l.InstanceID, "epoch", l.Epoch,
-		"request_id", requestID(ctx))
-	writeJSON(w, http.StatusAccepted, stepDownView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()})
+		"request_id", httpx.RequestID(ctx))
+	return &stepDownView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()}, nil
 }

@@ -16,7 +16,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/access"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -49,38 +51,35 @@ func newTokenView(t store.Token) tokenView {
 
 // tokenRequest is POST /v1/tokens's body.
 type tokenRequest struct {
-	Name      string  `json:"name"`
-	Namespace string  `json:"namespace"`
-	Role      string  `json:"role"`
-	ExpiresIn string  `json:"expires_in"`
-	Reason    *string `json:"reason"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Role      string `json:"role"`
+	ExpiresIn string `json:"expires_in"`
+	reasonRequest
+
+	// Derived by Validate: the namespace of a token that is not an admin's, the expiry.
+	ns      *string
+	expires *time.Time
 }
 
 const maxTokenLifetime = 5 * 365 * 24 * time.Hour
 
 var tokenIDRE = regexp.MustCompile(`^tok_[0-9a-f]{16}$`)
 
-func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	var req tokenRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
-		return
-	}
-	var fields []FieldError
+// Validate checks the request, every field at once, and sets what it derives.
+func (req *tokenRequest) Validate() error {
+	var fields []client.FieldError
 	if n := utf8.RuneCountInString(req.Name); n < 1 || n > 100 || !utf8.ValidString(req.Name) || hasControl(req.Name) {
-		fields = append(fields, FieldError{Field: "name", Detail: "required: 1 to 100 characters of text without control characters (e.g. \"billing-ci\")"})
+		fields = append(fields, client.FieldError{Field: "name", Detail: "required: 1 to 100 characters of text without control characters (e.g. \"billing-ci\")"})
 	}
 	var ns *string
 	switch {
 	case !access.ValidRole(req.Role):
-		fields = append(fields, FieldError{Field: "role", Detail: fmt.Sprintf("%q is not a role: want viewer, editor or admin", req.Role)})
+		fields = append(fields, client.FieldError{Field: "role", Detail: fmt.Sprintf("%q is not a role: want viewer, editor or admin", req.Role)})
 	case req.Role == access.RoleAdmin && req.Namespace != "":
-		fields = append(fields, FieldError{Field: "namespace", Detail: "an admin token acts in every namespace: leave namespace out"})
+		fields = append(fields, client.FieldError{Field: "namespace", Detail: "an admin token acts in every namespace: leave namespace out"})
 	case req.Role != access.RoleAdmin && !namespace.Valid(req.Namespace):
-		fields = append(fields, FieldError{Field: "namespace", Detail: fmt.Sprintf(
+		fields = append(fields, client.FieldError{Field: "namespace", Detail: fmt.Sprintf(
 			"a %s token acts in one namespace: name it (1 to 63 lower-case letters, digits and '-')", req.Role)})
 	case req.Role != access.RoleAdmin:
 		ns = &req.Namespace
@@ -89,21 +88,25 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if req.ExpiresIn != "" {
 		d, err := time.ParseDuration(req.ExpiresIn)
 		if err != nil || d < time.Minute || d > maxTokenLifetime {
-			fields = append(fields, FieldError{Field: "expires_in", Detail: fmt.Sprintf(
+			fields = append(fields, client.FieldError{Field: "expires_in", Detail: fmt.Sprintf(
 				"%q is not a duration between 1m and %s (e.g. \"720h\"); leave it out for a token that does not expire", req.ExpiresIn, maxTokenLifetime)})
 		} else {
 			t := time.Now().Add(d).UTC().Truncate(time.Second)
 			expires = &t
 		}
 	}
-	reason, ok := checkReason(w, r, req.Reason)
-	if !ok {
-		return
+	if err := req.reasonRequest.Validate(); err != nil {
+		return err
 	}
 	if len(fields) > 0 {
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the token request has problems; see errors", fields...)
-		return
+		return httpx.Problem(http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the token request has problems; see errors", fields...)
 	}
+	req.ns, req.expires = ns, expires
+	return nil
+}
+
+func (s *Server) createToken(ctx context.Context, req *tokenRequest) (*createdToken, error) {
+	r := req.r
 
 	var secret, id [32]byte
 	rand.Read(secret[:]) // never fails (crypto/rand)
@@ -111,13 +114,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	value := tokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
 	hash := sha256.Sum256([]byte(value))
 	p := principal(r.Context())
-	t := store.Token{ID: "tok_" + hex.EncodeToString(id[:8]), Name: req.Name, Role: req.Role, Namespace: ns,
-		CreatedBy: p.TokenName, ExpiresAt: expires}
+	t := store.Token{ID: "tok_" + hex.EncodeToString(id[:8]), Name: req.Name, Role: req.Role, Namespace: req.ns,
+		CreatedBy: p.TokenName, ExpiresAt: req.expires}
 	if t.CreatedBy == "" {
 		t.CreatedBy = p.Kind
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
 	var view tokenView
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		out, err := ex.CreateToken(ctx, t, hash[:])
@@ -125,53 +126,48 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		view = newTokenView(out)
-		a := s.actionIn(r, store.ActionTokenCreate, req.Namespace, reason)
+		a := s.actionIn(r, store.ActionTokenCreate, req.Namespace, req.Reason)
 		a.Detail, _ = json.Marshal(view) // without the value
 		return ex.RecordAction(ctx, a)
 	})
 	switch {
 	case errors.Is(err, store.ErrNamespaceNotFound):
-		namespaceNotFound(w, r, req.Namespace)
-		return
+		return nil, namespaceNotFoundProblem(req.Namespace)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	s.cfg.Log.InfoContext(ctx, "token created", "token_id", view.ID, "token_name", view.Name, "role", view.Role,
-		"namespace", view.Namespace, "request_id", requestID(ctx))
+		"namespace", view.Namespace, "request_id", httpx.RequestID(ctx))
 	view.Token = value
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, view)
+	return &createdToken{view}, nil
 }
 
-func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+// createdToken is POST /v1/tokens's answer, which holds the token's value: no cache keeps it.
+type createdToken struct{ tokenView }
+
+// SetHeader forbids keeping the answer.
+func (createdToken) SetHeader(h http.Header) { h.Set("Cache-Control", "no-store") }
+
+// tokensView is GET /v1/tokens's answer.
+type tokensView struct {
+	Tokens []tokenView `json:"tokens"`
+}
+
+func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*tokensView, error) {
 	list, err := s.cfg.DB.Tokens(ctx)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	views := make([]tokenView, len(list))
 	for i, t := range list {
 		views[i] = newTokenView(t)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": views})
+	return &tokensView{Tokens: views}, nil
 }
 
 // revokeToken revokes a token (204); every replica refuses it within storedTokenTTL.
-func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if !tokenIDRE.MatchString(id) {
-		tokenNotFound(w, r, id)
-		return
-	}
-	reason, ok := actionReason(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+func (s *Server) revokeToken(ctx context.Context, req *revokeRequest) (*struct{}, error) {
+	id, r, reason := req.id, req.r, req.Reason
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		t, err := ex.RevokeToken(ctx, id)
 		if err != nil {
@@ -187,19 +183,32 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrTokenNotFound):
-		tokenNotFound(w, r, id)
-		return
+		return nil, tokenNotFound(id)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
-	s.cfg.Log.InfoContext(ctx, "token revoked", "token_id", id, "request_id", requestID(ctx))
-	w.WriteHeader(http.StatusNoContent)
+	s.cfg.Log.InfoContext(ctx, "token revoked", "token_id", id, "request_id", httpx.RequestID(ctx))
+	return nil, nil
 }
 
-func tokenNotFound(w http.ResponseWriter, r *http.Request, id string) {
-	writeProblem(w, r, http.StatusNotFound, probTokenNotFound, fmt.Sprintf("no token has id %q; GET /v1/tokens lists them", id),
-		FieldError{Field: "id", Detail: "unknown token"})
+// revokeRequest is DELETE /v1/tokens/{id}'s: the id, then the optional reason.
+type revokeRequest struct {
+	reasonRequest
+	id string
+}
+
+// Extract reads the id; one that no token can have is not found before the body is read.
+func (q *revokeRequest) Extract(r *http.Request) error {
+	q.id = chi.URLParam(r, "id")
+	if !tokenIDRE.MatchString(q.id) {
+		return tokenNotFound(q.id)
+	}
+	return q.reasonRequest.Extract(r)
+}
+
+func tokenNotFound(id string) error {
+	return httpx.Problem(http.StatusNotFound, probTokenNotFound, fmt.Sprintf("no token has id %q; GET /v1/tokens lists them", id),
+		client.FieldError{Field: "id", Detail: "unknown token"})
 }
 
 // hasControl reports a control character, which has no place in a name shown in logs.
@@ -213,12 +222,20 @@ func hasControl(s string) bool {
 }
 
 // whoami says who the caller is and what it may do, for the console and the CLI.
-func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
-	p := principal(r.Context())
+func (s *Server) whoami(ctx context.Context, _ *struct{}) (*whoamiView, error) {
+	p := principal(ctx)
 	grants := p.Grants
 	if grants == nil {
 		grants = []access.Grant{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"kind": p.Kind, "token_id": p.TokenID, "token_name": p.TokenName,
-		"grants": grants, "admin": p.IsAdmin()})
+	return &whoamiView{Kind: p.Kind, TokenID: p.TokenID, TokenName: p.TokenName, Grants: grants, Admin: p.IsAdmin()}, nil
+}
+
+// whoamiView is GET /v1/whoami's answer (members in name order, as the map it was).
+type whoamiView struct {
+	Admin     bool           `json:"admin"`
+	Grants    []access.Grant `json:"grants"`
+	Kind      string         `json:"kind"`
+	TokenID   string         `json:"token_id"`
+	TokenName string         `json:"token_name"`
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/tracing"
@@ -44,10 +46,10 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !j.enabled() {
-		writeProblem(w, r, http.StatusConflict, probJobDisabled, disabledDetail(j))
+		httpx.WriteProblem(w, r, http.StatusConflict, probJobDisabled, disabledDetail(j))
 		return
 	}
-	q, ok := queryParams(w, r)
+	q, ok := httpx.QueryParams(w, r)
 	if !ok {
 		return
 	}
@@ -59,24 +61,24 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, ok := readBody(w, r)
+	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req triggerRequest
-	if body != nil && !decodeStrict(w, r, body, &req) {
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
 	params, err := job.ParseParams(req.Params)
 	if err != nil {
-		fieldProblem(w, r, probInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
+		httpx.FieldProblem(w, r, httpx.ProbInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
 		return
 	}
 	if fields := checkParams(j, params); len(fields) > 0 {
 		if p := reasonProblem(req.Reason); p != "" { // every problem at once
-			fields = append([]FieldError{{Field: "reason", Detail: p}}, fields...)
+			fields = append([]client.FieldError{{Field: "reason", Detail: p}}, fields...)
 		}
-		writeProblem(w, r, http.StatusUnprocessableEntity, probInvalidRequest, "the run's params have problems; see errors", fields...)
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the run's params have problems; see errors", fields...)
 		return
 	}
 	paramsJSON, _ := json.Marshal(params)
@@ -129,7 +131,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		defer scancel()
 		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, key, scope, status, answer); err != nil {
 			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "error", err, "run_id", run.ID,
-				"request_id", requestID(r.Context()))
+				"request_id", httpx.RequestID(r.Context()))
 		}
 	}
 	writeRawRun(w, status, run.ID, answer)
@@ -160,12 +162,12 @@ func triggerStatus(created bool) int {
 // logTrigger logs a trigger (TriggerManualRun audited it).
 func (s *Server) logTrigger(r *http.Request, run *store.Run, created bool) {
 	s.cfg.Log.InfoContext(r.Context(), "manual run triggered", "job", run.Job, "run_id", run.ID,
-		"created", created, "request_id", requestID(r.Context()))
+		"created", created, "request_id", httpx.RequestID(r.Context()))
 }
 
 func writeRawRun(w http.ResponseWriter, status int, id int64, b []byte) {
 	w.Header().Set("Location", "/v1/runs/"+strconv.FormatInt(id, 10))
-	writeRawJSON(w, status, b)
+	httpx.WriteRawJSON(w, status, b)
 }
 
 // parseWait reads ?wait (a Go duration, at most maxWait).
@@ -176,7 +178,7 @@ func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Durat
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 || d > maxWait {
-		fieldProblem(w, r, probInvalidRequest, "wait", fmt.Sprintf("wait must be a Go duration between 0s and %s, such as 30s; got %q", maxWait, v))
+		httpx.FieldProblem(w, r, httpx.ProbInvalidRequest, "wait", fmt.Sprintf("wait must be a Go duration between 0s and %s, such as 30s; got %q", maxWait, v))
 		return 0, false
 	}
 	return d, true

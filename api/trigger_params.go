@@ -12,7 +12,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/job"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -31,10 +33,10 @@ var paramVarRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // checkParams lists every wrong member of p for job j: vars are a SQL job's, body and
 // headers an HTTP job's, and no header may stand in for one the scheduler sets itself.
-func checkParams(j *jobRef, p job.Params) []FieldError {
-	var fields []FieldError
+func checkParams(j *jobRef, p job.Params) []client.FieldError {
+	var fields []client.FieldError
 	fail := func(field, format string, args ...any) {
-		fields = append(fields, FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+		fields = append(fields, client.FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
 	}
 	kind := ""
 	if j.def != nil {
@@ -105,17 +107,10 @@ func activeRunProblem(w http.ResponseWriter, r *http.Request, j *jobRef, active 
 		overlap = `, or let runs of the job overlap ("overlap": "allow" with "max_concurrent" of 2 or more)`
 	}
 	w.Header().Set("Location", "/v1/runs/"+id)
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusConflict)
-	_ = json.NewEncoder(w).Encode(struct {
-		problem
-		ActiveRunID int64 `json:"active_run_id"`
-	}{problem: problem{
-		Type: problemBase + probRunActive.slug, Title: probRunActive.title, Status: http.StatusConflict,
-		Detail: fmt.Sprintf("job %s already has a %s run, %s, with other params than this trigger's; nothing was queued, so these inputs are not lost in it. "+
+	p := httpx.NewProblem(r, http.StatusConflict, probRunActive,
+		fmt.Sprintf("job %s already has a %s run, %s, with other params than this trigger's; nothing was queued, so these inputs are not lost in it. "+
 			"Wait for run %s to end (GET /v1/runs/%s) and trigger again, cancel it (POST /v1/runs/%s/cancel)%s",
-			j.conf.Name, active.Status, id, id, id, id, overlap),
-		Instance: r.URL.Path, RequestID: requestID(r.Context()),
-	}, ActiveRunID: active.ID})
+			j.conf.Name, active.Status, id, id, id, id, overlap))
+	p.ActiveRunID = active.ID
+	httpx.WriteProblemBody(w, p)
 }

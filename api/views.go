@@ -1,65 +1,18 @@
 package api
 
 import (
-	"github.com/schedulerhq/scheduler/internal/namespace"
-
 	"encoding/json"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-// The answers' shapes (api/openapi.yaml's schemas of the same names) are exported so that
-// the command-line client decodes exactly what the server encodes.
-
-// Run is a run as the API shows it.
-type Run struct {
-	ID              int64           `json:"id"`
-	Job             string          `json:"job"`
-	Namespace       string          `json:"namespace"`
-	Trigger         string          `json:"trigger"`
-	Status          string          `json:"status"`
-	ScheduledAt     *time.Time      `json:"scheduled_at"`
-	StartedAt       *time.Time      `json:"started_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	DurationMS      *int64          `json:"duration_ms"`
-	InstanceID      *string         `json:"instance_id"`
-	Epoch           *int64          `json:"epoch"`
-	Stats           json.RawMessage `json:"stats"`
-	Error           *string         `json:"error"`
-	Reason          *string         `json:"reason"`
-	Params          json.RawMessage `json:"params"`
-	CreatedAt       time.Time       `json:"created_at"`
-	CancelRequested bool            `json:"cancel_requested"`
-	RecoversRunID   *int64          `json:"recovers_run_id"`
-	// DefinitionVersion is the version of a runtime job's definition the run ran; null for
-	// a built-in job, and for a run not started yet.
-	DefinitionVersion *int64 `json:"definition_version"`
-	// NextAttemptAt is when a running runtime HTTP job's next call attempt starts, while
-	// it waits out the backoff after a failed one; null otherwise.
-	NextAttemptAt *time.Time `json:"next_attempt_at"`
-	// Attempts are a runtime HTTP job's call attempts: GET /v1/runs/{id} always sets them
-	// (empty for other jobs); lists of runs leave them out.
-	Attempts []Attempt `json:"attempts,omitzero"`
-	// Output is what a callback job's target reported with its completion (its first
-	// 4 KiB); GET /v1/runs/{id} sets it when there is one.
-	Output *string `json:"output,omitempty"`
-}
-
-// Attempt is one call attempt of a runtime HTTP job's run.
-type Attempt struct {
-	Attempt    int       `json:"attempt"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS int64     `json:"duration_ms"`
-	// StatusCode is null when no answer came (Error says why).
-	StatusCode *int `json:"status_code"`
-	// Body is the first 4 KiB of the answer's body.
-	Body  *string `json:"body"`
-	Error *string `json:"error"`
-}
+// The answers' shapes (api/openapi.yaml's schemas) are package client's: the API encodes
+// the very types a client decodes.
 
 func newAttemptViews(list []store.Attempt) []Attempt {
 	views := make([]Attempt, len(list))
@@ -107,6 +60,101 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// nextRunsShown is how many coming slots a job view lists.
+const nextRunsShown = 5
+
+// staticJobView is j's view without its state (paused, next runs, last run): what a
+// replica may keep for as long as the job's definition keeps its version.
+func staticJobView(j *jobRef) Job {
+	c := &j.conf
+	ns, name := namespace.Split(c.Name)
+	v := Job{
+		Name: name, Namespace: ns, Enabled: c.Enabled, Timeout: c.Timeout.String(),
+		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin, Schedules: []string{},
+	}
+	if c.Schedule != nil {
+		v.Schedule, v.ScheduleText, v.TimeZone = c.Schedule.String(), c.Schedule.Text(), c.Schedule.Location().String()
+		v.Schedules = c.Schedule.Specs()
+	}
+	if j.stored != nil {
+		addRuntimeView(&v, j)
+	} else {
+		v.Notify = c.Notify
+	}
+	return v
+}
+
+// withState is the job's view with its state, the next runs computed from now on the
+// database's clock; ran is what ran of its slots (for max_runs).
+func (jv *jobView) withState(now time.Time, paused bool, last *store.Run, ran store.RanRuns) Job {
+	v := jv.static
+	co := jv.coming(now, paused, ran)
+	v.Paused, v.LastRun = paused, newRunView(last)
+	v.Finished, v.NextRuns, v.NextRunsDST, v.Warnings = co.finished, co.runs, co.marks, co.warnings
+	if len(v.NextRuns) > 0 {
+		v.NextRunAt = &v.NextRuns[0]
+	}
+	return v
+}
+
+// computeNextRuns returns the next nextRunsShown slots of j's schedule after now.
+func computeNextRuns(j *config.Job, now time.Time) []time.Time {
+	runs := make([]time.Time, 0, nextRunsShown)
+	for t := now; len(runs) < nextRunsShown; {
+		if t = j.Schedule.Next(t); t.IsZero() {
+			break
+		}
+		runs = append(runs, t.UTC())
+	}
+	return runs
+}
+
+// Run is a run as the API shows it.
+type Run struct {
+	ID              int64           `json:"id"`
+	Job             string          `json:"job"`
+	Namespace       string          `json:"namespace"`
+	Trigger         string          `json:"trigger"`
+	Status          string          `json:"status"`
+	ScheduledAt     *time.Time      `json:"scheduled_at"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	DurationMS      *int64          `json:"duration_ms"`
+	InstanceID      *string         `json:"instance_id"`
+	Epoch           *int64          `json:"epoch"`
+	Stats           json.RawMessage `json:"stats"`
+	Error           *string         `json:"error"`
+	Reason          *string         `json:"reason"`
+	Params          json.RawMessage `json:"params"`
+	CreatedAt       time.Time       `json:"created_at"`
+	CancelRequested bool            `json:"cancel_requested"`
+	RecoversRunID   *int64          `json:"recovers_run_id"`
+	// DefinitionVersion is the version of a runtime job's definition the run ran; null for
+	// a built-in job, and for a run not started yet.
+	DefinitionVersion *int64 `json:"definition_version"`
+	// NextAttemptAt is when a running runtime HTTP job's next call attempt starts, while
+	// it waits out the backoff after a failed one; null otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// Attempts are a runtime HTTP job's call attempts: GET /v1/runs/{id} always sets them
+	// (empty for other jobs); lists of runs leave them out.
+	Attempts []Attempt `json:"attempts,omitzero"`
+	// Output is what a callback job's target reported with its completion (its first
+	// 4 KiB); GET /v1/runs/{id} sets it when there is one.
+	Output *string `json:"output,omitempty"`
+}
+
+// Attempt is one call attempt of a runtime HTTP job's run.
+type Attempt struct {
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	// StatusCode is null when no answer came (Error says why).
+	StatusCode *int `json:"status_code"`
+	// Body is the first 4 KiB of the answer's body.
+	Body  *string `json:"body"`
+	Error *string `json:"error"`
 }
 
 // Job is a job's configuration and state.
@@ -168,52 +216,3 @@ type Job struct {
 
 // KindBuiltin is the kind of a compiled job.
 const KindBuiltin = "builtin"
-
-// nextRunsShown is how many coming slots a job view lists.
-const nextRunsShown = 5
-
-// staticJobView is j's view without its state (paused, next runs, last run): what a
-// replica may keep for as long as the job's definition keeps its version.
-func staticJobView(j *jobRef) Job {
-	c := &j.conf
-	ns, name := namespace.Split(c.Name)
-	v := Job{
-		Name: name, Namespace: ns, Enabled: c.Enabled, Timeout: c.Timeout.String(),
-		Catchup: c.Catchup.String(), MinGap: c.MinGap.String(), Kind: KindBuiltin, Schedules: []string{},
-	}
-	if c.Schedule != nil {
-		v.Schedule, v.ScheduleText, v.TimeZone = c.Schedule.String(), c.Schedule.Text(), c.Schedule.Location().String()
-		v.Schedules = c.Schedule.Specs()
-	}
-	if j.stored != nil {
-		addRuntimeView(&v, j)
-	} else {
-		v.Notify = c.Notify
-	}
-	return v
-}
-
-// withState is the job's view with its state, the next runs computed from now on the
-// database's clock; ran is what ran of its slots (for max_runs).
-func (jv *jobView) withState(now time.Time, paused bool, last *store.Run, ran store.RanRuns) Job {
-	v := jv.static
-	co := jv.coming(now, paused, ran)
-	v.Paused, v.LastRun = paused, newRunView(last)
-	v.Finished, v.NextRuns, v.NextRunsDST, v.Warnings = co.finished, co.runs, co.marks, co.warnings
-	if len(v.NextRuns) > 0 {
-		v.NextRunAt = &v.NextRuns[0]
-	}
-	return v
-}
-
-// computeNextRuns returns the next nextRunsShown slots of j's schedule after now.
-func computeNextRuns(j *config.Job, now time.Time) []time.Time {
-	runs := make([]time.Time, 0, nextRunsShown)
-	for t := now; len(runs) < nextRunsShown; {
-		if t = j.Schedule.Next(t); t.IsZero() {
-			break
-		}
-		runs = append(runs, t.UTC())
-	}
-	return runs
-}

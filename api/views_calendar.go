@@ -16,15 +16,6 @@ import (
 // next runs with the slots a clock change moved or doubled, and the warnings of the clock
 // changes of the next year (issue 33).
 
-// SlotDST marks a slot of next_runs that a clock change moved or doubled.
-type SlotDST struct {
-	At time.Time `json:"at"`
-	// Change is "moved" (not at its wall-clock time's first instant: shifted after a gap,
-	// or the second of a repeated time) or "doubled" (a repeated time that runs twice).
-	Change string `json:"change"`
-	Note   string `json:"note"`
-}
-
 // coming is what a view shows of the job's future at one instant.
 type coming struct {
 	finished bool
@@ -153,4 +144,13 @@ func ranRuns(ctx context.Context, ex store.Executor, list []*jobView) (map[strin
 		return nil, nil
 	}
 	return ex.RanRuns(ctx, names)
+}
+
+// SlotDST marks a slot of next_runs that a clock change moved or doubled.
+type SlotDST struct {
+	At time.Time `json:"at"`
+	// Change is "moved" (not at its wall-clock time's first instant: shifted after a gap,
+	// or the second of a repeated time) or "doubled" (a repeated time that runs twice).
+	Change string `json:"change"`
+	Note   string `json:"note"`
 }

@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 )
 
 // The job list at 10 000 jobs is a 13 MB answer that a console or a script re-reads while
-// little changes; gzip took about 16 ms of each request's CPU, a sixth of it. conditionalGET
+// little changes; gzip took about 16 ms of each request's CPU, a sixth of it. ConditionalGET
 // already hashes every answer for its ETag, so a big answer's compressed form is kept by
 // that tag: an answer whose body hashes the same is the same content, and is sent as
 // compressed before, whoever asks. A body that changed has a new tag and is compressed anew.
 
-// compressedAnswers keeps the gzip form of the last few big answers, by ETag.
-type compressedAnswers struct {
+// CompressedAnswers keeps the gzip form of the last few big answers, by ETag.
+type CompressedAnswers struct {
 	mu      sync.Mutex
 	entries []compressedAnswer // newest last
 }
@@ -32,7 +32,7 @@ type compressedAnswer struct {
 const compressedAnswersKept = 4
 
 // gzipOf returns body gzipped, from the kept answers when one has tag.
-func (c *compressedAnswers) gzipOf(tag string, body []byte) []byte {
+func (c *CompressedAnswers) gzipOf(tag string, body []byte) []byte {
 	c.mu.Lock()
 	for i, e := range c.entries {
 		if e.tag == tag {
@@ -67,7 +67,7 @@ func (c *compressedAnswers) gzipOf(tag string, body []byte) []byte {
 // writeCompressed answers a big body the client accepts in gzip, compressed or taken from
 // the kept answers; it reports false, writing nothing, when the body is small or the client
 // does not accept gzip (compress then decides, as for every answer).
-func (c *compressedAnswers) writeCompressed(w http.ResponseWriter, r *http.Request, tag string, body []byte) bool {
+func (c *CompressedAnswers) writeCompressed(w http.ResponseWriter, r *http.Request, tag string, body []byte) bool {
 	if len(body) < fastLevelFrom || !acceptsGzip(r.Header.Get("Accept-Encoding")) {
 		return false
 	}

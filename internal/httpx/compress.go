@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"compress/flate"
@@ -9,11 +9,11 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 )
 
-// compress gzips (or deflates) what is worth it for a client that accepts it: the JSON
+// Compress gzips (or deflates) what is worth it for a client that accepts it: the JSON
 // answers, problems, the OpenAPI document and the dashboard's files. An open dashboard
 // polls several routes every second, so this is most of what it costs on the wire.
 // /metrics compresses itself (promhttp), and Compress leaves an encoded answer alone.
-var compress = newCompressor()
+var Compress = newCompressor()
 
 // compressLevel is the level of every answer but the big ones (fastLevelFrom).
 const compressLevel = 5

@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"bytes"
@@ -10,18 +10,18 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// conditionalGET gives each successful GET (and HEAD) answer a weak ETag, a hash of its
+// ConditionalGET gives each successful GET (and HEAD) answer a weak ETag, a hash of its
 // body, and answers 304 with no body when the client's If-None-Match already names it.
 // The dashboard re-polls every second an answer that rarely changes; this way an unchanged
 // one costs a few headers. The ETag is weak because the compressed and the plain answer
 // are the same content in two encodings. Cache-Control: no-cache makes any cache on the
 // way ask again each time instead of serving a stale answer. A big answer is sent gzipped
 // from compressed when it was compressed before (compressed_answers.go).
-func conditionalGET(compressed *compressedAnswers) func(http.Handler) http.Handler {
+func ConditionalGET(compressed *CompressedAnswers) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler { return conditional(compressed, next) }
 }
 
-func conditional(compressed *compressedAnswers, next http.Handler) http.Handler {
+func conditional(compressed *CompressedAnswers, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			next.ServeHTTP(w, r)
@@ -123,9 +123,9 @@ func (b *bufferedAnswer) Write(p []byte) (int, error) {
 	return b.body.Write(p)
 }
 
-// allowedMethods lists the methods routes answers at the request's path, for the Allow
+// AllowedMethods lists the methods routes answers at the request's path, for the Allow
 // header every 405 must carry (RFC 9110 §15.5.6). Every GET route answers HEAD too.
-func allowedMethods(routes chi.Routes, r *http.Request) string {
+func AllowedMethods(routes chi.Routes, r *http.Request) string {
 	path := r.URL.RawPath
 	if path == "" {
 		path = r.URL.Path

@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import "net/http"
 
@@ -14,8 +14,8 @@ var answerBuffers = make(chan []byte, 2)
 // bigAnswer is the size from which an answer's buffer is worth reusing.
 const bigAnswer = 64 << 10
 
-// answerBuffer returns an empty buffer with room for at least n bytes.
-func answerBuffer(n int) []byte {
+// AnswerBuffer returns an empty buffer with room for at least n bytes.
+func AnswerBuffer(n int) []byte {
 	if n >= bigAnswer {
 		select {
 		case b := <-answerBuffers:
@@ -38,9 +38,9 @@ func releaseAnswerBuffer(b []byte) {
 	}
 }
 
-// writeOwnedJSON answers b, a whole JSON body the caller no longer uses: conditionalGET's
+// WriteOwnedJSON answers b, a whole JSON body the caller no longer uses: conditionalGET's
 // buffer takes it uncopied when it holds the answer, else it is written and given back.
-func writeOwnedJSON(w http.ResponseWriter, status int, b []byte) {
+func WriteOwnedJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	if a, ok := w.(*bufferedAnswer); ok && a.adopt(b) {

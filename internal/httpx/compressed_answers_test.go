@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ func TestBigAnswersAreNeverSentAsAnotherAnswersKeptForm(t *testing.T) {
 	t.Parallel()
 	bodies := []string{bigJSON("a"), bigJSON("b")}
 	var current int
-	var kept compressedAnswers
-	srv := httptest.NewServer(compress(conditionalGET(&kept)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var kept CompressedAnswers
+	srv := httptest.NewServer(Compress(ConditionalGET(&kept)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, bodies[current])
 	}))))
@@ -85,8 +85,8 @@ func TestAcceptsGzip(t *testing.T) {
 func TestConcurrentBigAnswersGetTheirOwnContent(t *testing.T) {
 	t.Parallel()
 	bodies := []string{bigJSON("a"), bigJSON("b"), bigJSON("c"), bigJSON("d"), bigJSON("e"), bigJSON("f")}
-	var kept compressedAnswers
-	srv := httptest.NewServer(compress(conditionalGET(&kept)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var kept CompressedAnswers
+	srv := httptest.NewServer(Compress(ConditionalGET(&kept)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, bodies[int(r.URL.Query().Get("b")[0]-'0')])
 	}))))

@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"errors"
@@ -7,13 +7,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/schedulerhq/scheduler/client"
 )
 
-// queryParams reads the query string for a handler that takes parameters, or answers 400
+// QueryParams reads the query string for a handler that takes parameters, or answers 400
 // naming the parameter that does not decode: r.URL.Query() drops such a pair silently, so
 // a mistyped ?cursor=%%x would be served as if there were no cursor (docs/design.md,
 // guarantee 9: nothing lost on bad input). Routes that take no parameters ignore the query string.
-func queryParams(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+func QueryParams(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err == nil {
 		return q, true
@@ -22,7 +24,7 @@ func queryParams(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	if field == "" {
 		field = "query"
 	}
-	fieldProblem(w, r, probInvalidRequest, field, fmt.Sprintf(
+	FieldProblem(w, r, ProbInvalidRequest, field, fmt.Sprintf(
 		"the query parameter %q is not valid URL encoding (%v); percent-encode its special characters, such as %%25 for %%",
 		field, err))
 	return nil, false
@@ -52,27 +54,27 @@ func malformedParam(raw string) (string, error) {
 	return "", errors.New("it does not decode")
 }
 
-// queryLimit reads a page's ?limit (1 to limitMax), or answers 400 and returns false; without
+// QueryLimit reads a page's ?limit (1 to most), or answers 400 and returns false; without
 // one it returns def.
-func queryLimit(w http.ResponseWriter, r *http.Request, q url.Values, def int) (int, bool) {
-	n, bad := parseLimit(q, def)
+func QueryLimit(w http.ResponseWriter, r *http.Request, q url.Values, def, most int) (int, bool) {
+	n, bad := ParseLimit(q, def, most)
 	if bad != nil {
-		fieldProblem(w, r, probInvalidRequest, bad.Field, bad.Detail)
+		FieldProblem(w, r, ProbInvalidRequest, bad.Field, bad.Detail)
 		return 0, false
 	}
 	return n, true
 }
 
-// parseLimit is queryLimit for a handler that lists every wrong parameter at once: it
+// ParseLimit is QueryLimit for a handler that lists every wrong parameter at once: it
 // returns the field error instead of answering it.
-func parseLimit(q url.Values, def int) (int, *FieldError) {
+func ParseLimit(q url.Values, def, most int) (int, *client.FieldError) {
 	v := q.Get("limit")
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > limitMax {
-		return 0, &FieldError{Field: "limit", Detail: fmt.Sprintf("limit must be an integer from 1 to %d; got %q", limitMax, v)}
+	if err != nil || n < 1 || n > most {
+		return 0, &client.FieldError{Field: "limit", Detail: fmt.Sprintf("limit must be an integer from 1 to %d; got %q", most, v)}
 	}
 	return n, nil
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,25 +16,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
-
-// actionView is one operator action as GET /v1/audit shows it.
-type actionView struct {
-	ID         int64     `json:"id"`
-	At         time.Time `json:"at"`
-	Action     string    `json:"action"`
-	Job        *string   `json:"job"`
-	RunID      *int64    `json:"run_id"`
-	Namespace  *string   `json:"namespace"`
-	TokenKind  string    `json:"token_kind"`
-	TokenID    *string   `json:"token_id"`
-	TokenName  *string   `json:"token_name"`
-	Reason     *string   `json:"reason"`
-	RequestID  string    `json:"request_id"`
-	RemoteAddr string    `json:"remote_addr"`
-	// Detail is a definition change's {"before": ..., "after": ...} (definitions, or null),
-	// absent on the actions that have none.
-	Detail json.RawMessage `json:"detail,omitempty"`
-}
 
 // auditCursorScope ties audit cursors to this route, so a run-history cursor is refused here;
 // a filtered list's cursors also carry its filters (auditScope).
@@ -98,9 +78,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		c := encodeCursor(list[len(list)-1].ID, scope)
 		next = &c
 	}
-	views := make([]actionView, len(list))
+	views := make([]client.Action, len(list))
 	for i, a := range list {
-		views[i] = actionView{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID, Namespace: a.Namespace,
+		views[i] = client.Action{ID: a.ID, At: a.At.UTC(), Action: a.Action, Job: a.Job, RunID: a.RunID, Namespace: a.Namespace,
 			TokenKind: a.TokenKind, TokenID: a.TokenID, TokenName: a.TokenName, Reason: a.Reason, RequestID: a.RequestID,
 			RemoteAddr: a.RemoteAddr, Detail: a.Detail}
 		if a.Job != nil {
@@ -108,7 +88,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 			views[i].Job = &name
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"actions": views, "next_cursor": next})
+	httpx.WriteJSON(w, http.StatusOK, client.ActionPage{Actions: views, NextCursor: next})
 }
 
 // auditFilter reads ?job=, ?action=, ?token=, ?since= and ?until= into f, and lists every

@@ -23,30 +23,13 @@ import (
 // maxBackfillSlots caps one backfill; a wider one is refused with what to narrow.
 const maxBackfillSlots = 1000
 
-// backfillView is a backfill as the API shows it.
-type backfillView struct {
-	ID        int64       `json:"id"`
-	Job       string      `json:"job"`
-	Namespace string      `json:"namespace"`
-	Since     time.Time   `json:"since"`
-	Until     time.Time   `json:"until"`
-	Only      string      `json:"only"`
-	Slots     []time.Time `json:"slots"`
-	// Done counts the slots queued so far; RunID is the last one's run.
-	Done      int       `json:"done"`
-	RunID     *int64    `json:"run_id"`
-	State     string    `json:"state"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-func newBackfillView(b store.Backfill) backfillView {
+func newBackfillView(b store.Backfill) client.Backfill {
 	ns, name := namespace.Split(b.Job)
 	slots := make([]time.Time, len(b.Slots))
 	for i, t := range b.Slots {
 		slots[i] = t.UTC()
 	}
-	return backfillView{ID: b.ID, Job: name, Namespace: ns, Since: b.Since.UTC(), Until: b.Until.UTC(), Only: b.Only,
+	return client.Backfill{ID: b.ID, Job: name, Namespace: ns, Since: b.Since.UTC(), Until: b.Until.UTC(), Only: b.Only,
 		Slots: slots, Done: b.Next, RunID: b.RunID, State: b.State, CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC()}
 }
 
@@ -144,7 +127,7 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	var view backfillView
+	var view client.Backfill
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		b, err := ex.CreateBackfill(ctx, store.Backfill{Job: j.conf.Name, Since: since, Until: until, Only: req.Only, Slots: slots})
 		if err != nil {

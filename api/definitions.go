@@ -153,7 +153,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var view Job
+	var view client.Job
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		sd, err := ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs)
 		if err != nil {
@@ -221,7 +221,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 	// A create that loses a race with another request creating the same name is retried
 	// once, as the replacement it has become.
 	for attempt := 0; ; attempt++ {
-		var view Job
+		var view client.Job
 		var current store.StoredDefinition
 		created, changed := false, false
 		err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
@@ -336,7 +336,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 // recordChange writes a definition change's audit row, with the definition before and after
 // in its detail, and returns the job's view after the change (none after a delete), read in
 // the same transaction.
-func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Request, action string, reason *string, before, after *store.StoredDefinition) (Job, error) {
+func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Request, action string, reason *string, before, after *store.StoredDefinition) (client.Job, error) {
 	var change struct {
 		Before json.RawMessage `json:"before"`
 		After  json.RawMessage `json:"after"`
@@ -351,11 +351,11 @@ func (s *Server) recordChange(ctx context.Context, ex store.Executor, r *http.Re
 	a := s.action(r, action, name, reason)
 	a.Detail, _ = json.Marshal(change)
 	if err := ex.RecordAction(ctx, a); err != nil || after == nil {
-		return Job{}, err
+		return client.Job{}, err
 	}
 	views, err := s.views(ctx, ex, runtimeJob(*after))
 	if err != nil {
-		return Job{}, err
+		return client.Job{}, err
 	}
 	return views[0], nil
 }

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -17,7 +20,7 @@ const targetRunes = 80
 
 // writeDefinitionAnswer answers a stored definition: its version as a strong ETag, and
 // Location when it was created.
-func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
+func writeDefinitionAnswer(w http.ResponseWriter, status int, v client.Job) {
 	w.Header().Set("ETag", `"`+strconv.FormatInt(*v.Version, 10)+`"`)
 	if status == http.StatusCreated {
 		w.Header().Set("Location", jobPath(namespace.Key(v.Namespace, v.Name)))
@@ -26,7 +29,7 @@ func writeDefinitionAnswer(w http.ResponseWriter, status int, v Job) {
 }
 
 // addRuntimeView fills in a runtime job's part of its view.
-func addRuntimeView(v *Job, j *jobRef) {
+func addRuntimeView(v *client.Job, j *jobRef) {
 	v.Kind = j.stored.Kind
 	v.Version = &j.stored.Version
 	v.DefinitionError = j.invalid
@@ -34,7 +37,7 @@ func addRuntimeView(v *Job, j *jobRef) {
 	if d == nil {
 		return
 	}
-	v.Definition = d
+	v.Definition = encodedJSON(d)
 	v.Description = &d.Description
 	v.Labels = d.Labels
 	if v.Labels == nil {
@@ -73,4 +76,14 @@ func jobPath(key string) string {
 		return "/v1/jobs/" + name
 	}
 	return "/v1/namespaces/" + ns + "/jobs/" + name
+}
+
+// encodedJSON is v in JSON, for a view's member that holds it encoded (client.Job's
+// definition and notification rules: their types are the server's).
+func encodedJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("api: encode view member: %v", err)) // an unencodable type: a programming error
+	}
+	return b
 }

@@ -74,7 +74,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, rec *store.Idemp
 			client.FieldError{Field: "Idempotency-Key", Detail: "in progress"})
 	default:
 		// Decoded and re-encoded like the first answer was, so the bytes match it.
-		var v Run
+		var v client.Run
 		if err := json.Unmarshal(rec.ResponseJSON, &v); err != nil {
 			s.databaseProblem(w, r, fmt.Errorf("decode the stored answer: %w", err))
 			return

@@ -246,7 +246,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, j *jobRef) {
 // GET answers keep the weak ETag of their content (conditionalGET), which also changes
 // when the job's state does (paused, last run), so the version travels beside it for
 // If-Match.
-func writeJobView(w http.ResponseWriter, status int, v Job) {
+func writeJobView(w http.ResponseWriter, status int, v client.Job) {
 	if v.Version != nil {
 		w.Header().Set("X-Job-Version", fmt.Sprint(*v.Version))
 	}
@@ -255,7 +255,7 @@ func writeJobView(w http.ResponseWriter, status int, v Job) {
 
 // views shows jobs with their state read through ex: the pool, or the transaction that
 // just changed a definition, so the answer shows what committed.
-func (s *Server) views(ctx context.Context, ex store.Executor, refs ...jobRef) ([]Job, error) {
+func (s *Server) views(ctx context.Context, ex store.Executor, refs ...jobRef) ([]client.Job, error) {
 	list := make([]*jobView, len(refs))
 	for i := range refs {
 		list[i] = &jobView{ref: refs[i], static: staticJobView(&refs[i])}
@@ -264,7 +264,7 @@ func (s *Server) views(ctx context.Context, ex store.Executor, refs ...jobRef) (
 }
 
 // stateViews adds each job's state, read through ex, to its view.
-func (s *Server) stateViews(ctx context.Context, ex store.Executor, list []*jobView) ([]Job, error) {
+func (s *Server) stateViews(ctx context.Context, ex store.Executor, list []*jobView) ([]client.Job, error) {
 	names := make([]string, len(list))
 	for i, jv := range list {
 		names[i] = jv.ref.conf.Name
@@ -277,7 +277,7 @@ func (s *Server) stateViews(ctx context.Context, ex store.Executor, list []*jobV
 	if err != nil {
 		return nil, err
 	}
-	views := make([]Job, len(list))
+	views := make([]client.Job, len(list))
 	for i, jv := range list {
 		views[i] = jv.withState(now, paused[names[i]], last[names[i]], ran[names[i]])
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -32,7 +33,7 @@ type jobView struct {
 	version int64
 	ref     jobRef
 	// static is the view without the job's state (paused, next runs, last run).
-	static Job
+	static client.Job
 	next   nextRunsMemo
 	warn   warnMemo
 	last   lastRunMemo
@@ -50,7 +51,7 @@ type nextRuns struct {
 	from time.Time
 	runs []time.Time
 	// marks are the runs a clock change moved or doubled (views_calendar.go).
-	marks []SlotDST
+	marks []client.SlotDST
 	// first, all and dst are runs[0], runs and marks in JSON, for the job list
 	// (jobs_json.go).
 	first, all, dst []byte

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/access"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -68,12 +69,12 @@ func readableLists(p access.Principal) string {
 }
 
 // namespaceCounts are the counts of each namespace a list meets.
-type namespaceCounts map[string]*NamespaceJobCounts
+type namespaceCounts map[string]*client.NamespaceJobCounts
 
-func (m namespaceCounts) of(ns string) *JobCounts {
+func (m namespaceCounts) of(ns string) *client.JobCounts {
 	c := m[ns]
 	if c == nil {
-		c = &NamespaceJobCounts{Namespace: ns}
+		c = &client.NamespaceJobCounts{Namespace: ns}
 		m[ns] = c
 	}
 	return &c.JobCounts
@@ -81,7 +82,7 @@ func (m namespaceCounts) of(ns string) *JobCounts {
 
 // countsJSON is the answer's counts members: "counts", and "namespace_counts" by namespace
 // for a list of every namespace's jobs.
-func countsJSON(total JobCounts, perNS namespaceCounts, every bool) ([]byte, error) {
+func countsJSON(total client.JobCounts, perNS namespaceCounts, every bool) ([]byte, error) {
 	b, err := json.Marshal(total)
 	if err != nil {
 		return nil, err
@@ -90,20 +91,14 @@ func countsJSON(total JobCounts, perNS namespaceCounts, every bool) ([]byte, err
 	if !every {
 		return out, nil
 	}
-	list := make([]*NamespaceJobCounts, 0, len(perNS))
+	list := make([]*client.NamespaceJobCounts, 0, len(perNS))
 	for _, c := range perNS {
 		list = append(list, c)
 	}
-	slices.SortFunc(list, func(a, b *NamespaceJobCounts) int { return strings.Compare(a.Namespace, b.Namespace) })
+	slices.SortFunc(list, func(a, b *client.NamespaceJobCounts) int { return strings.Compare(a.Namespace, b.Namespace) })
 	if b, err = json.Marshal(list); err != nil {
 		return nil, err
 	}
 	out = append(out, `,"namespace_counts":`...)
 	return append(out, b...), nil
-}
-
-// NamespaceJobCounts are one namespace's JobCounts in a list of every namespace's jobs.
-type NamespaceJobCounts struct {
-	Namespace string `json:"namespace"`
-	JobCounts
 }

@@ -130,7 +130,8 @@ func healthOf(jv *jobView, paused bool, last *store.Run) jobHealth {
 	return h
 }
 
-func (c *JobCounts) add(h jobHealth) {
+// countHealth counts a job of health h in c.
+func countHealth(c *client.JobCounts, h jobHealth) {
 	c.Total++
 	for _, s := range []struct {
 		in bool
@@ -220,16 +221,16 @@ func (s *Server) listFilteredJobs(w http.ResponseWriter, r *http.Request, ns str
 		return
 	}
 	start := startAfter(all, f.after)
-	var counts JobCounts
+	var counts client.JobCounts
 	perNS := namespaceCounts{}
 	var page []*jobView
 	var next *string
 	for i, jv := range all {
 		name := jv.ref.conf.Name
 		h := healthOf(jv, paused[name], last[name])
-		counts.add(h)
+		countHealth(&counts, h)
 		nsCounts := perNS.of(namespace.Of(name))
-		nsCounts.add(h)
+		countHealth(nsCounts, h)
 		if !f.matches(jv, h) {
 			continue
 		}
@@ -275,16 +276,4 @@ func startAfter(all []*jobView, after string) int {
 		}
 	}
 	return len(all)
-}
-
-// JobCounts are the health of a namespace's jobs (?counts=true): every job of it, whatever
-// the filters, and how many of them the filters match. A job may count in several states
-// (paused and failing).
-type JobCounts struct {
-	Total    int `json:"total"`
-	Failing  int `json:"failing"`
-	Running  int `json:"running"`
-	Paused   int `json:"paused"`
-	Disabled int `json:"disabled"`
-	Matched  int `json:"matched"`
 }

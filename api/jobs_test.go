@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
@@ -150,7 +151,7 @@ func TestPauseAndResumePersist(t *testing.T) {
 }
 
 // jobViews shows built-in jobs as another replica's API would.
-func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]Job, error) {
+func (s *Server) jobViews(ctx context.Context, list ...config.Job) ([]client.Job, error) {
 	refs := make([]jobRef, len(list))
 	for i, j := range list {
 		refs[i] = jobRef{conf: j}

@@ -19,25 +19,8 @@ import (
 // Namespaces: GET /v1/namespaces (those the caller may read), GET and PUT
 // /v1/namespaces/{ns} (PUT: admin only; creates it or sets its quotas).
 
-// namespaceView is a namespace as the API shows it. A quota left out is unbounded.
-type namespaceView struct {
-	Name               string  `json:"name"`
-	MaxJobs            *int    `json:"max_jobs"`
-	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
-	MinInterval        *string `json:"min_interval"`
-	// The outbound surface; null is "never set" (namespace default only: what it had
-	// before, docs/operations.md).
-	SQLTargets *[]string `json:"sql_targets"`
-	HTTPAllow  *[]string `json:"http_allow"`
-	EnvSecrets *[]string `json:"env_secrets"`
-	Jobs       int       `json:"jobs"`
-	Secrets    int       `json:"secrets"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
-
-func newNamespaceView(n store.Namespace, c store.NamespaceCounts) namespaceView {
-	v := namespaceView{Name: n.Name, MaxJobs: n.MaxJobs, MaxConcurrentCalls: n.MaxConcurrentCalls,
+func newNamespaceView(n store.Namespace, c store.NamespaceCounts) client.Namespace {
+	v := client.Namespace{Name: n.Name, MaxJobs: n.MaxJobs, MaxConcurrentCalls: n.MaxConcurrentCalls,
 		SQLTargets: n.SQLTargets, HTTPAllow: n.HTTPAllow, EnvSecrets: n.EnvSecrets,
 		Jobs: c.Jobs, Secrets: c.Secrets, CreatedAt: n.CreatedAt.UTC(), UpdatedAt: n.UpdatedAt.UTC()}
 	if n.MinInterval != nil {
@@ -47,25 +30,20 @@ func newNamespaceView(n store.Namespace, c store.NamespaceCounts) namespaceView 
 	return v
 }
 
-// namespacesView is GET /v1/namespaces's answer.
-type namespacesView struct {
-	Namespaces []namespaceView `json:"namespaces"`
-}
-
-func (s *Server) listNamespaces(ctx context.Context, _ *struct{}) (*namespacesView, error) {
+func (s *Server) listNamespaces(ctx context.Context, _ *struct{}) (*client.Namespaces, error) {
 	readable := principal(ctx).Readable() // nil: every namespace
 	if readable != nil && len(readable) == 0 {
-		return &namespacesView{Namespaces: []namespaceView{}}, nil
+		return &client.Namespaces{Namespaces: []client.Namespace{}}, nil
 	}
 	list, counts, err := s.cfg.DB.Namespaces(ctx, readable)
 	if err != nil {
 		return nil, err
 	}
-	views := make([]namespaceView, len(list))
+	views := make([]client.Namespace, len(list))
 	for i, n := range list {
 		views[i] = newNamespaceView(n, counts[n.Name])
 	}
-	return &namespacesView{Namespaces: views}, nil
+	return &client.Namespaces{Namespaces: views}, nil
 }
 
 // namespaceRoute is a {ns} route's request: the namespace it names.
@@ -77,7 +55,7 @@ func (q *namespaceRoute) Extract(r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getNamespace(ctx context.Context, q *namespaceRoute) (*namespaceView, error) {
+func (s *Server) getNamespace(ctx context.Context, q *namespaceRoute) (*client.Namespace, error) {
 	list, counts, err := s.cfg.DB.Namespaces(ctx, []string{q.ns})
 	if err != nil {
 		return nil, err
@@ -156,7 +134,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	var view namespaceView
+	var view client.Namespace
 	var created bool
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		out, c, err := ex.PutNamespace(ctx, n)

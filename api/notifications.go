@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
-	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/namespace"
@@ -19,8 +19,8 @@ import (
 // notificationsDefault is how many messages an answer lists without ?limit.
 const notificationsDefault = 50
 
-func newNotificationView(d store.Delivery) Notification {
-	v := Notification{ID: d.ID, Event: d.Event, Type: notify.Type(d.Event), Kind: d.Kind, WebhookID: d.WebhookID.String(),
+func newNotificationView(d store.Delivery) client.Notification {
+	v := client.Notification{ID: d.ID, Event: d.Event, Type: notify.Type(d.Event), Kind: d.Kind, WebhookID: d.WebhookID.String(),
 		Runs: d.RunIDs, Count: d.Count, Status: d.Status, Attempts: d.Attempts, StatusCode: d.LastStatus,
 		Error: d.LastError, CreatedAt: d.CreatedAt.UTC(), SentAt: utcPtr(d.SentAt)}
 	if v.Runs == nil {
@@ -63,7 +63,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	views := make([]Notification, len(sent))
+	views := make([]client.Notification, len(sent))
 	for i, d := range sent {
 		views[i] = newNotificationView(d)
 	}
@@ -103,24 +103,4 @@ func principalName(r *http.Request) string {
 		return "a " + p.Kind + " token"
 	}
 	return "an operator"
-}
-
-// Notification is one message to one destination (openapi.yaml's Notification).
-type Notification struct {
-	ID          int64      `json:"id"`
-	Event       string     `json:"event"`
-	Type        string     `json:"type"`
-	Kind        string     `json:"kind"`
-	Destination string     `json:"destination"`
-	WebhookID   string     `json:"webhook_id"`
-	Runs        []int64    `json:"runs"`
-	Count       int        `json:"count"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	StatusCode  *int       `json:"status_code"`
-	Error       *string    `json:"error"`
-	CreatedAt   time.Time  `json:"created_at"`
-	SentAt      *time.Time `json:"sent_at"`
-	// NextAttemptAt is when a pending message is tried next; null once sent or failed.
-	NextAttemptAt *time.Time `json:"next_attempt_at"`
 }

@@ -95,11 +95,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		c := encodeCursor(runs[len(runs)-1].ID, fp)
 		next = &c
 	}
-	views := make([]*Run, len(runs))
+	answer := client.RunPage{Runs: make([]client.Run, len(runs)), NextCursor: next}
 	for i, run := range runs {
-		views[i] = newRunView(run)
+		answer.Runs[i] = *newRunView(run)
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"runs": views, "next_cursor": next})
+	httpx.WriteJSON(w, http.StatusOK, answer)
 }
 
 // jobWithHistory returns {name} when a job has that name, or had it: a deleted runtime
@@ -163,7 +163,7 @@ func parseRunID(r *http.Request) (int64, *client.Problem) {
 	return id, nil
 }
 
-func (s *Server) getRun(ctx context.Context, q *runRoute) (*Run, error) {
+func (s *Server) getRun(ctx context.Context, q *runRoute) (*client.Run, error) {
 	run, err := s.cfg.DB.Run(ctx, q.id)
 	switch {
 	case errors.Is(err, store.ErrRunNotFound), err == nil && !principal(ctx).CanRead(namespace.Of(run.Job)):

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -59,18 +58,8 @@ func (s *Server) secretRoutes(r chi.Router) {
 	})
 }
 
-// secretView is a secret as the API shows it: never its value.
-type secretView struct {
-	Namespace    string    `json:"namespace"`
-	Name         string    `json:"name"`
-	Version      int64     `json:"version"`
-	AllowedHosts []string  `json:"allowed_hosts"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
-}
-
-func newSecretView(sec store.Secret) secretView {
-	return secretView{Namespace: sec.Namespace, Name: sec.Name, Version: sec.Version, AllowedHosts: sec.AllowedHosts,
+func newSecretView(sec store.Secret) client.Secret {
+	return client.Secret{Namespace: sec.Namespace, Name: sec.Name, Version: sec.Version, AllowedHosts: sec.AllowedHosts,
 		CreatedAt: sec.CreatedAt.UTC(), UpdatedAt: sec.UpdatedAt.UTC()}
 }
 
@@ -89,11 +78,11 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	views := make([]secretView, len(list))
+	views := make([]client.Secret, len(list))
 	for i, sec := range list {
 		views[i] = newSecretView(sec)
 	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]any{"secrets": views})
+	httpx.WriteJSON(w, http.StatusOK, client.Secrets{Secrets: views})
 }
 
 func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {

@@ -3,22 +3,16 @@ package api
 import (
 	"context"
 	"net/http"
-	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
-type stepDownView struct {
-	InstanceID string    `json:"instance_id"`
-	Epoch      int64     `json:"epoch"`
-	Since      time.Time `json:"since"`
-}
-
 // stepDown asks the leader, whichever replica it is, to resign at once as on SIGTERM: its
 // running jobs are cancelled, a waiting follower takes over, and it stays up as a follower.
 // This is the lever to drain a node; there is no lock to release by hand (docs/operations.md).
-func (s *Server) stepDown(ctx context.Context, req *reasonRequest) (*stepDownView, error) {
+func (s *Server) stepDown(ctx context.Context, req *reasonRequest) (*client.StepDown, error) {
 	var l store.LeaderRow
 	var ok bool
 	// The request is a row of scheduler_control, committed with its audit row; the NOTIFY
@@ -41,5 +35,5 @@ func (s *Server) stepDown(ctx context.Context, req *reasonRequest) (*stepDownVie
 	}
 	s.cfg.Log.InfoContext(ctx, "leader step-down requested", "leader", l.InstanceID, "epoch", l.Epoch,
 		"request_id", httpx.RequestID(ctx))
-	return &stepDownView{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()}, nil
+	return &client.StepDown{InstanceID: l.InstanceID, Epoch: l.Epoch, Since: l.Since.UTC()}, nil
 }

@@ -31,21 +31,8 @@ import (
 // logs) and never taken for a JWT.
 const tokenPrefix = "sch_"
 
-// tokenView is a token as the API shows it; Token is set only in POST's answer.
-type tokenView struct {
-	ID        string     `json:"id"`
-	Token     string     `json:"token,omitempty"`
-	Name      string     `json:"name"`
-	Role      string     `json:"role"`
-	Namespace *string    `json:"namespace"`
-	CreatedAt time.Time  `json:"created_at"`
-	CreatedBy string     `json:"created_by"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
-
-func newTokenView(t store.Token) tokenView {
-	return tokenView{ID: t.ID, Name: t.Name, Role: t.Role, Namespace: t.Namespace, CreatedAt: t.CreatedAt.UTC(),
+func newTokenView(t store.Token) client.Token {
+	return client.Token{ID: t.ID, Name: t.Name, Role: t.Role, Namespace: t.Namespace, CreatedAt: t.CreatedAt.UTC(),
 		CreatedBy: t.CreatedBy, ExpiresAt: utcPtr(t.ExpiresAt), RevokedAt: utcPtr(t.RevokedAt)}
 }
 
@@ -119,7 +106,7 @@ func (s *Server) createToken(ctx context.Context, req *tokenRequest) (*createdTo
 	if t.CreatedBy == "" {
 		t.CreatedBy = p.Kind
 	}
-	var view tokenView
+	var view client.Token
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		out, err := ex.CreateToken(ctx, t, hash[:])
 		if err != nil {
@@ -143,26 +130,21 @@ func (s *Server) createToken(ctx context.Context, req *tokenRequest) (*createdTo
 }
 
 // createdToken is POST /v1/tokens's answer, which holds the token's value: no cache keeps it.
-type createdToken struct{ tokenView }
+type createdToken struct{ client.Token }
 
 // SetHeader forbids keeping the answer.
 func (createdToken) SetHeader(h http.Header) { h.Set("Cache-Control", "no-store") }
 
-// tokensView is GET /v1/tokens's answer.
-type tokensView struct {
-	Tokens []tokenView `json:"tokens"`
-}
-
-func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*tokensView, error) {
+func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*client.Tokens, error) {
 	list, err := s.cfg.DB.Tokens(ctx)
 	if err != nil {
 		return nil, err
 	}
-	views := make([]tokenView, len(list))
+	views := make([]client.Token, len(list))
 	for i, t := range list {
 		views[i] = newTokenView(t)
 	}
-	return &tokensView{Tokens: views}, nil
+	return &client.Tokens{Tokens: views}, nil
 }
 
 // revokeToken revokes a token (204); every replica refuses it within storedTokenTTL.
@@ -222,20 +204,11 @@ func hasControl(s string) bool {
 }
 
 // whoami says who the caller is and what it may do, for the console and the CLI.
-func (s *Server) whoami(ctx context.Context, _ *struct{}) (*whoamiView, error) {
+func (s *Server) whoami(ctx context.Context, _ *struct{}) (*client.Whoami, error) {
 	p := principal(ctx)
-	grants := p.Grants
-	if grants == nil {
-		grants = []access.Grant{}
+	grants := make([]client.Grant, len(p.Grants))
+	for i, g := range p.Grants {
+		grants[i] = client.Grant{Namespace: g.Namespace, Role: g.Role}
 	}
-	return &whoamiView{Kind: p.Kind, TokenID: p.TokenID, TokenName: p.TokenName, Grants: grants, Admin: p.IsAdmin()}, nil
-}
-
-// whoamiView is GET /v1/whoami's answer (members in name order, as the map it was).
-type whoamiView struct {
-	Admin     bool           `json:"admin"`
-	Grants    []access.Grant `json:"grants"`
-	Kind      string         `json:"kind"`
-	TokenID   string         `json:"token_id"`
-	TokenName string         `json:"token_name"`
+	return &client.Whoami{Kind: p.Kind, TokenID: p.TokenID, TokenName: p.TokenName, Grants: grants, Admin: p.IsAdmin()}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -20,7 +21,7 @@ import (
 type coming struct {
 	finished bool
 	runs     []time.Time
-	marks    []SlotDST
+	marks    []client.SlotDST
 	warnings []string
 	// next is the memo runs and marks come from, whole, for its encoded JSON; nil when they
 	// were cut (the runs max_runs leaves) or there are none.
@@ -34,7 +35,7 @@ type coming struct {
 // that ended). Next runs show while the job is enabled, unpaused and not finished;
 // warnings while it is not finished.
 func (jv *jobView) coming(now time.Time, paused bool, ran store.RanRuns) coming {
-	co := coming{runs: []time.Time{}, marks: []SlotDST{}, warnings: []string{}}
+	co := coming{runs: []time.Time{}, marks: []client.SlotDST{}, warnings: []string{}}
 	c := &jv.ref.conf
 	if c.Schedule == nil {
 		return co
@@ -57,7 +58,7 @@ func (jv *jobView) coming(now time.Time, paused bool, ran store.RanRuns) coming 
 	if left >= 0 && left < len(next.runs) {
 		co.runs, co.next = next.runs[:left], nil
 		last := co.runs[left-1]
-		co.marks = []SlotDST{}
+		co.marks = []client.SlotDST{}
 		for _, m := range next.marks {
 			if !m.At.After(last) {
 				co.marks = append(co.marks, m)
@@ -96,11 +97,11 @@ func (co *coming) appendJSON(b []byte) []byte {
 }
 
 // markRuns marks the runs a clock change moved or doubled.
-func markRuns(j *config.Job, runs []time.Time) []SlotDST {
-	marks := []SlotDST{}
+func markRuns(j *config.Job, runs []time.Time) []client.SlotDST {
+	marks := []client.SlotDST{}
 	for _, t := range runs {
 		if m, ok := j.Schedule.Mark(t); ok {
-			marks = append(marks, SlotDST{At: t, Change: m.Change, Note: m.Note})
+			marks = append(marks, client.SlotDST{At: t, Change: m.Change, Note: m.Note})
 		}
 	}
 	return marks
@@ -144,13 +145,4 @@ func ranRuns(ctx context.Context, ex store.Executor, list []*jobView) (map[strin
 		return nil, nil
 	}
 	return ex.RanRuns(ctx, names)
-}
-
-// SlotDST marks a slot of next_runs that a clock change moved or doubled.
-type SlotDST struct {
-	At time.Time `json:"at"`
-	// Change is "moved" (not at its wall-clock time's first instant: shifted after a gap,
-	// or the second of a repeated time) or "doubled" (a repeated time that runs twice).
-	Change string `json:"change"`
-	Note   string `json:"note"`
 }

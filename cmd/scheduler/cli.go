@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schedulerhq/scheduler/api"
+	wire "github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -270,7 +270,7 @@ func (x *cli) fail(ctx context.Context, err error) int {
 	case e.Status == 0 || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return exitRefused
 	case e.Status == http.StatusNotFound && e.slug() == "job-not-found":
-		var list struct{ Jobs []api.Job }
+		var list struct{ Jobs []wire.Job }
 		if _, err := x.c.do(ctx, "GET", jobsPath(x.ns), nil, nil, nil, &list); err == nil {
 			names := make([]string, len(list.Jobs))
 			for i, j := range list.Jobs {

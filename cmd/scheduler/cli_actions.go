@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/schedulerhq/scheduler/api"
+	wire "github.com/schedulerhq/scheduler/client"
 )
 
 // The action commands: cancel, pause, resume, step-down; and status.
@@ -75,7 +75,7 @@ func stepDownFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var l api.Leader
+		var l wire.Leader
 		_ = json.Unmarshal(raw, &l)
 		fmt.Fprintf(x.stdout, "asked %s (epoch %d) to step down; a waiting replica takes over (a lone replica is elected again) and it stays up as a follower\n", l.InstanceID, l.Epoch)
 		return exitOK
@@ -107,11 +107,11 @@ func statusFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if errLeader != nil {
 			fmt.Fprintln(x.stdout, "Leader: none elected yet (no job runs until one is)")
 		} else {
-			var l api.Leader
+			var l wire.Leader
 			_ = json.Unmarshal(rawLeader, &l)
 			fmt.Fprintf(x.stdout, "Leader: %s, epoch %d, since %s\n", l.InstanceID, l.Epoch, x.when(&l.Since))
 		}
-		var list struct{ Instances []api.Instance }
+		var list struct{ Instances []wire.Instance }
 		_ = json.Unmarshal(rawInstances, &list)
 		fmt.Fprintln(x.stdout)
 		tw := x.table()

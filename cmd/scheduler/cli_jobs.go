@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schedulerhq/scheduler/api"
+	wire "github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
@@ -58,7 +58,7 @@ func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			all = append(all, page.Jobs...)
 			if !x.json {
 				for _, raw := range page.Jobs {
-					var j api.Job
+					var j wire.Job
 					_ = json.Unmarshal(raw, &j)
 					last := "-"
 					if j.LastRun != nil {
@@ -100,7 +100,7 @@ func noJobs(ns string, every bool, status string) string {
 	return fmt.Sprintf("no jobs in namespace %s yet; scheduler apply -f FILE -n %s defines some", ns, ns)
 }
 
-func (x *cli) nextRun(j *api.Job) string {
+func (x *cli) nextRun(j *wire.Job) string {
 	switch {
 	case !j.Enabled:
 		return "disabled"
@@ -133,8 +133,8 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			b, _ := json.Marshal(map[string]json.RawMessage{"job": rawJob, "runs": runs.Runs})
 			return x.printJSON(b)
 		}
-		var j api.Job
-		var runs struct{ Runs []api.Run }
+		var j wire.Job
+		var runs struct{ Runs []wire.Run }
 		_ = json.Unmarshal(rawJob, &j)
 		_ = json.Unmarshal(rawRuns, &runs)
 		state := "active"

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/schedulerhq/scheduler/api"
+	wire "github.com/schedulerhq/scheduler/client"
 )
 
 // The run commands: runs, run, trigger.
@@ -35,14 +35,14 @@ func runsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var page struct{ Runs []api.Run }
+		var page struct{ Runs []wire.Run }
 		_ = json.Unmarshal(raw, &page)
 		x.runTable(page.Runs)
 		return exitOK
 	}
 }
 
-func (x *cli) runTable(runs []api.Run) {
+func (x *cli) runTable(runs []wire.Run) {
 	if len(runs) == 0 {
 		fmt.Fprintln(x.stdout, "  no runs")
 		return
@@ -78,7 +78,7 @@ func runFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if x.json {
 			return x.printJSON(raw)
 		}
-		var r api.Run
+		var r wire.Run
 		_ = json.Unmarshal(raw, &r)
 		x.printRun(&r)
 		return exitOK
@@ -93,7 +93,7 @@ func (x *cli) runID(arg string) (string, bool) {
 	return arg, true
 }
 
-func (x *cli) printRun(r *api.Run) {
+func (x *cli) printRun(r *wire.Run) {
 	tw := x.table()
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Run", strconv.FormatInt(r.ID, 10))
@@ -155,7 +155,7 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if err != nil {
 			return x.fail(ctx, err)
 		}
-		var r api.Run
+		var r wire.Run
 		_ = json.Unmarshal(raw, &r)
 		if *wait > 0 && !finished(&r) {
 			deadline := time.Now().Add(*wait - serverMaxWait)

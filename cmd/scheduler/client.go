@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/schedulerhq/scheduler/api"
+	wire "github.com/schedulerhq/scheduler/client"
 )
 
 // client is the command line's small hand-written client of the /v1 API. It is written by
@@ -143,4 +143,4 @@ func unwrapURLError(err error) error {
 }
 
 // finished tells whether a run has ended: every status but queued and running is final.
-func finished(r *api.Run) bool { return r.Status != "queued" && r.Status != "running" }
+func finished(r *wire.Run) bool { return r.Status != "queued" && r.Status != "running" }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -23,30 +24,6 @@ var (
 	probOIDCOff         = httpx.ProblemType{Slug: "oidc-off", Title: "This scheduler signs no OIDC tokens"}
 	probRotationTooSoon = httpx.ProblemType{Slug: "rotation-too-soon", Title: "The next key has not been published long enough"}
 )
-
-// oidcKeyView is a signing key as an admin sees it: never a private part.
-type oidcKeyView struct {
-	KID        string     `json:"kid"`
-	Alg        string     `json:"alg"`
-	State      string     `json:"state"`
-	CreatedAt  time.Time  `json:"created_at"`
-	CurrentAt  *time.Time `json:"current_at,omitempty"`
-	PreviousAt *time.Time `json:"previous_at,omitempty"`
-	RetiredAt  *time.Time `json:"retired_at,omitempty"`
-}
-
-type oidcKeysView struct {
-	Issuer string        `json:"issuer"`
-	Keys   []oidcKeyView `json:"keys"`
-	// Rotated says what a rotation did (POST only).
-	Rotated *rotationView `json:"rotated,omitempty"`
-}
-
-type rotationView struct {
-	Current  string   `json:"current"`
-	Previous string   `json:"previous"`
-	Retired  []string `json:"retired"`
-}
 
 // oidcPublicRoutes mounts the public documents on r, outside /v1 and its tokens.
 func (s *Server) oidcPublicRoutes(r chi.Router) {
@@ -117,18 +94,18 @@ func (s *Server) rotateOIDCKeys(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.InfoContext(ctx, "OIDC signing keys rotated", "current", rot.Current, "previous", rot.Previous,
 		"request_id", httpx.RequestID(ctx))
-	s.writeOIDCKeys(w, r, ctx, http.StatusOK, &rotationView{Current: rot.Current, Previous: rot.Previous, Retired: nonNil(rot.Retired)})
+	s.writeOIDCKeys(w, r, ctx, http.StatusOK, &client.OIDCRotated{Current: rot.Current, Previous: rot.Previous, Retired: nonNil(rot.Retired)})
 }
 
-func (s *Server) writeOIDCKeys(w http.ResponseWriter, r *http.Request, ctx context.Context, status int, rot *rotationView) {
+func (s *Server) writeOIDCKeys(w http.ResponseWriter, r *http.Request, ctx context.Context, status int, rot *client.OIDCRotated) {
 	keys, err := s.cfg.TokenKeys.List(ctx)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return
 	}
-	view := oidcKeysView{Issuer: s.cfg.TokenKeys.Issuer(), Keys: make([]oidcKeyView, 0, len(keys)), Rotated: rot}
+	view := client.OIDCKeys{Issuer: s.cfg.TokenKeys.Issuer(), Keys: make([]client.OIDCKey, 0, len(keys)), Rotated: rot}
 	for _, k := range keys {
-		view.Keys = append(view.Keys, oidcKeyView{KID: k.KID, Alg: k.Alg, State: k.State, CreatedAt: k.CreatedAt.UTC(),
+		view.Keys = append(view.Keys, client.OIDCKey{KID: k.KID, Alg: k.Alg, State: k.State, CreatedAt: k.CreatedAt.UTC(),
 			CurrentAt: utcPtr(k.CurrentAt), PreviousAt: utcPtr(k.PreviousAt), RetiredAt: utcPtr(k.RetiredAt)})
 	}
 	httpx.WriteJSON(w, status, view)

@@ -91,6 +91,8 @@ type Backfill struct {
 	State     string    `json:"state"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// DryRun marks the answer of a dry run: no backfill (ID 0), the slots that would run.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Action is one operator action as GET /v1/audit shows it.

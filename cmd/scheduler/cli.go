@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	wire "github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -33,7 +33,7 @@ const (
 
 // cli is one client command's context: where to send requests, where to write, and how.
 type cli struct {
-	c      *client
+	c      *client.Client
 	stdin  io.Reader // apply -f -
 	stdout io.Writer
 	stderr io.Writer
@@ -43,6 +43,9 @@ type cli struct {
 	// else default); nsGiven says -n was on the command line.
 	ns      string
 	nsGiven bool
+	// reason (apply's and delete's --reason) goes with every definition change, in the
+	// X-Reason header, to the change's audit row.
+	reason string
 }
 
 // clientCommand describes one subcommand: its usage line, what it does, how many
@@ -228,7 +231,8 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 		return exitUsage
 	}
 	x := &cli{
-		c:     &client{base: strings.TrimRight(*base, "/"), token: env.String("SCHEDULER_API_TOKEN", ""), http: &http.Client{Timeout: serverMaxWait + time.Minute}},
+		c: client.New(*base, client.WithToken(env.String("SCHEDULER_API_TOKEN", "")), client.WithNamespace(ns),
+			client.WithHTTPClient(&http.Client{Timeout: serverMaxWait + time.Minute})),
 		stdin: stdin, stdout: stdout, stderr: stderr, json: *output == "json", now: time.Now,
 		ns: ns, nsGiven: nsGiven,
 	}
@@ -255,7 +259,11 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // more, and returns its exit code. An unknown job or namespace is a usage error that lists
 // the ones there are.
 func (x *cli) fail(ctx context.Context, err error) int {
-	var e *apiError
+	if u := (*client.UnreachableError)(nil); errors.As(err, &u) {
+		fmt.Fprintf(x.stderr, "scheduler: Server unreachable: %v (check --url or SCHEDULER_URL, and that a replica runs there)\n", u.Err)
+		return exitRefused
+	}
+	var e *client.Problem
 	if !errors.As(err, &e) {
 		fmt.Fprintf(x.stderr, "scheduler: %v\n", err)
 		return exitFailure
@@ -267,23 +275,25 @@ func (x *cli) fail(ctx context.Context, err error) int {
 		}
 	}
 	switch {
-	case e.Status == 0 || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return exitRefused
-	case e.Status == http.StatusNotFound && e.slug() == "job-not-found":
-		var list struct{ Jobs []wire.Job }
-		if _, err := x.c.do(ctx, "GET", jobsPath(x.ns), nil, nil, nil, &list); err == nil {
-			names := make([]string, len(list.Jobs))
-			for i, j := range list.Jobs {
+	case e.Status == http.StatusNotFound && e.Slug() == "job-not-found":
+		if page, err := x.c.ListJobs(ctx, client.ListJobsOptions{}); err == nil {
+			names := make([]string, len(page.Jobs))
+			for i, j := range page.Jobs {
 				names[i] = j.Name
 			}
-			fmt.Fprintf(x.stderr, "scheduler: the jobs%s are: %s\n", x.inNamespace(), strings.Join(names, ", "))
+			more := ""
+			if page.NextCursor != nil {
+				more = ", … (scheduler jobs lists them all)"
+			}
+			fmt.Fprintf(x.stderr, "scheduler: the jobs%s are: %s%s\n", x.inNamespace(), strings.Join(names, ", "), more)
 		}
 		return exitUsage
-	case e.Status == http.StatusNotFound && e.slug() == "namespace-not-found":
-		var list struct{ Namespaces []namespaceView }
-		if _, err := x.c.do(ctx, "GET", "/v1/namespaces", nil, nil, nil, &list); err == nil && len(list.Namespaces) > 0 {
-			names := make([]string, len(list.Namespaces))
-			for i, n := range list.Namespaces {
+	case e.Status == http.StatusNotFound && e.Slug() == "namespace-not-found":
+		if list, err := x.c.ListNamespaces(ctx); err == nil && len(list) > 0 {
+			names := make([]string, len(list))
+			for i, n := range list {
 				names[i] = n.Name
 			}
 			fmt.Fprintf(x.stderr, "scheduler: the namespaces this token may read are: %s (an admin makes one with: scheduler namespace create NS)\n", strings.Join(names, ", "))
@@ -304,8 +314,22 @@ func (x *cli) inNamespace() string {
 	return " in namespace " + x.ns
 }
 
-// printJSON writes an answer as indented JSON, for scripts.
-func (x *cli) printJSON(raw json.RawMessage) int {
+// printJSON writes an answer as indented JSON, for scripts: a JSON text, or a value (one of
+// package client's types) to encode.
+func (x *cli) printJSON(answer any) int {
+	var raw []byte
+	switch v := answer.(type) {
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		var err error
+		if raw, err = json.Marshal(answer); err != nil {
+			fmt.Fprintf(x.stderr, "scheduler: encode the answer: %v\n", err)
+			return exitFailure
+		}
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		fmt.Fprintf(x.stderr, "scheduler: the answer is not JSON: %v\n", err)

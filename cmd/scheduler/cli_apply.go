@@ -9,9 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -39,40 +39,25 @@ const (
 	actionDelete    = "delete"
 )
 
-// kindBuiltin is the kind of a job compiled into the scheduler.
-const kindBuiltin = "builtin"
-
-// jobView is the part of the API's job view these commands use. A built-in job has no
-// version and no definition.
-type jobView struct {
-	Name       string          `json:"name"`
-	Kind       string          `json:"kind"`
-	Version    int64           `json:"version"`
-	Definition json.RawMessage `json:"definition"`
-}
-
-// runtime reports a job defined through the API, the only kind apply --prune deletes. A
-// view without a kind (a server older than runtime jobs) is not one.
-func (v *jobView) runtime() bool { return v.Kind != "" && v.Kind != kindBuiltin }
-
-func (v *jobView) hasDefinition() bool {
-	return len(v.Definition) > 0 && string(v.Definition) != "null"
-}
-
-// ifMatch is the header that makes a change fail (412) unless the job is still at version;
-// none for version 0 (no job yet).
-func ifMatch(version int64) map[string]string {
-	if version <= 0 {
-		return nil
+// jobVersion is a job's listed version; 0 for a built-in job, which has none.
+func jobVersion(v *client.Job) int64 {
+	if v.Version == nil {
+		return 0
 	}
-	return map[string]string{"If-Match": `"` + strconv.FormatInt(version, 10) + `"`}
+	return *v.Version
+}
+
+// hasDefinition reports a job view with a definition: a runtime job's that still decodes.
+func hasDefinition(v *client.Job) bool {
+	return len(v.Definition) > 0 && string(v.Definition) != "null"
 }
 
 // refused reports an error that ends a command at once with exit 3: the server could not be
 // reached, or refused the token. Trying the next job would only be refused again.
 func refused(err error) bool {
-	var e *apiError
-	return errors.As(err, &e) && (e.Status == 0 || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
+	var e *client.Problem
+	var u *client.UnreachableError
+	return errors.As(err, &u) || errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
 }
 
 func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
@@ -81,7 +66,7 @@ func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	dryRun := fs.Bool("dry-run", false, "change nothing: show field by field what apply would change")
 	reason := fs.String("reason", "", "why (kept in the audit log of each job created, updated or deleted)")
 	return func(ctx context.Context, x *cli, _ []string) int {
-		x.c.reason = *reason
+		x.reason = *reason
 		if *file == "" {
 			fmt.Fprintln(x.stderr, "scheduler apply: -f FILE is required (-f - reads stdin)")
 			return exitUsage
@@ -145,9 +130,9 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	// deletes what the server had then, each at the version listed (If-Match): a job
 	// created or edited meanwhile by someone else is not deleted unseen.
 	order, inNS := byNamespace(defs)
-	lists := make(map[string][]jobView, len(order))
+	lists := make(map[string][]client.Job, len(order))
 	for _, ns := range order {
-		server, err := x.c.listJobs(ctx, ns)
+		server, err := listJobs(ctx, x.c, ns)
 		if err != nil {
 			return x.fail(ctx, err)
 		}
@@ -164,7 +149,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	}
 	inFile := make(map[string]bool, len(defs)) // by namespace.Key
 	for _, ns := range order {
-		byName := make(map[string]*jobView, len(lists[ns]))
+		byName := make(map[string]*client.Job, len(lists[ns]))
 		for i := range lists[ns] {
 			byName[lists[ns][i].Name] = &lists[ns][i]
 		}
@@ -184,9 +169,9 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 	var unpruned []string
 	for _, ns := range order {
 		for _, v := range lists[ns] {
-			gone := change{Name: v.Name, Namespace: ns, Version: v.Version}
+			gone := change{Name: v.Name, Namespace: ns, Version: jobVersion(&v)}
 			switch {
-			case !prune || !v.runtime() || inFile[namespace.Key(ns, v.Name)]:
+			case !prune || !v.Runtime() || inFile[namespace.Key(ns, v.Name)]:
 			case dryRun:
 				gone.Action = actionDelete
 				record(gone)
@@ -195,7 +180,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 				// rename): deleting it now would leave neither running.
 				unpruned = append(unpruned, gone.label())
 			default:
-				_, err := x.c.do(ctx, "DELETE", jobPath(ns, v.Name), nil, nil, x.c.changeHeader(ifMatch(v.Version)), nil)
+				err := x.c.InNamespace(ns).DeleteJob(ctx, v.Name, client.WriteJobOptions{Version: jobVersion(&v), Reason: x.reason})
 				switch {
 				case refused(err):
 					return x.fail(ctx, err)
@@ -232,26 +217,26 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 // PUT with If-Match of the version listed, which fails (412) if someone edited it since. A
 // dry run sends the same request with ?dry_run=true, for the server's checks and the
 // normalised definition, which it compares field by field with the current one.
-func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, cur *jobView, dryRun bool) (change, error) {
+func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, cur *client.Job, dryRun bool) (change, error) {
 	switch {
 	case cur == nil:
-		next, err := x.c.writeJob(ctx, http.MethodPost, jobsPath(ns), d, 0, dryRun)
+		next, err := x.writeJob(ctx, ns, d, -1, dryRun)
 		if err != nil {
 			return change{}, err
 		}
 		if dryRun {
 			return change{Name: d.Name, Action: actionCreate}, nil
 		}
-		return change{Name: d.Name, Action: actionCreated, Version: next.Version}, nil
-	case cur.runtime() && sameDefinition(cur.Definition, d):
-		return change{Name: d.Name, Action: actionUnchanged, Version: cur.Version}, nil
+		return change{Name: d.Name, Action: actionCreated, Version: jobVersion(next)}, nil
+	case cur.Runtime() && sameDefinition(cur.Definition, d):
+		return change{Name: d.Name, Action: actionUnchanged, Version: jobVersion(cur)}, nil
 	case dryRun:
 		// A built-in job's name reaches the server too, which refuses it in its own words.
-		next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(ns, d.Name), d, 0, true)
+		next, err := x.writeJob(ctx, ns, d, 0, true)
 		if err != nil {
 			return change{}, err
 		}
-		c := change{Name: d.Name, Action: actionUnchanged, Version: cur.Version}
+		c := change{Name: d.Name, Action: actionUnchanged, Version: jobVersion(cur)}
 		if c.Fields, err = diffDefinitions(cur.Definition, next.Definition); err != nil {
 			return change{}, err
 		}
@@ -260,16 +245,16 @@ func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, 
 		}
 		return c, nil
 	}
-	next, err := x.c.writeJob(ctx, http.MethodPut, jobPath(ns, d.Name), d, cur.Version, false)
+	next, err := x.writeJob(ctx, ns, d, jobVersion(cur), false)
 	if err != nil {
 		return change{}, err
 	}
 	// The server keeps the version of a definition equal to the stored one; a CLI that
 	// normalises differently from the server it talks to is told so here.
-	if next.Version == cur.Version {
-		return change{Name: d.Name, Action: actionUnchanged, Version: next.Version}, nil
+	if jobVersion(next) == jobVersion(cur) {
+		return change{Name: d.Name, Action: actionUnchanged, Version: jobVersion(next)}, nil
 	}
-	return change{Name: d.Name, Action: actionUpdated, Version: next.Version}, nil
+	return change{Name: d.Name, Action: actionUpdated, Version: jobVersion(next)}, nil
 }
 
 // sameDefinition reports whether a job's listed definition is d once d is normalised as the

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -108,7 +109,7 @@ func TestApplyReadsTheListOnceAndWritesOnlyWhatChanged(t *testing.T) {
 	// listed is how many jobs GET /v1/jobs lists now, built-in ones included.
 	listed := func() int {
 		t.Helper()
-		pages, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context(), namespace.Default)
+		pages, err := listJobs(t.Context(), client.New(srv.URL, client.WithToken(cliToken)), namespace.Default)
 		require.NoError(t, err)
 		return len(pages)
 	}
@@ -156,10 +157,10 @@ func TestApplyReadsTheListOnceAndWritesOnlyWhatChanged(t *testing.T) {
 	})
 
 	versions := map[string]int64{}
-	list, err := (&client{base: srv.URL, token: cliToken, http: http.DefaultClient}).listJobs(t.Context(), namespace.Default)
+	list, err := listJobs(t.Context(), client.New(srv.URL, client.WithToken(cliToken)), namespace.Default)
 	require.NoError(t, err)
 	for _, v := range list {
-		versions[v.Name] = v.Version
+		versions[v.Name] = jobVersion(&v)
 	}
 	edited := append(append([]string{}, names[:9]...), "job-new") // job-09 left out
 	editedFile := file(edited, map[string]string{"job-03": "  description: edited\n"})

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
 )
 
@@ -23,106 +17,45 @@ const jobListPage = 500
 
 // listJobs reads every job's view in namespace ns, page by page (GET /v1/jobs?limit=&cursor=,
 // or /v1/namespaces/{ns}/jobs).
-func (c *client) listJobs(ctx context.Context, ns string) ([]jobView, error) {
-	var all []jobView
-	q := url.Values{"limit": {strconv.Itoa(jobListPage)}}
-	for {
-		var page struct {
-			Jobs       []jobView `json:"jobs"`
-			NextCursor *string   `json:"next_cursor"`
-		}
-		if _, err := c.do(ctx, "GET", jobsPath(ns), q, nil, nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Jobs...)
-		if page.NextCursor == nil || *page.NextCursor == "" || len(page.Jobs) == 0 {
-			return all, nil
-		}
-		q.Set("cursor", *page.NextCursor)
-	}
+func listJobs(ctx context.Context, c *client.Client, ns string) ([]client.Job, error) {
+	return c.InNamespace(ns).AllJobs(ctx, client.ListJobsOptions{Limit: jobListPage})
 }
 
 // problemLines says why a job failed: one line per wrong field of an invalid definition,
 // else the server's words.
 func problemLines(err error) []string {
-	var de *definitionError
+	var de *client.Problem
 	switch {
 	case !errors.As(err, &de):
 		return []string{err.Error()}
-	case de.slug() == "invalid-definition" && len(de.Fields) > 0:
-		lines := make([]string, len(de.Fields))
-		for i, f := range de.Fields {
+	case de.Slug() == "invalid-definition" && len(de.Errors) > 0:
+		lines := make([]string, len(de.Errors))
+		for i, f := range de.Errors {
 			lines[i] = f.Field + ": " + f.Detail
 		}
 		return lines
-	case de.Status == http.StatusConflict && de.slug() == "job-exists":
+	case de.Status == http.StatusConflict && de.Slug() == "job-exists":
 		// POST found the name taken: someone created the job after apply read the list.
 		return []string{"the job was created on the server since apply read the list; run apply again"}
 	case de.Status == http.StatusPreconditionFailed:
 		// The server's detail tells an API client to GET and send If-Match again, which
 		// for apply is running it again.
 		now := ""
-		if len(de.Fields) > 0 {
-			now = " (" + de.Fields[0].Detail + ")"
+		if len(de.Errors) > 0 {
+			now = " (" + de.Errors[0].Detail + ")"
 		}
 		return []string{"the job changed on the server since apply read it" + now + "; run apply again"}
 	}
 	return []string{de.Error()}
 }
 
-// definitionError is a problem answer to a PUT, with every wrong field it names.
-type definitionError struct {
-	*apiError
-	Fields []fieldProblem
-}
-
-func (e *definitionError) Unwrap() error { return e.apiError }
-
-// writeJob sends a definition with method to path (POST …/jobs, PUT …/jobs/{name}):
-// with If-Match when version is one (not 0), or with ?dry_run=true. It does what client.do
-// does, and keeps the list of wrong fields of a 422 answer, which do drops.
-func (c *client) writeJob(ctx context.Context, method, path string, d definition.Definition, version int64, dryRun bool) (jobView, error) {
-	var v jobView
-	body, err := json.Marshal(d)
-	if err != nil {
-		return v, err
+// writeJob sends a definition to namespace ns: POST …/jobs when version is -1 (a new job),
+// else PUT …/jobs/{name}, with If-Match when version is one (above 0), or as a dry run.
+func (x *cli) writeJob(ctx context.Context, ns string, d definition.Definition, version int64, dryRun bool) (*client.Job, error) {
+	c := x.c.InNamespace(ns)
+	o := client.WriteJobOptions{Version: max(version, 0), DryRun: dryRun, Reason: x.reason}
+	if version < 0 {
+		return c.CreateJob(ctx, d, o)
 	}
-	u := c.base + path
-	if dryRun {
-		u += "?dry_run=true"
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return v, &apiError{Title: "Invalid --url", Detail: err.Error()}
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, v := range c.changeHeader(ifMatch(version)) {
-		req.Header.Set(k, v)
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return v, &apiError{Title: "Server unreachable",
-			Detail: fmt.Sprintf("%s (check --url or SCHEDULER_URL, and that a replica runs there)", unwrapURLError(err))}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
-	if err != nil {
-		return v, &apiError{Title: "Incomplete answer", Detail: err.Error()}
-	}
-	if res.StatusCode >= 400 {
-		p := &apiError{}
-		if json.Unmarshal(b, p) != nil || p.Title == "" {
-			p = &apiError{Title: fmt.Sprintf("HTTP %d", res.StatusCode), Detail: strings.TrimSpace(string(b))}
-		}
-		p.Status = res.StatusCode
-		return v, &definitionError{apiError: p, Fields: p.Errors}
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, &apiError{Title: "Unexpected answer", Detail: fmt.Sprintf("%s %s: %v", method, path, err)}
-	}
-	return v, nil
+	return c.PutJob(ctx, d.Name, d, o)
 }

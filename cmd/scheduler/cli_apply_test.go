@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
@@ -219,7 +220,7 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &list))
 		v := map[string]float64{}
 		for _, j := range list.Jobs {
-			if j["kind"] != kindBuiltin {
+			if j["kind"] != client.KindBuiltin {
 				v[j["name"].(string)], _ = j["version"].(float64)
 			}
 		}
@@ -293,9 +294,9 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 	t.Run("a stale If-Match is refused (412), not overwritten", func(t *testing.T) {
 		defs, err := readJobs(v2, nil, namespace.Default)
 		require.NoError(t, err)
-		c := &client{base: srv.URL, token: cliToken, http: http.DefaultClient}
-		_, err = c.writeJob(context.Background(), http.MethodPut, jobPath(namespace.Default, defs[0].Name), defs[0], int64(before["daily-report"]), false)
-		var de *definitionError
+		x := clientCLI(srv.URL)
+		_, err = x.writeJob(context.Background(), namespace.Default, defs[0], int64(before["daily-report"]), false)
+		var de *client.Problem
 		require.ErrorAs(t, err, &de)
 		assert.Equal(t, http.StatusPreconditionFailed, de.Status)
 		assert.Equal(t, []string{`the job changed on the server since apply read it (the current version is "` +
@@ -409,3 +410,7 @@ func sortedNames(m map[string]float64) []string {
 	slices.Sort(names)
 	return names
 }
+
+// clientCLI is a command line talking to the server at base, for a call made outside a
+// command.
+func clientCLI(base string) *cli { return &cli{c: client.New(base, client.WithToken(cliToken))} }

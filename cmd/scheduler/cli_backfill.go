@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/schedulerhq/scheduler/client"
 )
 
 // The commands that run slots again: rerun (one run's slot) and backfill (a job's slots in a
@@ -18,19 +19,12 @@ func rerunFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if !ok {
 			return exitUsage
 		}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "POST", "/v1/runs/"+id+"/rerun", nil, reasonBody(*reason), nil, &raw); err != nil {
+		run, err := x.c.RerunRun(ctx, id, *reason)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
-		}
-		var run struct {
-			ID          int64     `json:"id"`
-			ScheduledAt time.Time `json:"scheduled_at"`
-		}
-		if err := json.Unmarshal(raw, &run); err != nil {
-			return x.fail(ctx, err)
+			return x.printJSON(run)
 		}
 		fmt.Fprintf(x.stdout, "queued run %d: the slot of %s again, with its Idempotency-Key (scheduler run %d shows it)\n",
 			run.ID, run.ScheduledAt.UTC().Format(time.RFC3339), run.ID)
@@ -53,33 +47,22 @@ func backfillFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if end == "" {
 			end = time.Now().UTC().Format(time.RFC3339)
 		}
-		body := map[string]any{"since": *since, "until": end, "only": *only, "dry_run": *dryRun}
-		if *reason != "" {
-			body["reason"] = *reason
-		}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "POST", jobPath(x.ns, args[0])+"/backfill", nil, body, nil, &raw); err != nil {
+		ans, err := x.c.Backfill(ctx, args[0], client.BackfillRequest{Since: *since, Until: end, Only: *only, DryRun: *dryRun, Reason: *reason})
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
-		}
-		var ans struct {
-			ID    *int64      `json:"id"`
-			Slots []time.Time `json:"slots"`
-		}
-		if err := json.Unmarshal(raw, &ans); err != nil {
-			return x.fail(ctx, err)
+			return x.printJSON(ans)
 		}
 		switch {
 		case len(ans.Slots) == 0:
 			fmt.Fprintf(x.stdout, "no %s slot of %s%s between %s and %s: nothing to run\n", *only, args[0], x.inNamespace(), *since, end)
 			return exitOK
-		case ans.ID == nil:
+		case ans.ID == 0: // a dry run's
 			fmt.Fprintf(x.stdout, "would run %d slots of %s%s, oldest first:\n", len(ans.Slots), args[0], x.inNamespace())
 		default:
 			fmt.Fprintf(x.stdout, "backfill %d runs %d slots of %s%s, one at a time, oldest first (scheduler: GET /v1/backfills/%d):\n",
-				*ans.ID, len(ans.Slots), args[0], x.inNamespace(), *ans.ID)
+				ans.ID, len(ans.Slots), args[0], x.inNamespace(), ans.ID)
 		}
 		for _, s := range ans.Slots {
 			fmt.Fprintf(x.stdout, "  %s\n", s.UTC().Format(time.RFC3339))

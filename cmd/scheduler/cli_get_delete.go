@@ -6,17 +6,19 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+
+	"github.com/schedulerhq/scheduler/client"
 )
 
 // scheduler get NAME and scheduler delete NAME: one runtime job's definition, or its end.
 
 func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, args []string) int {
-		var v jobView
-		if _, err := x.c.do(ctx, "GET", jobPath(x.ns, args[0]), nil, nil, nil, &v); err != nil {
+		v, err := x.c.GetJob(ctx, args[0])
+		if err != nil {
 			return x.fail(ctx, err)
 		}
-		if !v.runtime() || !v.hasDefinition() {
+		if !v.Runtime() || !hasDefinition(v) {
 			fmt.Fprintf(x.stderr, "scheduler: %s is a built-in job; it has no definition to get (see scheduler job %s)\n", args[0], args[0])
 			return exitFailure
 		}
@@ -42,8 +44,7 @@ func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 func deleteFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	reason := fs.String("reason", "", "why (kept in the audit log)")
 	return func(ctx context.Context, x *cli, args []string) int {
-		x.c.reason = *reason
-		if _, err := x.c.do(ctx, "DELETE", jobPath(x.ns, args[0]), nil, nil, x.c.changeHeader(nil), nil); err != nil {
+		if err := x.c.DeleteJob(ctx, args[0], client.WriteJobOptions{Reason: *reason}); err != nil {
 			if refused(err) {
 				return x.fail(ctx, err)
 			}
@@ -53,8 +54,7 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			return exitFailure
 		}
 		if x.json {
-			b, _ := json.Marshal(map[string]any{"name": args[0], "namespace": x.ns, "deleted": true})
-			return x.printJSON(b)
+			return x.printJSON(map[string]any{"name": args[0], "namespace": x.ns, "deleted": true})
 		}
 		fmt.Fprintf(x.stdout, "deleted %s%s\n", args[0], x.inNamespace())
 		return exitOK

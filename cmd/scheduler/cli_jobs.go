@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/url"
-	"strconv"
 	"time"
 
-	wire "github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
@@ -23,7 +20,7 @@ func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	every := fs.Bool("A", false, "every namespace's jobs, each with its namespace (admin)")
 	status := fs.String("status", "", "only the jobs failing, running, paused or disabled")
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var all []json.RawMessage // -o json: one {"jobs": [...]} of every page
+		var all []client.Job // -o json: one {"jobs": [...]} of every page
 		// Outside namespace default each row says its namespace, so a table pasted into a
 		// ticket, or read with SCHEDULER_NAMESPACE set and forgotten, says where it is from.
 		nsColumn := x.ns != namespace.Default || *every
@@ -34,21 +31,10 @@ func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			}
 			fmt.Fprintln(tw, "NAME\tSCHEDULE\tPAUSED\tLAST STATUS\tNEXT RUN")
 		}
-		q := url.Values{"limit": {strconv.Itoa(jobsPageSize)}}
-		path := jobsPath(x.ns)
-		if *every {
-			path = "/v1/jobs"
-			q.Set("namespace", "*")
-		}
-		if *status != "" {
-			q.Set("status", *status)
-		}
+		o := client.ListJobsOptions{Limit: jobsPageSize, Status: *status, AllNamespaces: *every}
 		for {
-			var page struct {
-				Jobs       []json.RawMessage `json:"jobs"`
-				NextCursor *string           `json:"next_cursor"`
-			}
-			if _, err := x.c.do(ctx, "GET", path, q, nil, nil, &page); err != nil {
+			page, err := x.c.ListJobs(ctx, o)
+			if err != nil {
 				return x.fail(ctx, err)
 			}
 			if len(all) == 0 && len(page.Jobs) == 0 && !x.json {
@@ -57,9 +43,7 @@ func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			}
 			all = append(all, page.Jobs...)
 			if !x.json {
-				for _, raw := range page.Jobs {
-					var j wire.Job
-					_ = json.Unmarshal(raw, &j)
+				for _, j := range page.Jobs {
 					last := "-"
 					if j.LastRun != nil {
 						last = j.LastRun.Status
@@ -74,14 +58,13 @@ func jobsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			if page.NextCursor == nil || *page.NextCursor == "" {
 				break
 			}
-			q.Set("cursor", *page.NextCursor)
+			o.Cursor = *page.NextCursor
 		}
 		if x.json {
 			if all == nil {
-				all = []json.RawMessage{}
+				all = []client.Job{}
 			}
-			b, _ := json.Marshal(map[string]any{"jobs": all})
-			return x.printJSON(b)
+			return x.printJSON(map[string]any{"jobs": all})
 		}
 		return exitOK
 	}
@@ -100,7 +83,7 @@ func noJobs(ns string, every bool, status string) string {
 	return fmt.Sprintf("no jobs in namespace %s yet; scheduler apply -f FILE -n %s defines some", ns, ns)
 }
 
-func (x *cli) nextRun(j *wire.Job) string {
+func (x *cli) nextRun(j *client.Job) string {
 	switch {
 	case !j.Enabled:
 		return "disabled"
@@ -117,26 +100,17 @@ func (x *cli) nextRun(j *wire.Job) string {
 func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	limit := fs.Int("limit", 10, "how many recent runs to show")
 	return func(ctx context.Context, x *cli, args []string) int {
-		path := jobPath(x.ns, args[0])
-		var rawJob, rawRuns json.RawMessage
-		if _, err := x.c.do(ctx, "GET", path, nil, nil, nil, &rawJob); err != nil {
+		j, err := x.c.GetJob(ctx, args[0])
+		if err != nil {
 			return x.fail(ctx, err)
 		}
-		if _, err := x.c.do(ctx, "GET", path+"/runs", url.Values{"limit": {strconv.Itoa(*limit)}}, nil, nil, &rawRuns); err != nil {
+		runs, err := x.c.ListRuns(ctx, args[0], client.ListRunsOptions{Limit: *limit})
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			var runs struct {
-				Runs json.RawMessage `json:"runs"`
-			}
-			_ = json.Unmarshal(rawRuns, &runs)
-			b, _ := json.Marshal(map[string]json.RawMessage{"job": rawJob, "runs": runs.Runs})
-			return x.printJSON(b)
+			return x.printJSON(map[string]any{"job": j, "runs": runs.Runs})
 		}
-		var j wire.Job
-		var runs struct{ Runs []wire.Run }
-		_ = json.Unmarshal(rawJob, &j)
-		_ = json.Unmarshal(rawRuns, &runs)
 		state := "active"
 		switch {
 		case !j.Enabled:

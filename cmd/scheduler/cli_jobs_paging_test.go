@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -21,14 +21,13 @@ func TestJobsReadsTheListPageByPage(t *testing.T) {
 	const pageSize = 3
 	proxy, proxyURL := startCountingProxy(t, srv.URL, pageSize)
 	env := []string{"SCHEDULER_URL=" + proxyURL, "SCHEDULER_API_TOKEN=" + cliToken}
-	c := &client{base: srv.URL, token: cliToken, http: http.DefaultClient}
+	c := client.New(srv.URL, client.WithToken(cliToken))
 	for i := range 7 {
-		var out map[string]any
-		_, err := c.do(t.Context(), "POST", "/v1/jobs", nil, map[string]any{
-			"name": fmt.Sprintf("job-%02d", i), "schedule": "0 0 1 1 *", "http": map[string]any{"url": "https://example.com/x"}}, nil, &out)
+		_, err := c.CreateJob(t.Context(), map[string]any{
+			"name": fmt.Sprintf("job-%02d", i), "schedule": "0 0 1 1 *", "http": map[string]any{"url": "https://example.com/x"}}, client.WriteJobOptions{})
 		require.NoError(t, err)
 	}
-	jobs, err := c.listJobs(t.Context(), namespace.Default)
+	jobs, err := listJobs(t.Context(), c, namespace.Default)
 	require.NoError(t, err)
 
 	for _, flags := range [][]string{{"jobs"}, {"jobs", "-o", "json"}} {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
@@ -29,29 +29,6 @@ func jobsPath(ns string) string {
 
 // jobPath is the route of job name in namespace ns.
 func jobPath(ns, name string) string { return jobsPath(ns) + "/" + url.PathEscape(name) }
-
-// namespaceView is the API's view of a namespace; a quota that is null is unbounded.
-type namespaceView struct {
-	Name               string  `json:"name"`
-	MaxJobs            *int    `json:"max_jobs"`
-	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
-	MinInterval        *string `json:"min_interval"`
-	Jobs               int     `json:"jobs"`
-	Secrets            int     `json:"secrets"`
-}
-
-// namespaceRequest is PUT /v1/namespaces/{ns}'s body. PUT sets every quota: one left out is
-// unbounded, so the CLI always sends all three.
-type namespaceRequest struct {
-	MaxJobs            *int    `json:"max_jobs"`
-	MaxConcurrentCalls *int    `json:"max_concurrent_calls"`
-	MinInterval        *string `json:"min_interval"`
-	// The outbound surface: sent only when a flag names it, so the rest stays as it is.
-	SQLTargets *[]string `json:"sql_targets,omitempty"`
-	HTTPAllow  *[]string `json:"http_allow,omitempty"`
-	EnvSecrets *[]string `json:"env_secrets,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-}
 
 // commaList is a list flag's value for the API: "" is the empty list.
 func commaList(s string) *[]string {
@@ -88,9 +65,8 @@ func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context,
 				fmt.Fprintln(x.stderr, "scheduler: a quota is 0 (no bound) or more")
 				return exitUsage
 			}
-			var cur namespaceView
-			_, err := x.c.do(ctx, "GET", "/v1/namespaces/"+ns, nil, nil, nil, &cur)
-			var e *apiError
+			cur, err := x.c.GetNamespace(ctx, ns)
+			var e *client.Problem
 			notFound := errors.As(err, &e) && e.Status == http.StatusNotFound
 			switch {
 			case create && err == nil:
@@ -105,7 +81,7 @@ func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context,
 			case err != nil && !notFound:
 				return x.fail(ctx, err)
 			}
-			req := namespaceRequest{MaxJobs: cur.MaxJobs, MaxConcurrentCalls: cur.MaxConcurrentCalls, MinInterval: cur.MinInterval, Reason: *reason}
+			req := client.NamespaceRequest{MaxJobs: cur.MaxJobs, MaxConcurrentCalls: cur.MaxConcurrentCalls, MinInterval: cur.MinInterval, Reason: *reason}
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
 				case "max-jobs":
@@ -126,22 +102,19 @@ func namespacePutFlags(create bool) func(fs *flag.FlagSet) func(context.Context,
 					}
 				}
 			})
-			var raw json.RawMessage
-			status, err := x.c.do(ctx, "PUT", "/v1/namespaces/"+ns, nil, req, nil, &raw)
+			v, created, err := x.c.PutNamespace(ctx, ns, req)
 			if err != nil {
 				return x.fail(ctx, err)
 			}
 			if x.json {
-				return x.printJSON(raw)
+				return x.printJSON(v)
 			}
-			var v namespaceView
-			_ = json.Unmarshal(raw, &v)
 			done := "set"
-			if status == http.StatusCreated {
+			if created {
 				done = "created"
 			}
 			fmt.Fprintf(x.stdout, "namespace %s %s: %s\n", ns, done, quotas(v))
-			if status == http.StatusCreated {
+			if created {
 				fmt.Fprintf(x.stdout, "give a team access with: scheduler token create --name %s-team --role editor -n %s\n", ns, ns)
 			}
 			return exitOK
@@ -158,7 +131,7 @@ func bound(n int) *int {
 }
 
 // quotas says a namespace's quotas in a line.
-func quotas(v namespaceView) string {
+func quotas(v *client.Namespace) string {
 	unbounded := func(p *int) string {
 		if p == nil {
 			return "no bound"
@@ -191,16 +164,14 @@ func shortText(d string) string {
 
 func namespaceListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/namespaces", nil, nil, nil, &raw); err != nil {
+		namespaces, err := x.c.ListNamespaces(ctx)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(client.Namespaces{Namespaces: namespaces})
 		}
-		var list struct{ Namespaces []namespaceView }
-		_ = json.Unmarshal(raw, &list)
-		if len(list.Namespaces) == 0 {
+		if len(namespaces) == 0 {
 			fmt.Fprintln(x.stdout, "no namespace this token may read")
 			return exitOK
 		}
@@ -212,7 +183,7 @@ func namespaceListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int
 		}
 		tw := x.table()
 		fmt.Fprintln(tw, "NAME\tJOBS\tSECRETS\tMAX JOBS\tMAX CONCURRENT CALLS\tMIN INTERVAL")
-		for _, n := range list.Namespaces {
+		for _, n := range namespaces {
 			interval := "-"
 			if n.MinInterval != nil {
 				interval = shortText(*n.MinInterval)

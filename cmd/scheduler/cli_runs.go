@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
-	wire "github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/client"
 )
 
 // The run commands: runs, run, trigger.
@@ -21,28 +19,19 @@ func runsFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	trigger := fs.String("trigger", "", "only runs with this trigger (schedule, manual, catch-up, recovery)")
 	limit := fs.Int("limit", 20, "how many runs (1-500)")
 	return func(ctx context.Context, x *cli, args []string) int {
-		q := url.Values{"limit": {strconv.Itoa(*limit)}}
-		if *status != "" {
-			q.Set("status", *status)
-		}
-		if *trigger != "" {
-			q.Set("trigger", *trigger)
-		}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", jobPath(x.ns, args[0])+"/runs", q, nil, nil, &raw); err != nil {
+		page, err := x.c.ListRuns(ctx, args[0], client.ListRunsOptions{Limit: *limit, Status: *status, Trigger: *trigger})
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(page)
 		}
-		var page struct{ Runs []wire.Run }
-		_ = json.Unmarshal(raw, &page)
 		x.runTable(page.Runs)
 		return exitOK
 	}
 }
 
-func (x *cli) runTable(runs []wire.Run) {
+func (x *cli) runTable(runs []client.Run) {
 	if len(runs) == 0 {
 		fmt.Fprintln(x.stdout, "  no runs")
 		return
@@ -71,29 +60,28 @@ func runFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		if !ok {
 			return exitUsage
 		}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/runs/"+id, nil, nil, nil, &raw); err != nil {
+		r, err := x.c.GetRun(ctx, id)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(r)
 		}
-		var r wire.Run
-		_ = json.Unmarshal(raw, &r)
-		x.printRun(&r)
+		x.printRun(r)
 		return exitOK
 	}
 }
 
-func (x *cli) runID(arg string) (string, bool) {
-	if n, err := strconv.ParseInt(arg, 10, 64); err != nil || n <= 0 {
+func (x *cli) runID(arg string) (int64, bool) {
+	n, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || n <= 0 {
 		fmt.Fprintf(x.stderr, "scheduler: a run id is a positive integer, not %q\n", arg)
-		return "", false
+		return 0, false
 	}
-	return arg, true
+	return n, true
 }
 
-func (x *cli) printRun(r *wire.Run) {
+func (x *cli) printRun(r *client.Run) {
 	tw := x.table()
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("Run", strconv.FormatInt(r.ID, 10))
@@ -132,21 +120,9 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			fmt.Fprintln(x.stderr, "scheduler trigger: --wait must not be negative")
 			return exitUsage
 		}
-		body := map[string]any{"params": map[string]any{"dry_run": *dryRun}}
-		if *reason != "" {
-			body["reason"] = *reason
-		}
-		q := url.Values{}
-		if *wait > 0 {
-			q.Set("wait", min(*wait, serverMaxWait).String())
-		}
-		var h map[string]string
-		if *key != "" {
-			h = map[string]string{"Idempotency-Key": *key}
-		}
-		var raw json.RawMessage
-		status, err := x.c.do(ctx, "POST", jobPath(x.ns, args[0])+"/runs", q, body, h, &raw)
-		if e := (*apiError)(nil); errors.As(err, &e) && e.slug() == "run-active" {
+		t, err := x.c.TriggerRun(ctx, args[0], client.TriggerOptions{Params: map[string]any{"dry_run": *dryRun},
+			Reason: *reason, IdempotencyKey: *key, Wait: min(*wait, serverMaxWait)})
+		if e := (*client.Problem)(nil); errors.As(err, &e) && e.Slug() == "run-active" {
 			// Not one line of problem: the caller must learn which run is in the way and how on.
 			fmt.Fprintf(x.stderr, "scheduler trigger: nothing queued: run %d of %s is queued or running with other params than these, which it would not use.\n"+
 				"  wait for it:  scheduler run %d, then trigger again\n  or cancel it: scheduler cancel %d\n", e.ActiveRunID, args[0], e.ActiveRunID, e.ActiveRunID)
@@ -155,34 +131,32 @@ func triggerFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		if err != nil {
 			return x.fail(ctx, err)
 		}
-		var r wire.Run
-		_ = json.Unmarshal(raw, &r)
-		if *wait > 0 && !finished(&r) {
+		r := &t.Run
+		if *wait > 0 && !r.Finished() {
 			deadline := time.Now().Add(*wait - serverMaxWait)
-			for !finished(&r) && time.Now().Before(deadline) {
+			for !r.Finished() && time.Now().Before(deadline) {
 				select {
 				case <-ctx.Done():
 					return exitFailure
 				case <-time.After(pollEvery):
 				}
-				if _, err := x.c.do(ctx, "GET", "/v1/runs/"+strconv.FormatInt(r.ID, 10), nil, nil, nil, &raw); err != nil {
+				if r, err = x.c.GetRun(ctx, r.ID); err != nil {
 					return x.fail(ctx, err)
 				}
-				_ = json.Unmarshal(raw, &r)
 			}
 		}
 		if x.json {
-			x.printJSON(raw)
+			x.printJSON(r)
 		} else {
 			switch {
-			case *wait > 0 && finished(&r):
+			case *wait > 0 && r.Finished():
 				fmt.Fprintf(x.stdout, "run %d of %s %s after %s\n", r.ID, r.Job, r.Status, durationText(r.DurationMS))
 				if r.Error != nil {
 					fmt.Fprintf(x.stdout, "error: %s\n", oneLine(*r.Error, 200))
 				}
 			case *wait > 0:
 				fmt.Fprintf(x.stdout, "run %d of %s still %s after %s; follow it with: scheduler run %d\n", r.ID, r.Job, r.Status, *wait, r.ID)
-			case status == http.StatusOK:
+			case t.Status == http.StatusOK:
 				fmt.Fprintf(x.stdout, "run %d of %s was already %s; no second run queued\n", r.ID, r.Job, r.Status)
 			default:
 				fmt.Fprintf(x.stdout, "run %d of %s queued; follow it with: scheduler run %d\n", r.ID, r.Job, r.ID)

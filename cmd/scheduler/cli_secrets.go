@@ -3,14 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
-	"time"
+
+	"github.com/schedulerhq/scheduler/client"
 )
 
 // scheduler secret set|list|delete: a namespace's secrets, which its HTTP jobs send only to
@@ -45,13 +45,12 @@ func secretSetFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int 
 		if !ok {
 			return exitUsage
 		}
-		body := map[string]any{"value": value, "allowed_hosts": []string(hosts)}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "PUT", secretsPath(x.ns)+"/"+url.PathEscape(args[0]), nil, body, nil, &raw); err != nil {
+		sec, err := x.c.PutSecret(ctx, args[0], value, hosts)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(sec)
 		}
 		fmt.Fprintf(x.stdout, "secret %s set in namespace %s; sent only to %s\n", args[0], x.ns, strings.Join(hosts, ", "))
 		return exitOK
@@ -93,32 +92,23 @@ func (x *cli) readSecretValue(name, file string) (string, bool) {
 	return string(b), true
 }
 
-// secretView is the API's view of a secret: never its value.
-type secretView struct {
-	Name         string     `json:"name"`
-	AllowedHosts []string   `json:"allowed_hosts"`
-	UpdatedAt    *time.Time `json:"updated_at"`
-}
-
 func secretListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", secretsPath(x.ns), nil, nil, nil, &raw); err != nil {
+		secrets, err := x.c.ListSecrets(ctx)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(client.Secrets{Secrets: secrets})
 		}
-		var list struct{ Secrets []secretView }
-		_ = json.Unmarshal(raw, &list)
-		if len(list.Secrets) == 0 {
+		if len(secrets) == 0 {
 			fmt.Fprintf(x.stdout, "no secrets in namespace %s\n", x.ns)
 			return exitOK
 		}
 		tw := x.table()
 		fmt.Fprintln(tw, "NAME\tALLOWED HOSTS\tUPDATED")
-		for _, s := range list.Secrets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, strings.Join(s.AllowedHosts, ", "), x.when(s.UpdatedAt))
+		for _, s := range secrets {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, strings.Join(s.AllowedHosts, ", "), x.when(&s.UpdatedAt))
 		}
 		tw.Flush()
 		return exitOK
@@ -127,12 +117,11 @@ func secretListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 
 func secretDeleteFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, args []string) int {
-		if _, err := x.c.do(ctx, "DELETE", secretsPath(x.ns)+"/"+url.PathEscape(args[0]), nil, nil, nil, nil); err != nil {
+		if err := x.c.DeleteSecret(ctx, args[0]); err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			b, _ := json.Marshal(map[string]any{"name": args[0], "namespace": x.ns, "deleted": true})
-			return x.printJSON(b)
+			return x.printJSON(map[string]any{"name": args[0], "namespace": x.ns, "deleted": true})
 		}
 		fmt.Fprintf(x.stdout, "deleted secret %s of namespace %s\n", args[0], x.ns)
 		return exitOK

@@ -2,29 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/url"
-	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/access"
 )
 
 // scheduler token create|list|revoke (admin) and scheduler whoami (anyone).
-
-// tokenView is the API's view of a token made through POST /v1/tokens; Token (the value)
-// is only in POST's answer.
-type tokenView struct {
-	ID        string     `json:"id"`
-	Token     string     `json:"token"`
-	Name      string     `json:"name"`
-	Role      string     `json:"role"`
-	Namespace *string    `json:"namespace"`
-	CreatedBy string     `json:"created_by"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
 
 // roleWhere says what a role in a namespace is: "editor of namespace billing", "admin of
 // every namespace".
@@ -60,25 +45,20 @@ func tokenCreateFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) in
 			fmt.Fprintln(x.stderr, "scheduler token create: --expires-in must not be negative")
 			return exitUsage
 		}
-		body := map[string]string{"name": *name, "role": *role}
+		req := client.TokenRequest{Name: *name, Role: *role, Reason: *reason}
 		if *role != access.RoleAdmin {
-			body["namespace"] = x.ns
+			req.Namespace = x.ns
 		}
 		if *expiresIn > 0 {
-			body["expires_in"] = expiresIn.String()
+			req.ExpiresIn = expiresIn.String()
 		}
-		if *reason != "" {
-			body["reason"] = *reason
-		}
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "POST", "/v1/tokens", nil, body, nil, &raw); err != nil {
+		t, err := x.c.CreateToken(ctx, req)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(t)
 		}
-		var t tokenView
-		_ = json.Unmarshal(raw, &t)
 		expires := "never expires"
 		if t.ExpiresAt != nil {
 			expires = "expires " + x.when(t.ExpiresAt)
@@ -99,22 +79,20 @@ func tokenCreateFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) in
 
 func tokenListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/tokens", nil, nil, nil, &raw); err != nil {
+		tokens, err := x.c.ListTokens(ctx)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(client.Tokens{Tokens: tokens})
 		}
-		var list struct{ Tokens []tokenView }
-		_ = json.Unmarshal(raw, &list)
-		if len(list.Tokens) == 0 {
+		if len(tokens) == 0 {
 			fmt.Fprintln(x.stdout, "no tokens made with scheduler token create (the environment's tokens are not listed)")
 			return exitOK
 		}
 		tw := x.table()
 		fmt.Fprintln(tw, "ID\tNAME\tROLE\tNAMESPACE\tEXPIRES\tREVOKED\tCREATED BY")
-		for _, t := range list.Tokens {
+		for _, t := range tokens {
 			ns := "(all)"
 			if t.Namespace != nil {
 				ns = *t.Namespace
@@ -133,12 +111,11 @@ func tokenListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 func tokenRevokeFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	reason := fs.String("reason", "", "why (kept in the audit log)")
 	return func(ctx context.Context, x *cli, args []string) int {
-		if _, err := x.c.do(ctx, "DELETE", "/v1/tokens/"+url.PathEscape(args[0]), nil, reasonBody(*reason), nil, nil); err != nil {
+		if err := x.c.RevokeToken(ctx, args[0], *reason); err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			b, _ := json.Marshal(map[string]any{"id": args[0], "revoked": true})
-			return x.printJSON(b)
+			return x.printJSON(map[string]any{"id": args[0], "revoked": true})
 		}
 		fmt.Fprintf(x.stdout, "revoked %s: every replica refuses it within a second\n", args[0])
 		return exitOK
@@ -154,20 +131,13 @@ var roleMeaning = map[string]string{
 
 func whoamiFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
-		var raw json.RawMessage
-		if _, err := x.c.do(ctx, "GET", "/v1/whoami", nil, nil, nil, &raw); err != nil {
+		w, err := x.c.Whoami(ctx)
+		if err != nil {
 			return x.fail(ctx, err)
 		}
 		if x.json {
-			return x.printJSON(raw)
+			return x.printJSON(w)
 		}
-		var w struct {
-			Kind      string         `json:"kind"`
-			TokenID   string         `json:"token_id"`
-			TokenName string         `json:"token_name"`
-			Grants    []access.Grant `json:"grants"`
-		}
-		_ = json.Unmarshal(raw, &w)
 		var who string
 		switch w.Kind {
 		case access.KindToken:

@@ -559,7 +559,7 @@ func TestDefinitionBodyLimit(t *testing.T) {
 }
 
 // GET /v1/jobs?limit pages through the built-in jobs, then the runtime jobs by name: the
-// pages together are the unpaged list, whatever the page size, and a bad limit or cursor is
+// pages together are the whole list, whatever the page size, and a bad limit or cursor is
 // a 400 naming the field.
 func TestJobListPages(t *testing.T) {
 	t.Parallel()
@@ -578,7 +578,7 @@ func TestJobListPages(t *testing.T) {
 	all := a.do("GET", "/v1/jobs", "", nil)
 	require.Equal(t, http.StatusOK, all.Status)
 	want := names(all)
-	assert.Nil(t, all.JSON(t)["next_cursor"], "no page without a limit")
+	assert.Nil(t, all.JSON(t)["next_cursor"], "the default page holds them all")
 	builtins := len(testJobs(t))
 	require.Len(t, want, builtins+5)
 	assert.Equal(t, []string{"report-a", "report-b", "report-c", "report-d", "report-e"}, want[builtins:])
@@ -612,4 +612,36 @@ func TestJobListPages(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, res.Status, path)
 		assert.Equal(t, field, res.problemField(t), path)
 	}
+}
+
+// Without ?limit, GET /v1/jobs answers a page of jobListDefault jobs and a cursor, not every
+// job: a namespace of thousands of jobs is never one answer of megabytes.
+func TestJobListHasADefaultPage(t *testing.T) {
+	t.Parallel()
+	a := newRuntimeAPI(t, 0)
+	const runtime = jobListDefault + 20
+	a.exec(`INSERT INTO job_definitions (name, kind, definition)
+		SELECT format('job-%s', lpad(i::text, 4, '0')), 'http', jsonb_build_object(
+			'name', format('job-%s', lpad(i::text, 4, '0')), 'schedule', '0 2 * * *',
+			'http', jsonb_build_object('url', format('https://receiver.internal/jobs/%s', i)))
+		FROM generate_series(1, $1) AS i`, runtime)
+	seen := 0
+	path := "/v1/jobs"
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 3, "the pages never end")
+		res := a.do("GET", path, "", nil)
+		require.Equal(t, http.StatusOK, res.Status, string(res.Body))
+		jobs := res.JSON(t)["jobs"].([]any)
+		next, _ := res.JSON(t)["next_cursor"].(string)
+		if pages == 0 {
+			assert.Equal(t, jobListDefault, len(jobs), "the first page")
+			require.NotEmpty(t, next, "a cursor to the rest")
+		}
+		seen += len(jobs)
+		if next == "" {
+			break
+		}
+		path = "/v1/jobs?cursor=" + next
+	}
+	assert.Equal(t, len(testJobs(t))+runtime, seen, "the pages hold every job once")
 }

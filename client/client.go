@@ -50,9 +50,6 @@ func New(baseURL string, opts ...Option) *Client {
 	return c
 }
 
-// Namespace is the namespace the job and secret calls act in.
-func (c *Client) Namespace() string { return c.namespace }
-
 // InNamespace is a copy of c that acts in namespace ns.
 func (c *Client) InNamespace(ns string) *Client {
 	d := *c

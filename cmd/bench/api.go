@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -69,14 +68,14 @@ func benchAPI(ctx context.Context, b *bench) error {
 	}
 	ts := httptest.NewServer(rep.Handler())
 	defer ts.Close()
-	client := ts.Client()
+	c := client.New(ts.URL, client.WithHTTPClient(ts.Client()))
 
 	pool, err := pgxpool.New(ctx, b.url(full))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	deep, err := deepCursor(ctx, client, ts.URL, pool)
+	deep, err := deepCursor(ctx, c, pool)
 	if err != nil {
 		return err
 	}
@@ -95,21 +94,21 @@ func benchAPI(ctx context.Context, b *bench) error {
 		check      func() error
 	}{
 		{"GET /v1/jobs/{name}/runs, first page", data, 10 * time.Millisecond, func() error {
-			return fullPage(ctx, client, ts.URL+"/v1/jobs/plan-change/runs")
+			return fullPage(ctx, c, "")
 		}},
 		{"GET /v1/jobs/{name}/runs, deep page (cursor 90 % back)", data, 10 * time.Millisecond, func() error {
-			return fullPage(ctx, client, ts.URL+"/v1/jobs/plan-change/runs?cursor="+deep)
+			return fullPage(ctx, c, deep)
 		}},
 		// Each request reads the next sampled run, so consecutive requests hit other days'
 		// partitions.
 		{"GET /v1/runs/{id}", data + fmt.Sprintf("; ids of %d runs from %d days, in turn", len(ids), idDays), 5 * time.Millisecond, func() error {
 			id := ids[(next.Add(1)-1)%int64(len(ids))]
-			res, err := getJSON(ctx, client, ts.URL+"/v1/runs/"+strconv.FormatInt(id, 10))
+			run, err := c.GetRun(ctx, id)
 			if err != nil {
 				return err
 			}
-			if got, _ := res["id"].(float64); int64(got) != id {
-				return fmt.Errorf("GET /v1/runs/%d answered run %v", id, res["id"])
+			if run.ID != id {
+				return fmt.Errorf("GET /v1/runs/%d answered run %d", id, run.ID)
 			}
 			return nil
 		}},
@@ -136,27 +135,23 @@ func benchAPI(ctx context.Context, b *bench) error {
 	var trig []time.Duration
 	_, err = paced(ctx, b.sz.requests/2, triggerRate, func() error {
 		start := time.Now()
-		res, err := client.Post(ts.URL+"/v1/jobs/status-sync/runs", "application/json", strings.NewReader(`{"reason": "bench"}`))
+		t, err := c.TriggerRun(ctx, "status-sync", client.TriggerOptions{Reason: "bench"})
+		d := time.Since(start)
 		if err != nil {
 			return err
 		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		d := time.Since(start)
-		if res.StatusCode != http.StatusAccepted {
-			return fmt.Errorf("trigger: status %d, want 202", res.StatusCode)
+		if t.Status != http.StatusAccepted {
+			return fmt.Errorf("trigger: status %d, want 202", t.Status)
 		}
 		mu.Lock()
 		trig = append(trig, d)
 		mu.Unlock()
-		cres, err := client.Post(ts.URL+res.Header.Get("Location")+"/cancel", "application/json", nil)
+		run, err := c.CancelRun(ctx, t.Run.ID, "")
 		if err != nil {
 			return err
 		}
-		io.Copy(io.Discard, cres.Body)
-		cres.Body.Close()
-		if cres.StatusCode != http.StatusOK {
-			return fmt.Errorf("cancel: status %d, want 200", cres.StatusCode)
+		if run.Status != "cancelled" {
+			return fmt.Errorf("cancel: run %d is %s, want cancelled", run.ID, run.Status)
 		}
 		return nil
 	}, serial())
@@ -171,14 +166,15 @@ func benchAPI(ctx context.Context, b *bench) error {
 	return nil
 }
 
-// fullPage gets a page of history and checks it is full (50 runs).
-func fullPage(ctx context.Context, client *http.Client, url string) error {
-	res, err := getJSON(ctx, client, url)
+// fullPage gets the page of plan-change's history after cursor ("": the first) and checks
+// it is full (50 runs).
+func fullPage(ctx context.Context, c *client.Client, cursor string) error {
+	page, err := c.ListRuns(ctx, "plan-change", client.ListRunsOptions{Cursor: cursor})
 	if err != nil {
 		return err
 	}
-	if runs, _ := res["runs"].([]any); len(runs) != 50 {
-		return fmt.Errorf("GET %s: %d runs, want a full page of 50", url, len(runs))
+	if len(page.Runs) != 50 {
+		return fmt.Errorf("GET /v1/jobs/plan-change/runs?cursor=%s: %d runs, want a full page of 50", cursor, len(page.Runs))
 	}
 	return nil
 }
@@ -210,27 +206,6 @@ func sampleRunIDs(ctx context.Context, pool *pgxpool.Pool, k int) ([]int64, int,
 		days[id>>37] = true // the id's UTC day (migration 0013)
 	}
 	return ids, len(days), nil
-}
-
-func getJSON(ctx context.Context, client *http.Client, url string) (map[string]any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d: %s", url, res.StatusCode, body)
-	}
-	var m map[string]any
-	return m, json.Unmarshal(body, &m)
 }
 
 type pacedOpt struct{ serial bool }
@@ -296,15 +271,18 @@ func paced(ctx context.Context, count, rate int, fn func() error, opts ...pacedO
 // own first-page cursor with its id moved back to the run 10 % of the way from the oldest
 // slot to the newest (the data sets spread their runs evenly over time; ids, which carry
 // their day in the high bits, are not spread evenly).
-func deepCursor(ctx context.Context, client *http.Client, base string, pool *pgxpool.Pool) (string, error) {
-	first, err := getJSON(ctx, client, base+"/v1/jobs/plan-change/runs")
+func deepCursor(ctx context.Context, c *client.Client, pool *pgxpool.Pool) (string, error) {
+	first, err := c.ListRuns(ctx, "plan-change", client.ListRunsOptions{})
 	if err != nil {
 		return "", err
 	}
-	cur, _ := first["next_cursor"].(string)
+	var cur string
+	if first.NextCursor != nil {
+		cur = *first.NextCursor
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(cur)
 	if err != nil || !strings.Contains(string(raw), ".") {
-		return "", fmt.Errorf("first page has no usable next_cursor: %v", first["next_cursor"])
+		return "", fmt.Errorf("first page has no usable next_cursor: %q", cur)
 	}
 	var deepID int64
 	if err := pool.QueryRow(ctx, `

@@ -1,67 +1,48 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"time"
 
+	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/replica"
 )
 
-// How GET /v1/jobs answers with every runtime job of the scale run defined: all of them in
-// one answer, and one page.
+// How GET /v1/jobs answers its first page with every runtime job of the scale run defined.
+// (The list has no unpaged form: GET /v1/jobs answers jobPageSize jobs without ?limit.)
 
 // jobListTiming is how GET /v1/jobs answered with every job defined.
 type jobListTiming struct {
 	p50, max time.Duration
-	bytes    int
 }
 
 // jobListRequests is how many times the scale run reads GET /v1/jobs, and jobPageSize the
-// limit of its paged reads.
+// size of its pages: the API's default.
 const (
 	jobListRequests = 5
 	jobPageSize     = 100
 )
 
-// timeJobList reads path, a GET /v1/jobs that answers want jobs, from rep's API a few
-// times, one request at a time.
-func timeJobList(ctx context.Context, rep *replica.Replica, path string, want int) (jobListTiming, error) {
+// timeJobList reads the first page of the job list of n jobs from rep's API a few times, one
+// request at a time, through the client package as a program would.
+func timeJobList(ctx context.Context, rep *replica.Replica, n int) (jobListTiming, error) {
 	var t jobListTiming
 	srv := httptest.NewServer(rep.Handler())
 	defer srv.Close()
+	c := client.New(srv.URL, client.WithHTTPClient(srv.Client()))
 	var took []time.Duration
-	// One buffer for every answer, as a client that re-reads the list would keep: growing a
-	// fresh 13 MB one each time is the client's cost, not the server's.
-	var body bytes.Buffer
 	for range jobListRequests {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		if err != nil {
-			return t, err
-		}
 		start := time.Now()
-		res, err := srv.Client().Do(req)
-		if err != nil {
-			return t, err
-		}
-		var list struct {
-			Jobs []json.RawMessage `json:"jobs"`
-		}
-		body.Reset()
-		_, err = body.ReadFrom(res.Body)
-		res.Body.Close()
+		page, err := c.ListJobs(ctx, client.ListJobsOptions{})
 		took = append(took, time.Since(start))
 		if err != nil {
 			return t, err
 		}
-		if err := json.Unmarshal(body.Bytes(), &list); err != nil || len(list.Jobs) != want {
-			return t, fmt.Errorf("GET %s answered %s with %d jobs, want %d (%v)", path, res.Status, len(list.Jobs), want, err)
+		if want := min(n, jobPageSize); len(page.Jobs) != want || (page.NextCursor != nil) != (n > jobPageSize) {
+			return t, fmt.Errorf("GET /v1/jobs answered %d jobs (next cursor %v), want a page of %d of %d", len(page.Jobs), page.NextCursor, want, n)
 		}
-		t.bytes = body.Len()
 	}
 	t.p50, t.max = percentile(took, 50), percentile(took, 100)
 	return t, nil

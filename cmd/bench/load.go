@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/schedulerhq/scheduler/client"
 )
 
 // loadRate is the open-loop request rate of the API load: requests are sent on schedule
@@ -64,7 +66,7 @@ func benchAPILoad(ctx context.Context, b *bench) error {
 	}); err != nil {
 		return fmt.Errorf("replicas not ready: %w", err)
 	}
-	deep, err := deepCursor(ctx, http.DefaultClient, "http://"+c.procs[0].addr, pool)
+	deep, err := deepCursor(ctx, client.New("http://"+c.procs[0].addr), pool)
 	if err != nil {
 		return err
 	}

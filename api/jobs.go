@@ -97,7 +97,11 @@ func (s *Server) findJob(ctx context.Context, ns, name string) (*jobRef, error) 
 }
 
 func jobNotFound(w http.ResponseWriter, r *http.Request, name string) {
-	httpx.WriteProblem(w, r, http.StatusNotFound, probJobNotFound,
+	httpx.WriteProblemFor(w, r, jobNotFoundProblem(name))
+}
+
+func jobNotFoundProblem(name string) *client.Problem {
+	return httpx.Problem(http.StatusNotFound, probJobNotFound,
 		fmt.Sprintf("no job named %q; GET /v1/jobs lists them", name), client.FieldError{Field: "name", Detail: "unknown job"})
 }
 
@@ -183,12 +187,38 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	j := s.job(w, r)
-	if j == nil {
-		return
+// jobRoute is a …/jobs/{name} route's request: the route's namespace and the job's name.
+type jobRoute struct{ ns, name string }
+
+// Extract reads the namespace and the name.
+func (q *jobRoute) Extract(r *http.Request) error {
+	q.ns, q.name = routeNamespace(r), chi.URLParam(r, "name")
+	return nil
+}
+
+func (s *Server) getJob(ctx context.Context, q *jobRoute) (*jobAnswer, error) {
+	j, err := s.findJob(ctx, q.ns, q.name)
+	switch {
+	case err != nil:
+		return nil, err
+	case j == nil:
+		return nil, jobNotFoundProblem(q.name)
 	}
-	s.writeJob(w, r, j)
+	views, err := s.views(ctx, s.cfg.DB, *j)
+	if err != nil {
+		return nil, err
+	}
+	return &jobAnswer{views[0]}, nil
+}
+
+// jobAnswer is one job as an endpoint answers it, with X-Job-Version (writeJobView says why).
+type jobAnswer struct{ client.Job }
+
+// SetHeader names a runtime job's version.
+func (a jobAnswer) SetHeader(h http.Header) {
+	if a.Version != nil {
+		h.Set("X-Job-Version", fmt.Sprint(*a.Version))
+	}
 }
 
 func (s *Server) pauseJob(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }
@@ -247,9 +277,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, j *jobRef) {
 // when the job's state does (paused, last run), so the version travels beside it for
 // If-Match.
 func writeJobView(w http.ResponseWriter, status int, v client.Job) {
-	if v.Version != nil {
-		w.Header().Set("X-Job-Version", fmt.Sprint(*v.Version))
-	}
+	jobAnswer{v}.SetHeader(w.Header())
 	httpx.WriteJSON(w, status, v)
 }
 

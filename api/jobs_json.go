@@ -64,7 +64,7 @@ func (jv *jobView) appendJSON(b []byte, now time.Time, paused bool, last *store.
 // members in extra when it is not empty (`"counts":{…}`, JSON of JobCounts, and more).
 func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused map[string]bool, last map[string]*store.Run,
 	ran map[string]store.RanRuns, next *string, extra []byte) error {
-	b := httpx.AnswerBuffer(1536*len(list) + 64) // about 1.2 kB a runtime job
+	b := make([]byte, 0, 1536*len(list)+64) // about 1.2 kB a runtime job
 	b = append(b, `{"jobs":[`...)
 	for i, jv := range list {
 		if i > 0 {
@@ -86,6 +86,6 @@ func writeJobList(w http.ResponseWriter, list []*jobView, now time.Time, paused 
 		b = append(b, ',')
 		b = append(b, extra...)
 	}
-	httpx.WriteOwnedJSON(w, http.StatusOK, append(b, '}', '\n'))
+	httpx.WriteRawJSON(w, http.StatusOK, append(b, '}'))
 	return nil
 }

@@ -111,8 +111,6 @@ type Server struct {
 	allRefusals *rate.Limiter
 	// runtimeViews keeps the runtime jobs' views between requests.
 	runtimeViews jobViews
-	// compressedAnswers keeps the gzip form of the last big answers.
-	compressedAnswers httpx.CompressedAnswers
 	// outbound is cfg.Outbound, or a policy with nothing to give when that is nil.
 	outbound *outbound.Policy
 }
@@ -187,7 +185,7 @@ func (s *Server) Handler() http.Handler {
 	s.oidcPublicRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		// Every /v1 GET is polled by the dashboard: revalidated with ETag, answered 304.
-		r.Use(s.authenticate, httpx.ConditionalGET(&s.compressedAnswers))
+		r.Use(s.authenticate, httpx.ConditionalGET)
 		r.Get("/whoami", get(s, s.whoami))
 		r.Get("/leader", get(s, s.getLeader))
 		r.Get("/instances", get(s, s.listInstances))
@@ -229,7 +227,7 @@ func (s *Server) jobRoutes(r chi.Router, prefix string) {
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(s.mayRead)
-		r.Get(prefix+"/{name}", s.getJob)
+		r.Get(prefix+"/{name}", get(s, s.getJob))
 		r.Get(prefix+"/{name}/runs", s.listRuns)
 		r.Get(prefix+"/{name}/slots", s.listSlots)
 		r.Get(prefix+"/{name}/notifications", s.listNotifications)

@@ -48,12 +48,12 @@ func (s *Server) secretRoutes(r chi.Router) {
 	const list, one = "/namespaces/{ns}/secrets", "/namespaces/{ns}/secrets/{name}"
 	r.Group(func(r chi.Router) {
 		r.Use(s.namespaceScope)
-		r.Get(list, s.listSecrets)
-		r.Get(one, s.getSecret)
+		r.Get(list, get(s, s.listSecrets))
+		r.Get(one, get(s, s.getSecret))
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct, s.mayEdit)
 			r.Put(one, s.putSecret)
-			r.Delete(one, s.deleteSecret)
+			r.Delete(one, act(s, http.StatusNoContent, s.deleteSecret))
 		})
 	})
 }
@@ -70,38 +70,51 @@ type secretRequest struct {
 	Reason       *string  `json:"reason"`
 }
 
-func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	list, err := s.cfg.DB.Secrets(ctx, routeNamespace(r))
+func (s *Server) listSecrets(ctx context.Context, q *namespaceRoute) (*client.Secrets, error) {
+	list, err := s.cfg.DB.Secrets(ctx, q.ns)
 	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	views := make([]client.Secret, len(list))
 	for i, sec := range list {
 		views[i] = newSecretView(sec)
 	}
-	httpx.WriteJSON(w, http.StatusOK, client.Secrets{Secrets: views})
+	return &client.Secrets{Secrets: views}, nil
 }
 
-func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
-	ns, name := routeNamespace(r), chi.URLParam(r, "name")
-	if !secretNameRE.MatchString(name) {
-		secretNotFound(w, r, ns, name)
-		return
+// secretRoute is a …/secrets/{name} route's request: the namespace and the name.
+type secretRoute struct {
+	namespaceRoute
+	name string
+}
+
+// Extract reads the namespace and the name.
+func (q *secretRoute) Extract(r *http.Request) error {
+	q.name = chi.URLParam(r, "name")
+	return q.namespaceRoute.Extract(r)
+}
+
+// known refuses a name that no secret can have as not found, before any read.
+func (q *secretRoute) known() error {
+	if !secretNameRE.MatchString(q.name) {
+		return secretNotFound(q.ns, q.name)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	sec, err := s.cfg.DB.Secret(ctx, ns, name)
+	return nil
+}
+
+func (s *Server) getSecret(ctx context.Context, q *secretRoute) (*client.Secret, error) {
+	if err := q.known(); err != nil {
+		return nil, err
+	}
+	sec, err := s.cfg.DB.Secret(ctx, q.ns, q.name)
 	switch {
 	case errors.Is(err, store.ErrSecretNotFound):
-		secretNotFound(w, r, ns, name)
+		return nil, secretNotFound(q.ns, q.name)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-	default:
-		httpx.WriteJSON(w, http.StatusOK, newSecretView(sec))
+		return nil, err
 	}
+	v := newSecretView(sec)
+	return &v, nil
 }
 
 // putSecret stores the secret (201) or replaces it at the next version (200), sealed, with
@@ -213,18 +226,11 @@ func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []cl
 
 // deleteSecret deletes the secret (204), audited in the same transaction. Jobs that name it
 // fail their next run saying so.
-func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	ns, name := routeNamespace(r), chi.URLParam(r, "name")
-	reason, ok := actionReason(w, r)
-	if !ok {
-		return
+func (s *Server) deleteSecret(ctx context.Context, q *secretDelete) (*struct{}, error) {
+	ns, name, r, reason := q.ns, q.name, q.r, q.Reason
+	if err := q.known(); err != nil {
+		return nil, err
 	}
-	if !secretNameRE.MatchString(name) {
-		secretNotFound(w, r, ns, name)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
 	var sec store.Secret
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
@@ -235,14 +241,26 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrSecretNotFound):
-		secretNotFound(w, r, ns, name)
-		return
+		return nil, secretNotFound(ns, name)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	}
 	s.cfg.Log.InfoContext(ctx, "secret deleted", "namespace", ns, "secret", name, "version", sec.Version, "request_id", httpx.RequestID(ctx))
-	w.WriteHeader(http.StatusNoContent)
+	return nil, nil
+}
+
+// secretDelete is DELETE …/secrets/{name}'s request: the secret, then the optional reason.
+type secretDelete struct {
+	secretRoute
+	reasonRequest
+}
+
+// Extract reads the route and keeps the request.
+func (q *secretDelete) Extract(r *http.Request) error {
+	if err := q.secretRoute.Extract(r); err != nil {
+		return err
+	}
+	return q.reasonRequest.Extract(r)
 }
 
 // secretAction is the audit row of a put or a delete: the name, version and allowed hosts,
@@ -257,8 +275,8 @@ func (s *Server) secretAction(r *http.Request, action string, sec store.Secret, 
 	return a
 }
 
-func secretNotFound(w http.ResponseWriter, r *http.Request, ns, name string) {
-	httpx.WriteProblem(w, r, http.StatusNotFound, probSecretNotFound, fmt.Sprintf(
+func secretNotFound(ns, name string) error {
+	return httpx.Problem(http.StatusNotFound, probSecretNotFound, fmt.Sprintf(
 		"namespace %s has no secret named %q; GET /v1/namespaces/%s/secrets lists them, PUT /v1/namespaces/%s/secrets/<NAME> stores one",
 		ns, name, ns, ns))
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,18 +16,6 @@ import (
 
 // Namespaces: where the job commands send their requests (-n), and scheduler namespace
 // create|set|list.
-
-// jobsPath is the route of namespace ns's jobs. Namespace default keeps /v1/jobs, which
-// also lists the built-in jobs, so a replica without namespaces answers the same commands.
-func jobsPath(ns string) string {
-	if ns == "" || ns == namespace.Default {
-		return "/v1/jobs"
-	}
-	return "/v1/namespaces/" + url.PathEscape(ns) + "/jobs"
-}
-
-// jobPath is the route of job name in namespace ns.
-func jobPath(ns, name string) string { return jobsPath(ns) + "/" + url.PathEscape(name) }
 
 // commaList is a list flag's value for the API: "" is the empty list.
 func commaList(s string) *[]string {

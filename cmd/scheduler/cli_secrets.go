@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -19,8 +18,6 @@ import (
 
 // maxSecretValue caps a value read; the API takes bodies of at most 64 KiB.
 const maxSecretValue = 60 << 10
-
-func secretsPath(ns string) string { return "/v1/namespaces/" + url.PathEscape(ns) + "/secrets" }
 
 // stringList is a flag given once per value (--allowed-host a --allowed-host b).
 type stringList []string

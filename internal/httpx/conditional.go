@@ -15,20 +15,14 @@ import (
 // The dashboard re-polls every second an answer that rarely changes; this way an unchanged
 // one costs a few headers. The ETag is weak because the compressed and the plain answer
 // are the same content in two encodings. Cache-Control: no-cache makes any cache on the
-// way ask again each time instead of serving a stale answer. A big answer is sent gzipped
-// from compressed when it was compressed before (compressed_answers.go).
-func ConditionalGET(compressed *CompressedAnswers) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler { return conditional(compressed, next) }
-}
-
-func conditional(compressed *CompressedAnswers, next http.Handler) http.Handler {
+// way ask again each time instead of serving a stale answer.
+func ConditionalGET(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			next.ServeHTTP(w, r)
 			return
 		}
 		buf := &bufferedAnswer{ResponseWriter: w}
-		defer buf.release()
 		next.ServeHTTP(buf, r)
 		if buf.status == 0 {
 			buf.status = http.StatusOK
@@ -47,9 +41,6 @@ func conditional(compressed *CompressedAnswers, next http.Handler) http.Handler 
 			w.Header().Del("Content-Type")
 			w.Header().Del("Content-Length")
 			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		if compressed.writeCompressed(w, r, tag, buf.bytes()) {
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -74,36 +65,9 @@ type bufferedAnswer struct {
 	http.ResponseWriter
 	status int
 	body   bytes.Buffer
-	// owned is a body handed over whole (adopt) instead of copied into body.
-	owned []byte
 }
 
-func (b *bufferedAnswer) bytes() []byte {
-	if b.owned != nil {
-		return b.owned
-	}
-	return b.body.Bytes()
-}
-
-// adopt takes p as the whole body, uncopied, when nothing was written yet; the answer
-// returns it to answerBuffers once written (release). It reports whether it took p.
-func (b *bufferedAnswer) adopt(p []byte) bool {
-	if b.owned != nil || b.body.Len() > 0 {
-		return false
-	}
-	if b.status == 0 {
-		b.status = http.StatusOK
-	}
-	b.owned = p
-	return true
-}
-
-func (b *bufferedAnswer) release() {
-	if b.owned != nil {
-		releaseAnswerBuffer(b.owned)
-		b.owned = nil
-	}
-}
+func (b *bufferedAnswer) bytes() []byte { return b.body.Bytes() }
 
 func (b *bufferedAnswer) WriteHeader(status int) {
 	if b.status == 0 {
@@ -114,11 +78,6 @@ func (b *bufferedAnswer) WriteHeader(status int) {
 func (b *bufferedAnswer) Write(p []byte) (int, error) {
 	if b.status == 0 {
 		b.status = http.StatusOK
-	}
-	if b.owned != nil {
-		b.body.Write(b.owned) // a write after an adopted body: keep both, in order
-		releaseAnswerBuffer(b.owned)
-		b.owned = nil
 	}
 	return b.body.Write(p)
 }

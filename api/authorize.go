@@ -116,8 +116,13 @@ func routeNamespace(r *http.Request) string {
 // detail says what the caller's own grants are and names nothing of a namespace the caller
 // cannot read: what is refused is "this namespace", the one the caller named itself.
 func (s *Server) forbid(w http.ResponseWriter, r *http.Request, what string) {
+	httpx.WriteProblemFor(w, r, s.forbidden(r, what))
+}
+
+// forbidden is forbid's refusal, recorded, for an endpoint to return.
+func (s *Server) forbidden(r *http.Request, what string) *client.Problem {
 	s.refused(r, probForbidden)
-	httpx.WriteProblem(w, r, http.StatusForbidden, probForbidden, fmt.Sprintf("%s may not %s", describe(principal(r.Context())), what))
+	return httpx.Problem(http.StatusForbidden, probForbidden, fmt.Sprintf("%s may not %s", describe(principal(r.Context())), what))
 }
 
 // mayRead and mayEdit guard the routes of a namespace: reading needs a viewer's grant,

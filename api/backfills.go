@@ -228,29 +228,19 @@ func (s *Server) cancelBackfill(w http.ResponseWriter, r *http.Request) {
 }
 
 // rerunRun queues the slot of run {id} again (202): same scheduled_at, same Idempotency-Key.
-func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
-	id := runID(w, r)
-	if id == 0 {
-		return
-	}
-	reason, ok := actionReason(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	run := s.runToActOn(ctx, w, r, id, "re-run")
-	if run == nil {
-		return
+func (s *Server) rerunRun(ctx context.Context, q *runAction) (*runAnswer, error) {
+	id, r, reason := q.id, q.r, q.Reason
+	run, err := s.runToActOn(ctx, r, id, "re-run")
+	if err != nil {
+		return nil, err
 	}
 	if run.ScheduledAt == nil {
-		httpx.WriteProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+		return nil, httpx.Problem(http.StatusConflict, probRunNotASlot, fmt.Sprintf(
 			"run %d did no slot (a %s run); trigger the job again instead (POST %s/runs)", id, run.Trigger, jobPath(run.Job)))
-		return
 	}
 	var queued *store.Run
 	var created bool
-	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		queued, created, err = ex.QueueSlotRun(ctx, run.Job, *run.ScheduledAt, store.TriggerRerun, reason, nil)
 		if err != nil || !created {
@@ -263,19 +253,15 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrSlotTooOld):
-		httpx.WriteProblem(w, r, http.StatusConflict, probRunNotASlot, fmt.Sprintf(
+		return nil, httpx.Problem(http.StatusConflict, probRunNotASlot, fmt.Sprintf(
 			"run %d's slot (%s) is older than the run history's retention; it cannot be recorded again", id, run.ScheduledAt.UTC().Format(time.RFC3339)))
-		return
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
+		return nil, err
 	case !created:
-		httpx.WriteProblem(w, r, http.StatusConflict, probJobBusy, fmt.Sprintf(
+		return nil, httpx.Problem(http.StatusConflict, probJobBusy, fmt.Sprintf(
 			"job %s has an active run (%d, %s); re-run the slot once it has ended", run.Job, queued.ID, queued.Status))
-		return
 	}
 	s.cfg.Log.InfoContext(ctx, "slot re-run queued", "job", run.Job, "run_id", queued.ID, "reruns_run_id", id,
 		"scheduled_at", run.ScheduledAt, "request_id", httpx.RequestID(ctx))
-	w.Header().Set("Location", fmt.Sprintf("/v1/runs/%d", queued.ID))
-	httpx.WriteJSON(w, http.StatusAccepted, newRunView(queued))
+	return &runAnswer{Run: *newRunView(queued), status: http.StatusAccepted, location: fmt.Sprintf("/v1/runs/%d", queued.ID)}, nil
 }

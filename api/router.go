@@ -206,8 +206,8 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.adminOnly).Get("/oidc/keys", s.listOIDCKeys)
 		r.Group(func(r chi.Router) {
 			r.Use(s.mayAct)
-			r.Post("/runs/{id}/cancel", s.cancelRun)
-			r.Post("/runs/{id}/rerun", s.rerunRun)
+			r.Post("/runs/{id}/cancel", act(s, http.StatusOK, s.cancelRun))
+			r.Post("/runs/{id}/rerun", act(s, http.StatusAccepted, s.rerunRun))
 			r.Post("/backfills/{id}/cancel", s.cancelBackfill)
 			r.With(s.adminOnly).Put("/namespaces/{ns}", s.putNamespace)
 			r.With(s.adminOnly).Post("/tokens", act(s, http.StatusCreated, s.createToken))

@@ -183,13 +183,9 @@ func (s *Server) getRun(ctx context.Context, q *runRoute) (*client.Run, error) {
 	return v, nil
 }
 
-// runNotFound answers 404 for a run id that names no run the caller may read: a run of a
+// runNotFoundProblem is the 404 of a run id that names no run the caller may read: a run of a
 // namespace the caller cannot read gets this same answer, so that another team's ids
 // cannot be told from ids that were never used (docs/design.md, "What one team learns of another").
-func runNotFound(w http.ResponseWriter, r *http.Request, id int64) {
-	httpx.WriteProblemFor(w, r, runNotFoundProblem(id))
-}
-
 func runNotFoundProblem(id int64) *client.Problem {
 	return httpx.Problem(http.StatusNotFound, probRunNotFound, fmt.Sprintf("no run with id %d", id))
 }
@@ -198,43 +194,63 @@ func runNotFoundProblem(id int64) *client.Problem {
 // may edit its job, and answers 404 or 403 itself (nil then). Who may act depends on the
 // run's job, so the run is read first; its job never changes. A run the caller may not even
 // read is missing to it (runNotFound).
-func (s *Server) runToActOn(ctx context.Context, w http.ResponseWriter, r *http.Request, id int64, verb string) *store.Run {
+func (s *Server) runToActOn(ctx context.Context, r *http.Request, id int64, verb string) (*store.Run, error) {
 	run, err := s.cfg.DB.Run(ctx, id)
 	p := principal(r.Context())
 	switch {
 	case errors.Is(err, store.ErrRunNotFound), err == nil && !p.CanRead(namespace.Of(run.Job)):
-		runNotFound(w, r, id)
-		return nil
+		return nil, runNotFoundProblem(id)
 	case err != nil:
-		s.databaseProblem(w, r, err)
-		return nil
+		return nil, err
 	}
 	if _, builtin := s.jobs[run.Job]; builtin && !p.CanActOnBuiltin() || !p.CanEdit(namespace.Of(run.Job)) {
-		s.forbid(w, r, fmt.Sprintf("%s run %d of job %s", verb, id, run.Job))
-		return nil
+		return nil, s.forbidden(r, fmt.Sprintf("%s run %d of job %s", verb, id, run.Job))
 	}
-	return run
+	return run, nil
+}
+
+// runAction is the request of an action on /v1/runs/{id}: the id, then the optional reason.
+type runAction struct {
+	runRoute
+	reasonRequest
+}
+
+// Extract reads the id (400 before the body is read) and keeps the request.
+func (q *runAction) Extract(r *http.Request) error {
+	if err := q.runRoute.Extract(r); err != nil {
+		return err
+	}
+	return q.reasonRequest.Extract(r)
+}
+
+// runAnswer is a run an action answers, with the action's status and, for a run it
+// queued, its Location.
+type runAnswer struct {
+	client.Run
+	status   int
+	location string
+}
+
+// StatusCode is the action's status.
+func (a *runAnswer) StatusCode() int { return a.status }
+
+// SetHeader names the queued run.
+func (a *runAnswer) SetHeader(h http.Header) {
+	if a.location != "" {
+		h.Set("Location", a.location)
+	}
 }
 
 // cancelRun cancels a queued run at once (200), or asks the leader to cancel a running one
 // (202: the engine cancels the run's context and records the outcome).
-func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	id := runID(w, r)
-	if id == 0 {
-		return
-	}
-	reason, ok := actionReason(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	run := s.runToActOn(ctx, w, r, id, "cancel")
-	if run == nil {
-		return
+func (s *Server) cancelRun(ctx context.Context, q *runAction) (*runAnswer, error) {
+	id, r, reason := q.id, q.r, q.Reason
+	run, err := s.runToActOn(ctx, r, id, "cancel")
+	if err != nil {
+		return nil, err
 	}
 	var outcome store.CancelOutcome
-	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		if run, outcome, err = ex.CancelRun(ctx, id); err != nil || outcome == store.CancelTooLate {
 			return err
@@ -245,19 +261,18 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, store.ErrRunNotFound):
-		runNotFound(w, r, id)
+		return nil, runNotFoundProblem(id)
 	case err != nil:
-		s.databaseProblem(w, r, err)
+		return nil, err
 	case outcome == store.CancelTooLate:
-		httpx.WriteProblem(w, r, http.StatusConflict, probRunFinished,
+		return nil, httpx.Problem(http.StatusConflict, probRunFinished,
 			fmt.Sprintf("run %d already finished with status %s; there is nothing to cancel", id, run.Status))
-	default:
-		s.cfg.Log.InfoContext(ctx, "run cancel", "run_id", run.ID, "job", run.Job, "status", run.Status,
-			"cancel_requested", run.CancelRequested, "request_id", httpx.RequestID(ctx))
-		status := http.StatusOK
-		if outcome == store.CancelRequested {
-			status = http.StatusAccepted
-		}
-		httpx.WriteJSON(w, status, newRunView(run))
 	}
+	s.cfg.Log.InfoContext(ctx, "run cancel", "run_id", run.ID, "job", run.Job, "status", run.Status,
+		"cancel_requested", run.CancelRequested, "request_id", httpx.RequestID(ctx))
+	status := http.StatusOK
+	if outcome == store.CancelRequested {
+		status = http.StatusAccepted
+	}
+	return &runAnswer{Run: *newRunView(run), status: status}, nil
 }

@@ -19,7 +19,8 @@ import (
 //   - when Req has a Validate() error method, calls it;
 //   - calls fn with the request's context, bounded by Timeout when that is set;
 //   - answers Status (200 when 0) with *Resp in JSON, or with no body when fn returns nil.
-//     A Resp with a SetHeader(http.Header) method adds its headers first.
+//     A Resp with a SetHeader(http.Header) method adds its headers first, and one with a
+//     StatusCode() int method that returns more than 0 answers that status instead.
 //
 // An error from any step that is a *client.Problem is answered as it is, its Instance and
 // RequestID filled from the request; any other error goes to OnError (a 500 when nil).
@@ -39,6 +40,9 @@ type Validator interface{ Validate() error }
 
 // HeaderSetter is a Resp that sets headers of its answer.
 type HeaderSetter interface{ SetHeader(h http.Header) }
+
+// StatusCoder is a Resp whose status depends on what happened (200 or 202, 200 or 201).
+type StatusCoder interface{ StatusCode() int }
 
 // Problem is a problem for Endpoint to answer, about whichever request it answers.
 func Problem(status int, pt ProblemType, detail string, fields ...client.FieldError) *client.Problem {
@@ -69,6 +73,9 @@ func (e Endpoint[Req, Resp]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if hs, ok := any(resp).(HeaderSetter); ok {
 		hs.SetHeader(w.Header())
+	}
+	if sc, ok := any(resp).(StatusCoder); ok && sc.StatusCode() > 0 {
+		status = sc.StatusCode()
 	}
 	WriteJSON(w, status, resp)
 }

@@ -97,3 +97,34 @@ func TestEndpointAnswersEachStep(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.Equal(t, "database down", problem(rec).Detail)
 }
+
+type queued struct {
+	ID     int `json:"id"`
+	status int
+}
+
+func (q *queued) StatusCode() int { return q.status }
+
+// A Resp with a StatusCode answers it in place of the endpoint's; 0 leaves the endpoint's,
+// and a nil Resp is an answer without a body.
+func TestEndpointStatusFromTheAnswer(t *testing.T) {
+	t.Parallel()
+	h := Endpoint[struct{}, queued]{Status: http.StatusOK, Fn: func(ctx context.Context, _ *struct{}) (*queued, error) {
+		return &queued{ID: 1, status: http.StatusAccepted}, nil
+	}}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/q", nil))
+	assert.Equal(t, http.StatusAccepted, rec.Code)
+	assert.JSONEq(t, `{"id":1}`, rec.Body.String())
+
+	h.Fn = func(ctx context.Context, _ *struct{}) (*queued, error) { return &queued{ID: 2}, nil }
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/q", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+
+	h.Status, h.Fn = http.StatusNoContent, func(ctx context.Context, _ *struct{}) (*queued, error) { return nil, nil }
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/q", nil))
+	assert.Equal(t, http.StatusNoContent, rec.Code)
+	assert.Empty(t, rec.Body.String())
+}

@@ -58,6 +58,8 @@ var clientCalls = map[string]func(ctx context.Context, c *Client) error{
 	"Instances":      func(ctx context.Context, c *Client) error { _, err := c.Instances(ctx); return err },
 	"StepDown":       func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx, ""); return err },
 	"Whoami":         func(ctx context.Context, c *Client) error { _, err := c.Whoami(ctx); return err },
+	"OIDCKeys":       func(ctx context.Context, c *Client) error { _, err := c.OIDCKeys(ctx); return err },
+	"RotateOIDCKeys": func(ctx context.Context, c *Client) error { _, err := c.RotateOIDCKeys(ctx, "r"); return err },
 	"ListNamespaces": func(ctx context.Context, c *Client) error { _, err := c.ListNamespaces(ctx); return err },
 	"GetNamespace":   func(ctx context.Context, c *Client) error { _, err := c.GetNamespace(ctx, "billing"); return err },
 	"PutNamespace": func(ctx context.Context, c *Client) error {

@@ -62,8 +62,8 @@ jobs:
 	assert.Equal(t, exitUsage, code)
 	assert.Empty(t, out)
 	assert.Equal(t, `scheduler: stdin: 7 problem(s); nothing was sent to the server:
-  jobs[0] (daily-report): unknown key "http.urll"
-  jobs[0] (daily-report): unknown key "time_zon"
+  jobs[0] (daily-report): unknown key "http.urll": did you mean "url"?
+  jobs[0] (daily-report): unknown key "time_zon": did you mean "time_zone"?
   jobs[1]: name is required (e.g. name: daily-report)
   jobs[2] (daily-report): jobs[0] has this name too; a name defines one job
   jobs[3] (retries): retry.max_attempts: want a whole number, not a string
@@ -81,8 +81,8 @@ func TestApplyRefusesFilesOfTheWrongShape(t *testing.T) {
 		"job:\n- name: a\n":                   `unknown key "job" at the top`,
 		"jobs: []\n":                          "jobs: the list is empty",
 		"jobs: {name: a}\n":                   "jobs: want a list of job definitions",
-		"jobs:\n- name: a\n  name: b\n":       `not valid YAML: yaml: unmarshal errors:`,
-		"jobs:\n- name: a\n schedule: x: y\n": "not valid YAML: yaml: line ",
+		"jobs:\n- name: a\n  name: b\n":       `not valid YAML: line 3: key "name" is written twice in one mapping (first at line 2)`,
+		"jobs:\n- name: a\n schedule: x: y\n": "not valid YAML: line 2: ",
 	}
 	for file, want := range cases {
 		_, problems := parseJobs([]byte(file), namespace.Default)

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	yamlv2 "go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // Definitions as a reader sees them: field by field differences (apply --dry-run), and YAML
@@ -71,13 +71,13 @@ func leaves(raw json.RawMessage) ([]leaf, error) {
 	var out []leaf
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
-		m, ok := v.(yamlv2.MapSlice)
+		m, ok := v.(orderedMap)
 		if !ok || len(m) == 0 {
 			out = append(out, leaf{path, v})
 			return
 		}
 		for _, it := range m {
-			k := it.Key.(string)
+			k := it.Key
 			if path != "" {
 				k = path + "." + k
 			}
@@ -102,7 +102,7 @@ func renderValue(v any) string {
 			parts[i] = renderValue(e)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
-	case yamlv2.MapSlice:
+	case orderedMap:
 		parts := make([]string, len(v))
 		for i, it := range v {
 			parts[i] = fmt.Sprintf("%v: %s", it.Key, renderValue(it.Value))
@@ -123,7 +123,7 @@ func renderValue(v any) string {
 // plain turns ordered mappings back into maps, for -o json.
 func plain(v any) any {
 	switch v := v.(type) {
-	case yamlv2.MapSlice:
+	case orderedMap:
 		m := make(map[string]any, len(v))
 		for _, it := range v {
 			m[fmt.Sprint(it.Key)] = plain(it.Value)
@@ -139,8 +139,7 @@ func plain(v any) any {
 	return v
 }
 
-// orderedJSON decodes JSON keeping the order of each object's keys (yaml.v2's MapSlice,
-// which sigs.k8s.io/yaml builds on), so that a definition reads in the order the API writes
+// orderedJSON decodes JSON keeping the order of each object's keys (orderedMap), so that a definition reads in the order the API writes
 // it, name first; whole numbers stay integers.
 func orderedJSON(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -167,7 +166,7 @@ func orderedValue(dec *json.Decoder) (any, error) {
 			_, err := dec.Token()
 			return list, err
 		}
-		m := yamlv2.MapSlice{}
+		m := orderedMap{}
 		for dec.More() {
 			k, err := dec.Token()
 			if err != nil {
@@ -177,7 +176,7 @@ func orderedValue(dec *json.Decoder) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			m = append(m, yamlv2.MapItem{Key: k, Value: v})
+			m = append(m, orderedItem{Key: k.(string), Value: v})
 		}
 		_, err := dec.Token()
 		return m, err
@@ -191,8 +190,8 @@ func orderedValue(dec *json.Decoder) (any, error) {
 }
 
 // definitionsYAML writes definitions as a file of jobs that apply reads back unchanged.
-// yaml.v2 is the YAML that sigs.k8s.io/yaml reads with, so a string that YAML 1.1 would
-// read as something else ("yes", "1:30") comes out quoted.
+// A string that another YAML reader (YAML 1.1) would read as something else ("yes", "on")
+// comes out quoted, as yaml.v3 writes it.
 func definitionsYAML(defs ...json.RawMessage) ([]byte, error) {
 	list := make([]any, len(defs))
 	for i, d := range defs {
@@ -202,5 +201,16 @@ func definitionsYAML(defs ...json.RawMessage) ([]byte, error) {
 		}
 		list[i] = v
 	}
-	return yamlv2.Marshal(yamlv2.MapSlice{{Key: "jobs", Value: list}})
+	n, err := yamlNode(orderedMap{{Key: "jobs", Value: list}})
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent()
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), enc.Close()
 }

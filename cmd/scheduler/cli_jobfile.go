@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
@@ -68,13 +66,13 @@ func readJobs(path string, stdin io.Reader, ns string) ([]definition.Definition,
 }
 
 // parseJobs decodes `jobs: [...]`, each job in its namespace: the one it names, else ns.
-// Namespace default is written as none, as the server stores it. YAMLToJSONStrict refuses a
-// key written twice in one mapping, which YAML forbids and which would otherwise keep one of
-// the two silently.
+// Namespace default is written as none, as the server stores it. yamlToJSON refuses a key
+// written twice in one mapping, which YAML forbids and which would otherwise keep one of the
+// two silently, and reads every key as a string (YAML 1.2: on: is a key).
 func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := yamlToJSON(data)
 	if err != nil {
-		return nil, []string{"not valid YAML: " + strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")}
+		return nil, []string{yamlProblem(err)}
 	}
 	var top map[string]json.RawMessage
 	switch {
@@ -119,7 +117,7 @@ func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 		_ = json.Unmarshal(item, &tree)
 		unknown := unknownKeys(tree, reflect.TypeFor[definition.Definition](), "")
 		for _, k := range unknown {
-			problems = append(problems, fmt.Sprintf("%s: unknown key %q", where, k))
+			problems = append(problems, where+": "+k.String())
 		}
 		d, err := definition.Decode(item)
 		if err != nil && (len(unknown) == 0 || !strings.Contains(err.Error(), "json: unknown field")) {
@@ -149,28 +147,63 @@ func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 	return defs, problems
 }
 
-// unknownKeys lists every key of v that the type t has no field for, with its path
-// ("http.urll"): definition.Decode refuses the first one, without its path. Keys match as
+// unknownKey is a key of a file that its definition has no field for, with its path
+// ("http.urll", "notify[0].webhok") and the known key nearest to it.
+type unknownKey struct{ path, nearest string }
+
+func (k unknownKey) String() string {
+	if k.nearest == "" {
+		return fmt.Sprintf("unknown key %q", k.path)
+	}
+	return fmt.Sprintf("unknown key %q: did you mean %q?", k.path, k.nearest)
+}
+
+// unknownKeys lists every key of v that the type t has no field for, at every depth, lists'
+// items included: definition.Decode refuses the first one, without its path. Keys match as
 // encoding/json matches them, regardless of case, so this adds paths and refuses nothing
 // that Decode takes.
-func unknownKeys(v any, t reflect.Type, prefix string) []string {
+func unknownKeys(v any, t reflect.Type, path string) []unknownKey {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if list, ok := v.([]any); ok && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		var out []unknownKey
+		for i, e := range list {
+			out = append(out, unknownKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
 	}
 	obj, ok := v.(map[string]any)
 	if !ok || t.Kind() != reflect.Struct {
 		// A map (labels, headers) takes any key; a value of the wrong type is Decode's to report.
 		return nil
 	}
-	var out []string
+	prefix := path
+	if prefix != "" {
+		prefix += "."
+	}
+	var out []unknownKey
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if f, ok := jsonField(t, k); ok {
-			out = append(out, unknownKeys(obj[k], f.Type, prefix+k+".")...)
+			out = append(out, unknownKeys(obj[k], f.Type, prefix+k)...)
 		} else {
-			out = append(out, prefix+k)
+			out = append(out, unknownKey{prefix + k, nearestName(k, jsonNames(t))})
 		}
 	}
 	return out
+}
+
+// jsonNames are the keys encoding/json decodes into struct type t.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && name != "-" {
+			names = append(names, cmp.Or(name, f.Name))
+		}
+	}
+	return names
 }
 
 // jsonField is the field of struct type t that encoding/json decodes key into.

@@ -247,3 +247,66 @@ func (c *Client) RerunRun(ctx context.Context, id int64, reason string) (*Run, e
 	_, err := c.do(ctx, request{method: http.MethodPost, path: runPath(id) + "/rerun", body: reasonBody(reason), out: &r})
 	return &r, err
 }
+
+// Slot is one slot of a job's schedule and what became of it (GET …/jobs/{name}/slots).
+type Slot struct {
+	ScheduledAt time.Time `json:"scheduled_at"`
+	Outcome     string    `json:"outcome"`
+	RunID       *int64    `json:"run_id"`
+	Reason      *string   `json:"reason"`
+	Runs        int       `json:"runs"`
+}
+
+// Slots is every slot of a job's window, oldest first, and how many had each outcome.
+type Slots struct {
+	Job       string         `json:"job"`
+	Namespace string         `json:"namespace"`
+	Since     time.Time      `json:"since"`
+	Until     time.Time      `json:"until"`
+	Slots     []Slot         `json:"slots"`
+	Counts    map[string]int `json:"counts"`
+}
+
+// ListSlots reads job name's slots from since to until (RFC 3339; "" is the API's default:
+// the last 24 hours up to now).
+func (c *Client) ListSlots(ctx context.Context, name, since, until string) (*Slots, error) {
+	q := url.Values{}
+	if since != "" {
+		q.Set("since", since)
+	}
+	if until != "" {
+		q.Set("until", until)
+	}
+	var s Slots
+	_, err := c.do(ctx, request{method: http.MethodGet, path: c.jobPath(name) + "/slots", query: q, out: &s})
+	return &s, err
+}
+
+// WaitingNotification is an event that waits for its rule's coalescing interval.
+type WaitingNotification struct {
+	Event       string     `json:"event"`
+	RunID       *int64     `json:"run_id"`
+	ScheduledAt *time.Time `json:"scheduled_at"`
+	Status      *string    `json:"status"`
+	Detail      *string    `json:"detail"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+// JobNotifications is what a job's notify rules sent, newest first, and what still waits.
+type JobNotifications struct {
+	Job           string                `json:"job"`
+	Namespace     string                `json:"namespace"`
+	Notifications []Notification        `json:"notifications"`
+	Waiting       []WaitingNotification `json:"waiting"`
+}
+
+// ListNotifications reads job name's last limit messages (0: the API's default, 50).
+func (c *Client) ListNotifications(ctx context.Context, name string, limit int) (*JobNotifications, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var n JobNotifications
+	_, err := c.do(ctx, request{method: http.MethodGet, path: c.jobPath(name) + "/notifications", query: q, out: &n})
+	return &n, err
+}

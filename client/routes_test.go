@@ -47,6 +47,14 @@ var clientCalls = map[string]func(ctx context.Context, c *Client) error{
 		_, err := c.ListRuns(ctx, "j", ListRunsOptions{Limit: 3})
 		return err
 	},
+	"ListSlots": func(ctx context.Context, c *Client) error {
+		_, err := c.ListSlots(ctx, "j", "2026-11-24T00:00:00Z", "")
+		return err
+	},
+	"ListNotifications": func(ctx context.Context, c *Client) error {
+		_, err := c.ListNotifications(ctx, "j", 5)
+		return err
+	},
 	"Backfill": func(ctx context.Context, c *Client) error {
 		_, err := c.Backfill(ctx, "j", BackfillRequest{Only: "all"})
 		return err

@@ -63,10 +63,12 @@ var clientCommands = []clientCommand{
 	{"job", "NAME", "one job: its settings, next 5 runs and recent history", 1, true, jobFlags},
 	{"trigger", "NAME", "run a job now; with --wait, until it ends (exit 1 unless it succeeded)", 1, true, triggerFlags},
 	{"runs", "NAME", "a job's runs, newest first", 1, true, runsFlags},
-	{"run", "ID", "one run: status, times, replica, counts, error", 1, false, runFlags},
-	{"cancel", "ID", "cancel a queued or running run", 1, false, cancelFlags},
-	{"rerun", "ID", "run a run's slot again, with its time and Idempotency-Key", 1, false, rerunFlags},
+	{"run", "ID", "one run: status, times, replica, counts, error", 1, true, runFlags},
+	{"cancel", "ID", "cancel a queued or running run", 1, true, cancelFlags},
+	{"rerun", "ID", "run a run's slot again, with its time and Idempotency-Key", 1, true, rerunFlags},
 	{"backfill", "NAME", "run a job's missed (or failed, or all) slots of a window again, oldest first", 1, true, backfillFlags},
+	{"slots", "NAME", "a job's slots of a window (--since, --until; default the last 24 hours) and what became of each", 1, true, slotsFlags},
+	{"notifications", "NAME", "a job's notify rules, the messages they sent (newest first) and the events still waiting", 1, true, notificationsFlags},
 	{"pause", "NAME", "stop a job's scheduled runs (Run now still works)", 1, true, pauseFlags(true)},
 	{"resume", "NAME", "start a paused job's scheduled runs again", 1, true, pauseFlags(false)},
 	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},
@@ -121,7 +123,8 @@ func outputFormats(cmd string) []string {
 const clientUsage = `
 Client commands (talk to a replica's HTTP API at --url or SCHEDULER_URL, default
 http://127.0.0.1:8080, with the token in SCHEDULER_API_TOKEN; the job and secret commands act
-in namespace default, or in the one -n NS or SCHEDULER_NAMESPACE names):
+in the namespace -n NS or SCHEDULER_NAMESPACE names, else in the one namespace the token may
+read, else in namespace default; -n may come before or after the arguments):
 `
 
 func clientHelp() string {
@@ -230,6 +233,11 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 		fmt.Fprintf(stderr, "scheduler %s: --url must be an http(s) URL such as %s, not %q\n", cmd.name, urlDefault, *base)
 		return exitUsage
 	}
+	if cmd.namespaced && !nsGiven && cmd.name != "token create" {
+		if env.String("SCHEDULER_NAMESPACE", "") == "" {
+			ns = impliedNamespace(ctx, client.New(*base, client.WithToken(env.String("SCHEDULER_API_TOKEN", ""))), ns)
+		}
+	}
 	x := &cli{
 		c: client.New(*base, client.WithToken(env.String("SCHEDULER_API_TOKEN", "")), client.WithNamespace(ns),
 			client.WithHTTPClient(&http.Client{Timeout: serverMaxWait + time.Minute})),
@@ -237,6 +245,28 @@ func runClientWith(ctx context.Context, cmd clientCommand, args, environ []strin
 		ns: ns, nsGiven: nsGiven,
 	}
 	return runCmd(ctx, x, positional)
+}
+
+// impliedNamespace is the namespace a token implies when neither -n nor SCHEDULER_NAMESPACE
+// names one: the only namespace a non-admin token may read (GET /v1/whoami). Otherwise, or
+// when whoami does not answer, it is def.
+func impliedNamespace(ctx context.Context, c *client.Client, def string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := c.Whoami(ctx)
+	if err != nil || w.Admin {
+		return def
+	}
+	var names []string
+	for _, g := range w.Grants {
+		if !slices.Contains(names, g.Namespace) {
+			names = append(names, g.Namespace)
+		}
+	}
+	if len(names) == 1 && namespace.Valid(names[0]) {
+		return names[0]
+	}
+	return def
 }
 
 // parseInterleaved lets flags come after the arguments too ("trigger plan-change --wait 5m"),

@@ -66,10 +66,11 @@ func (p *countingProxy) take() []request {
 }
 
 // split separates the reads (GET /v1/jobs, each page) from the rest; a dry run's requests
-// (?dry_run=true) count as neither.
+// (?dry_run=true) count as neither, nor does GET /v1/whoami (the namespace a token implies).
 func split(reqs []request) (pages []request, writes []string, dryRuns int) {
 	for _, r := range reqs {
 		switch {
+		case r.method == http.MethodGet && r.path == "/v1/whoami":
 		case r.method == http.MethodGet && r.path == "/v1/jobs":
 			pages = append(pages, r)
 		case r.query.Get("dry_run") == "true":

@@ -206,7 +206,12 @@ func TestTeamsCommands(t *testing.T) {
 		assert.Regexp(t, `(?m)^Namespace: +billing$`, out)
 		assert.Regexp(t, `(?m)^State: +paused$`, out)
 
-		for _, args := range [][]string{{"jobs", "-n", "payroll"}, {"jobs"}, {"trigger", "payslips", "-n", "payroll"}} {
+		// A token of one namespace implies it: no -n is needed.
+		code, out, _ = runCLI(t, team, "jobs")
+		require.Equal(t, exitOK, code)
+		assert.Regexp(t, `(?m)^billing +invoice-sync `, out)
+
+		for _, args := range [][]string{{"jobs", "-n", "payroll"}, {"jobs", "-n", "default"}, {"trigger", "payslips", "-n", "payroll"}} {
 			code, out, stderr := runCLI(t, team, args...)
 			assert.Equal(t, exitRefused, code, args)
 			assert.Empty(t, out)

@@ -101,7 +101,7 @@ func tokenListFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 			if t.ExpiresAt != nil {
 				expires = x.when(t.ExpiresAt)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, oneLine(t.Name, 40), t.Role, ns, expires, x.when(t.RevokedAt), t.CreatedBy)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, oneLine(t.Name, 40), t.Role, ns, expires, x.when(t.RevokedAt), creatorText(t.CreatedBy))
 		}
 		tw.Flush()
 		return exitOK
@@ -164,4 +164,22 @@ func whoamiFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 		tw.Flush()
 		return exitOK
 	}
+}
+
+// creatorText says who made a token: the name of the token that made it, or, for a
+// credential with no name, which one.
+func creatorText(by string) string {
+	switch by {
+	case access.KindNone, "":
+		return "local admin (no token)"
+	case access.KindEnvAdmin:
+		return "environment token (SCHEDULER_API_TOKEN)"
+	case access.KindEnvNext:
+		return "environment token (SCHEDULER_API_TOKEN_NEXT)"
+	case access.KindEnvRead:
+		return "environment read token (SCHEDULER_API_READ_TOKEN)"
+	case access.KindOIDC:
+		return "an OIDC login"
+	}
+	return by
 }

@@ -93,8 +93,12 @@ var clientCommands = []clientCommand{
 // commandNotes end a command's --help with what its flags alone do not say.
 var commandNotes = map[string]string{
 	"apply": `Each job goes to its namespace: the file's namespace: key, else -n, else default.
---prune deletes runtime jobs only in the namespaces the file's jobs are in, and only those
-the file does not define; jobs of other namespaces and built-in jobs are never deleted.`,
+apply labels each job scheduler.dev/applied-by: the file's name (jobs.yaml), or --owner NAME.
+--prune deletes runtime jobs only in the namespaces the file's jobs are in, only those the
+file does not define, and only those with the same owner; -l team=billing narrows that to the
+jobs with those labels, and --prune-any-owner also takes jobs made by hand or by another file.
+Jobs of other namespaces and built-in jobs are never deleted. --dry-run shows the list first.
+  scheduler apply -f billing.yaml --prune -l team=billing --dry-run`,
 	"token create": `A viewer or editor token acts in the one namespace -n names (on the command line:
 SCHEDULER_NAMESPACE is not taken for it); an admin token acts in every namespace. The value
 is printed once, alone on stdout; the scheduler keeps only its hash.`,

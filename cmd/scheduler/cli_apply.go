@@ -62,7 +62,12 @@ func refused(err error) bool {
 
 func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	file := fs.String("f", "", "the YAML file of jobs (jobs: [...]); - reads stdin")
-	prune := fs.Bool("prune", false, "also delete the runtime jobs of the file's namespaces that it does not define (other namespaces and built-in jobs are never touched)")
+	prune := fs.Bool("prune", false, "also delete the runtime jobs of the file's namespaces that it does not define and that this file (its owner) applied (other namespaces and built-in jobs are never touched)")
+	owner := fs.String("owner", "", `the owner label (`+ownerLabel+`) apply sets on the file's jobs, and the one --prune deletes; default the file's name ("stdin" for -f -)`)
+	var sel string
+	fs.StringVar(&sel, "l", "", "with --prune, delete only jobs with these labels: key=value, key!=value, key, !key, comma-separated (e.g. team=billing)")
+	fs.StringVar(&sel, "selector", "", "the same as -l")
+	anyOwner := fs.Bool("prune-any-owner", false, "with --prune, also delete jobs another file, another --owner or a person made (still only those -l selects)")
 	dryRun := fs.Bool("dry-run", false, "change nothing: show field by field what apply would change")
 	reason := fs.String("reason", "", "why (kept in the audit log of each job created, updated or deleted)")
 	return func(ctx context.Context, x *cli, _ []string) int {
@@ -84,7 +89,25 @@ func applyFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 			fmt.Fprintf(x.stderr, "scheduler: %v\n", err)
 			return exitUsage
 		}
-		return x.apply(ctx, defs, *prune, *dryRun)
+		selector, err := parseSelector(sel)
+		if err != nil {
+			fmt.Fprintf(x.stderr, "scheduler apply: -l: %v\n", err)
+			return exitUsage
+		}
+		if (sel != "" || *anyOwner) && !*prune {
+			fmt.Fprintln(x.stderr, "scheduler apply: -l and --prune-any-owner scope --prune; add --prune")
+			return exitUsage
+		}
+		who := cmp.Or(*owner, defaultOwner(*file))
+		withOwner(defs, who)
+		scope := pruneScope{owner: who, selector: selector}
+		if *anyOwner {
+			scope.owner = ""
+		}
+		if !*prune {
+			scope = pruneScope{}
+		}
+		return x.apply(ctx, defs, *prune, *dryRun, scope)
 	}
 }
 
@@ -123,7 +146,7 @@ func byNamespace(defs []definition.Definition) (order []string, jobs map[string]
 	return order, jobs
 }
 
-func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool) int {
+func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool, scope pruneScope) int {
 	// One read of each namespace's job list is all apply needs to know: each job's version
 	// and definition. All are read before the first write, so a namespace that does not
 	// exist, or that the token may not read, stops apply with nothing changed. --prune
@@ -171,7 +194,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 		for _, v := range lists[ns] {
 			gone := change{Name: v.Name, Namespace: ns, Version: jobVersion(&v)}
 			switch {
-			case !prune || !v.Runtime() || inFile[namespace.Key(ns, v.Name)]:
+			case !prune || !v.Runtime() || inFile[namespace.Key(ns, v.Name)] || !scope.candidate(jobLabels(&v)):
 			case dryRun:
 				gone.Action = actionDelete
 				record(gone)
@@ -321,4 +344,18 @@ func planSummary(changes []change) string {
 		s += fmt.Sprintf(", %d failed", n[actionFailed])
 	}
 	return s
+}
+
+// jobLabels are a listed job's labels: its definition's.
+func jobLabels(v *client.Job) map[string]string {
+	if len(v.Labels) > 0 {
+		return v.Labels
+	}
+	var d struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if hasDefinition(v) {
+		_ = json.Unmarshal(v.Definition, &d)
+	}
+	return d.Labels
 }

@@ -203,9 +203,12 @@ func TestApplyGetDeleteAgainstAReplica(t *testing.T) {
 		return runCLI(t, env, args...)
 	}
 	dir := t.TempDir()
+	// file writes a version of the one file of jobs, dir/NAME/jobs.yaml: every version has
+	// the same name, so apply gives their jobs the same owner (--prune deletes its own).
 	file := func(name, content string) string {
 		t.Helper()
-		p := filepath.Join(dir, name)
+		p := filepath.Join(dir, strings.TrimSuffix(name, ".yaml"), "jobs.yaml")
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 		return p
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/schedulerhq/scheduler/client"
 )
@@ -97,16 +98,36 @@ func statusFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 			fmt.Fprintf(x.stdout, "Leader: %s, epoch %d, since %s\n", l.InstanceID, l.Epoch, x.when(&l.Since))
 		}
 		fmt.Fprintln(x.stdout)
-		tw := x.table()
-		fmt.Fprintln(tw, "INSTANCE\tROLE\tHOST\tVERSION\tADDRESS\tLAST HEARTBEAT")
+		// A replica heartbeats every 2 s; one not seen for goneAfter more than the freshest
+		// (the clock of the database, not this machine's) is gone: killed, or cut off.
+		var freshest time.Time
 		for _, in := range instances {
-			role := "follower"
-			if in.IsLeader {
-				role = "leader"
+			if in.LastSeenAt.After(freshest) {
+				freshest = in.LastSeenAt
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.InstanceID, role, in.Host, in.Version, in.HTTPAddr, x.when(&in.LastSeenAt))
+		}
+		gone := 0
+		tw := x.table()
+		fmt.Fprintln(tw, "INSTANCE\tSTATE\tHOST\tVERSION\tADDRESS\tLAST SEEN")
+		for _, in := range instances {
+			state := "follower"
+			switch {
+			case freshest.Sub(in.LastSeenAt) > goneAfter:
+				state = "gone"
+				gone++
+			case in.IsLeader:
+				state = "leader"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.InstanceID, state, in.Host, in.Version, in.HTTPAddr, x.when(&in.LastSeenAt))
 		}
 		tw.Flush()
+		if gone > 0 {
+			fmt.Fprintf(x.stdout, "\ngone: not seen for over %s (killed, or cut off from the database); the leader forgets a replica about 20s after its last heartbeat, and it leaves this list\n", goneAfter)
+		}
 		return exitOK
 	}
 }
+
+// goneAfter is how long behind the freshest replica's heartbeat status calls a replica gone:
+// two default leases (SCHEDULER_LEASE_TIMEOUT 5s), five default heartbeats.
+const goneAfter = 10 * time.Second

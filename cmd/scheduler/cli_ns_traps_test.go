@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -148,4 +149,34 @@ func TestSlotsAndNotificationsCommands(t *testing.T) {
 	code, out, _ = runCLI(t, env, "notifications", "nightly", "-n", "billing", "-o", "json")
 	require.Equal(t, exitOK, code)
 	assert.Contains(t, out, `"destination": "https://example.com/alerts"`)
+}
+
+// status shows when each replica was last seen, and marks one not seen for a while as gone
+// (a killed replica's row stays until the leader forgets it).
+func TestStatusMarksAReplicaNotSeenAsGone(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	ts := func(ago time.Duration) string { return now.Add(-ago).Format(time.RFC3339Nano) }
+	_, u := startFakeAPI(t, `{}`, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/leader":
+			_, _ = w.Write([]byte(`{"instance_id":"r1","epoch":3,"since":"` + ts(time.Hour) + `"}`))
+		case "/v1/instances":
+			_, _ = w.Write([]byte(`{"instances":[
+				{"instance_id":"r1","host":"a","version":"v1","http_addr":":8080","started_at":"` + ts(time.Hour) + `","last_seen_at":"` + ts(time.Second) + `","is_leader":true},
+				{"instance_id":"r2","host":"b","version":"v1","http_addr":":8080","started_at":"` + ts(time.Hour) + `","last_seen_at":"` + ts(2*time.Second) + `","is_leader":false},
+				{"instance_id":"r3","host":"c","version":"v1","http_addr":":8080","started_at":"` + ts(time.Hour) + `","last_seen_at":"` + ts(15*time.Second) + `","is_leader":false}]}`))
+		default:
+			return false
+		}
+		return true
+	})
+	code, out, stderr := runCLI(t, []string{"SCHEDULER_URL=" + u}, "status")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `INSTANCE\s+STATE\s+HOST\s+VERSION\s+ADDRESS\s+LAST SEEN`, out)
+	assert.Regexp(t, `(?m)^r1\s+leader\s`, out)
+	assert.Regexp(t, `(?m)^r2\s+follower\s`, out)
+	assert.Regexp(t, `(?m)^r3\s+gone\s.*\(1[4-6]s ago\)`, out)
+	assert.Contains(t, out, "forgets")
 }

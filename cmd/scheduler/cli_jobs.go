@@ -1,12 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schedulerhq/scheduler/client"
+	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
@@ -129,6 +135,12 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		fmt.Fprintf(tw, "Timeout:\t%s\n", j.Timeout)
 		fmt.Fprintf(tw, "Catch-up:\t%s\n", j.Catchup)
 		fmt.Fprintf(tw, "Min gap:\t%s\n", j.MinGap)
+		for _, l := range definitionLines(j) {
+			if l[0] != "" {
+				l[0] += ":"
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
+		}
 		tw.Flush()
 		fmt.Fprintln(x.stdout, "\nNext runs:")
 		if len(j.NextRuns) == 0 {
@@ -151,4 +163,91 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		x.runTable(runs.Runs)
 		return exitOK
 	}
+}
+
+// definitionLines say the rest of a job's definition in words, a label and a value each:
+// what it runs and where, how, who is told; for a built-in job, what the view has.
+func definitionLines(j *client.Job) [][2]string {
+	var out [][2]string
+	add := func(label, value string) {
+		if value != "" {
+			out = append(out, [2]string{label, value})
+		}
+	}
+	add("Kind", j.Kind)
+	add("Target", j.Target)
+	var d definition.Definition
+	if hasDefinition(j) {
+		d, _ = definition.Decode(j.Definition)
+	}
+	if d.SQL != nil {
+		add("SQL target", d.SQL.Target)
+	}
+	add("Overlap", cmp.Or(j.Overlap, d.Overlap))
+	if d.MaxConcurrent > 0 {
+		add("Max concurrent", strconv.Itoa(d.MaxConcurrent))
+	}
+	add("Jitter", d.Jitter)
+	switch r := d.Retry; {
+	case r == nil || r.MaxAttempts <= 1:
+		if j.Runtime() {
+			add("Retries", "none (one attempt)")
+		}
+	default:
+		add("Retries", fmt.Sprintf("up to %d attempts, backoff %s doubling to %s", r.MaxAttempts, cmp.Or(r.InitialBackoff, "default"), cmp.Or(r.MaxBackoff, "default")))
+	}
+	if d.PauseAfterFailures > 0 {
+		add("Pause after", fmt.Sprintf("%d failures in a row", d.PauseAfterFailures))
+	}
+	if h := d.HTTP; h != nil {
+		var auth []string
+		if a := h.Auth; a != nil {
+			if a.BearerSecret != "" {
+				auth = append(auth, "bearer token from secret "+a.BearerSecret)
+			}
+			if a.Header != "" {
+				auth = append(auth, "header "+a.Header+" from secret "+a.HeaderSecret)
+			}
+		}
+		if h.SigningSecret != "" {
+			auth = append(auth, "body signed with secret "+h.SigningSecret)
+		}
+		if len(auth) == 0 {
+			auth = []string{"none"}
+		}
+		add("Auth", strings.Join(auth, "; "))
+		if h.Completion == definition.CompletionCallback {
+			add("Completion", "callback (heartbeat timeout "+cmp.Or(h.HeartbeatTimeout, "5m")+")")
+		}
+	}
+	rules := notifyRules(j.Definition)
+	if !j.Runtime() {
+		rules = notifyRules([]byte(`{"notify":` + cmp.Or(string(j.Notify), "null") + `}`))
+	}
+	for i, r := range rules {
+		label := ""
+		if i == 0 {
+			label = "Notify"
+		}
+		out = append(out, [2]string{label, r})
+	}
+	if len(rules) == 0 {
+		add("Notify", "nobody (no notify rules)")
+	}
+	if len(j.Labels) > 0 {
+		keys := slices.Sorted(maps.Keys(j.Labels))
+		pairs := make([]string, len(keys))
+		for i, k := range keys {
+			pairs[i] = k + "=" + j.Labels[k]
+		}
+		add("Labels", strings.Join(pairs, ", "))
+	}
+	if j.Description != nil {
+		add("Description", oneLine(*j.Description, 100))
+	}
+	if j.Version != nil {
+		add("Version", strconv.FormatInt(*j.Version, 10))
+	}
+	add("Definition error", j.DefinitionError)
+	return out
 }

@@ -180,3 +180,41 @@ func TestStatusMarksAReplicaNotSeenAsGone(t *testing.T) {
 	assert.Regexp(t, `(?m)^r3\s+gone\s.*\(1[4-6]s ago\)`, out)
 	assert.Contains(t, out, "forgets")
 }
+
+// job NAME says the whole definition in words: kind, target, overlap, retries, auth,
+// notify rules, labels.
+func TestJobShowsTheWholeDefinition(t *testing.T) {
+	t.Parallel()
+	_, u := startFakeAPI(t, `{"admin":true}`, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/jobs/nightly":
+			_, _ = w.Write([]byte(`{"name":"nightly","namespace":"default","enabled":true,"schedule":"0 2 * * *","schedule_text":"every day at 02:00",
+				"time_zone":"Europe/Paris","timeout":"5m","catchup":"1h","kind":"http","version":3,"overlap":"skip","target":"POST https://example.com/hook",
+				"labels":{"team":"billing"},"next_runs":[],
+				"definition":{"name":"nightly","schedule":"0 2 * * *","time_zone":"Europe/Paris","overlap":"skip","labels":{"team":"billing"},
+				"retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1m"},
+				"http":{"method":"POST","url":"https://example.com/hook","auth":{"bearer_secret":"BILLING_TOKEN"},"signing_secret":"HOOK_KEY"},
+				"notify":[{"on":["failed"],"slack":{"url_secret":"SLACK_URL"}}]}}`))
+		case "/v1/jobs/nightly/runs":
+			_, _ = w.Write([]byte(`{"runs":[],"next_cursor":null}`))
+		default:
+			return false
+		}
+		return true
+	})
+	code, out, stderr := runCLI(t, []string{"SCHEDULER_URL=" + u}, "job", "nightly")
+	require.Equal(t, exitOK, code, stderr)
+	for _, want := range []string{
+		`(?m)^Kind: +http$`,
+		`(?m)^Target: +POST https://example.com/hook$`,
+		`(?m)^Overlap: +skip`,
+		`(?m)^Retries: +up to 3 attempts, backoff 1s doubling to 1m$`,
+		`(?m)^Auth: +bearer token from secret BILLING_TOKEN; body signed with secret HOOK_KEY$`,
+		`(?m)^Notify: +on failed: Slack \(its URL in secret SLACK_URL\)$`,
+		`(?m)^Labels: +team=billing$`,
+		`(?m)^Version: +3$`,
+	} {
+		assert.Regexp(t, want, out)
+	}
+}

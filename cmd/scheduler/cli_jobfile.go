@@ -121,7 +121,7 @@ func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 		}
 		d, err := definition.Decode(item)
 		if err != nil && (len(unknown) == 0 || !strings.Contains(err.Error(), "json: unknown field")) {
-			problems = append(problems, where+": "+decodeProblem(err))
+			problems = append(problems, where+": "+decodeProblem(err)+yamlBoolHint(err, tree))
 		}
 		d.Namespace = cmp.Or(d.Namespace, ns)
 		if !namespace.Valid(d.Namespace) {
@@ -261,4 +261,29 @@ func wantKind(t reflect.Type) string {
 	default:
 		return "a mapping"
 	}
+}
+
+// yamlBoolHint says what to write when a field that takes true or false got one of the words
+// YAML 1.1 read as booleans (yes, no, on, off, y, n), which YAML 1.2 reads as strings.
+func yamlBoolHint(err error, tree any) string {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type.Kind() != reflect.Bool || te.Value != "string" {
+		return ""
+	}
+	v := tree
+	for part := range strings.SplitSeq(te.Field, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[part]
+	}
+	word, _ := v.(string)
+	switch strings.ToLower(word) {
+	case "yes", "y", "on":
+		return fmt.Sprintf(" (%q is a string in YAML 1.2: write true)", word)
+	case "no", "n", "off":
+		return fmt.Sprintf(" (%q is a string in YAML 1.2: write false)", word)
+	}
+	return fmt.Sprintf(" (write true or false, unquoted, not %q)", word)
 }

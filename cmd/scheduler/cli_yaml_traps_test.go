@@ -30,6 +30,13 @@ jobs:
 	assert.Equal(t, []string{"failed", "timed_out"}, defs[0].Notify[0].On)
 }
 
+// A YAML 1.1 boolean word as a value is a string in YAML 1.2: the error says what to write.
+func TestYAML11BooleanWordsSayWhatToWrite(t *testing.T) {
+	t.Parallel()
+	_, problems := parseJobs([]byte("jobs:\n- name: a\n  schedule: \"0 2 * * *\"\n  enabled: yes\n  http: {url: \"https://example.com/x\"}\n"), namespace.Default)
+	assert.Equal(t, []string{`jobs[0] (a): enabled: want true or false, not a string ("yes" is a string in YAML 1.2: write true)`}, problems)
+}
+
 // An unknown key, at any depth, offers the known key nearest to it.
 func TestUnknownKeysOfferTheNearestKnownName(t *testing.T) {
 	t.Parallel()

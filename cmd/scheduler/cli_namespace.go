@@ -14,8 +14,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/namespace"
 )
 
-// Namespaces: where the job commands send their requests (-n), and scheduler namespace
-// create|set|list.
+// Namespaces: scheduler namespace create|set|list (package client routes the job commands by -n).
 
 // commaList is a list flag's value for the API: "" is the empty list.
 func commaList(s string) *[]string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/schedulerhq/scheduler/internal/definition"
@@ -111,21 +110,6 @@ func (s selector) matches(labels map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func (s selector) String() string {
-	terms := make([]string, len(s))
-	for i, r := range s {
-		switch r.op {
-		case "exists":
-			terms[i] = r.key
-		case "!exists":
-			terms[i] = "!" + r.key
-		default:
-			terms[i] = r.key + r.op + r.value
-		}
-	}
-	return strings.Join(slices.Clip(terms), ",")
 }
 
 // pruneScope decides which jobs not in the file --prune deletes.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -130,17 +131,19 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		fmt.Fprintf(tw, "Job:\t%s\n", j.Name)
 		fmt.Fprintf(tw, "Namespace:\t%s\n", j.Namespace)
 		fmt.Fprintf(tw, "State:\t%s\n", state)
+		lines := definitionLines(j)
+		what := 0 // Kind, Target and SQL target come first: what the job is
+		for what < len(lines) && slices.Contains([]string{"Kind", "Target", "SQL target"}, lines[what][0]) {
+			what++
+		}
+		printLines(tw, lines[:what])
+		rest := lines[what:]
 		fmt.Fprintf(tw, "Schedule:\t%s (%s)\n", j.ScheduleText, j.Schedule)
 		fmt.Fprintf(tw, "Time zone:\t%s\n", j.TimeZone)
 		fmt.Fprintf(tw, "Timeout:\t%s\n", j.Timeout)
 		fmt.Fprintf(tw, "Catch-up:\t%s\n", j.Catchup)
-		fmt.Fprintf(tw, "Min gap:\t%s\n", j.MinGap)
-		for _, l := range definitionLines(j) {
-			if l[0] != "" {
-				l[0] += ":"
-			}
-			fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])
-		}
+		fmt.Fprintf(tw, "Min gap:\t%s\n", cmp.Or(j.MinGap, "none"))
+		printLines(tw, rest)
 		tw.Flush()
 		fmt.Fprintln(x.stdout, "\nNext runs:")
 		if len(j.NextRuns) == 0 {
@@ -162,6 +165,16 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		fmt.Fprintln(x.stdout, "\nRecent runs:")
 		x.runTable(runs.Runs)
 		return exitOK
+	}
+}
+
+// printLines writes "Label:  value" lines; a line without a label continues the one above.
+func printLines(w io.Writer, lines [][2]string) {
+	for _, l := range lines {
+		if l[0] != "" {
+			l[0] += ":"
+		}
+		fmt.Fprintf(w, "%s\t%s\n", l[0], l[1])
 	}
 }
 

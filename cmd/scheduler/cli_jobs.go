@@ -221,6 +221,9 @@ func definitionLines(j *client.Job) [][2]string {
 			if a.Header != "" {
 				auth = append(auth, "header "+a.Header+" from secret "+a.HeaderSecret)
 			}
+			if a.OIDC != nil {
+				auth = append(auth, "OIDC token signed by the scheduler for audience "+a.OIDC.Audience)
+			}
 		}
 		if h.SigningSecret != "" {
 			auth = append(auth, "body signed with secret "+h.SigningSecret)

@@ -218,3 +218,25 @@ func TestJobShowsTheWholeDefinition(t *testing.T) {
 		assert.Regexp(t, want, out)
 	}
 }
+
+// A job whose calls carry the scheduler's OIDC token says so, with the token's audience.
+func TestJobShowsOIDCAuth(t *testing.T) {
+	t.Parallel()
+	_, u := startFakeAPI(t, `{"admin":true}`, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/jobs/billing-sync":
+			_, _ = w.Write([]byte(`{"name":"billing-sync","namespace":"default","enabled":true,"schedule":"@every 1m","kind":"http","version":1,
+				"target":"POST https://billing.example.com/sync","next_runs":[],
+				"definition":{"name":"billing-sync","schedule":"@every 1m","http":{"method":"POST","url":"https://billing.example.com/sync","auth":{"oidc":{"audience":"billing"}}}}}`))
+		case "/v1/jobs/billing-sync/runs":
+			_, _ = w.Write([]byte(`{"runs":[],"next_cursor":null}`))
+		default:
+			return false
+		}
+		return true
+	})
+	code, out, stderr := runCLI(t, []string{"SCHEDULER_URL=" + u}, "job", "billing-sync")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Regexp(t, `(?m)^Auth: +OIDC token signed by the scheduler for audience billing$`, out)
+}

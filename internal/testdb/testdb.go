@@ -195,19 +195,31 @@ func WithDatabase(u, name string) string {
 	return parsed.String()
 }
 
-// RepoRoot finds the module root (the directory holding go.mod) from the working directory.
+// RepoRoot finds the product module's root from the working directory: the directory whose
+// go.mod declares github.com/schedulerhq/scheduler. The first go.mod above would not do: the
+// tools module's tests (tools/, its own go.mod) run below it and need its scripts and commands.
 func RepoRoot() string {
 	dir, _ := os.Getwd()
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == "github.com/schedulerhq/scheduler" {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			panic("testdb: go.mod not found above the working directory")
+			panic("testdb: the go.mod of github.com/schedulerhq/scheduler not found above the working directory")
 		}
 		dir = parent
 	}
+}
+
+// modulePath is the path a go.mod's module line declares.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // ensureTemplate migrates a template database once per schema (its name carries a hash of

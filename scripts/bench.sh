@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh — run cmd/bench (or cmd/chaos) against a real PostgreSQL: BENCH_DATABASE_URL or
+# bench.sh — run tools/bench (or tools/chaos) against a real PostgreSQL: BENCH_DATABASE_URL or
 # DATABASE_URL when set, otherwise a throwaway cluster started for the run and removed at the end.
 #
 #   scripts/bench.sh bench [flags]   benchmarks: each target's row of BENCHMARKS.md, the report added
@@ -38,10 +38,13 @@ if [ -z "$BENCH_DATABASE_URL" ]; then
   fi
 fi
 
-# A built binary, not `go run`: the bench re-executes itself to measure a job's peak RSS.
+# A built binary, not `go run`: the bench re-executes itself to measure a job's peak RSS. It is
+# built in the tools module (tools/, its own go.mod: the bench's and chaos run's dependencies
+# stay out of the product's) and run from here: it builds ./cmd/scheduler, runs scripts/pg.sh
+# and writes BENCHMARKS.md relative to the repository's root.
 bin=$(mktemp -d /tmp/scheduler-bench-bin.XXXXXX)
 trap 'rm -rf "$bin"; [ -z "${dir:-}" ] || scripts/pg.sh remove "$dir"; [ -z "${sdir:-}" ] || scripts/pg.sh remove "$sdir"' EXIT
-go build -o "$bin/$what" "./cmd/$what"
+(cd tools && go build -o "$bin/$what" "./$what")
 args=()
 if [ "$what" = chaos ]; then
   [ -z "${dir:-}" ] || args+=(-pgdata "$dir")

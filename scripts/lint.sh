@@ -22,7 +22,8 @@ install deadcode "golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION"
 
 echo "go vet" >&2
 go vet ./...
-# ./... stops at a nested module: tools/ (test-only tools, its own go.mod) is vetted apart.
+# ./... stops at a nested module: tools/ (the bench, the chaos run and the Helm chart's test,
+# its own go.mod) is checked apart, here and below.
 (cd tools && go vet ./...)
 echo "gofmt" >&2
 unformatted=$(find . \( -path ./bin -o -path ./tmp -o -path './.*' \) -prune -o -name '*.go' -print0 | xargs -0 gofmt -l)
@@ -34,6 +35,8 @@ fi
 
 echo "staticcheck" >&2
 "$tools/staticcheck" ./...
+# The bench and chaos commands; tools/helmtest is not held to it yet (an unused helper there).
+(cd tools && "$tools/staticcheck" ./bench/... ./chaos/...)
 
 # The engine runs jobs through their contract (internal/job) alone; the business jobs
 # (internal/jobs) are built by the replica. An import of them into the engine, however
@@ -51,7 +54,8 @@ fi
 # testsignal, jobstest, replicatest, storetest, tracingtest), the test-signal hooks, and
 # Replica.Listen (a test awaits the first term of the replica it started).
 echo "deadcode" >&2
-dead=$("$tools/deadcode" ./... | grep -Ev '^internal/(testdb|testmetrics|testpace|testsignal|jobs/jobstest|store/storetest|tracing/tracingtest)/|^replica/replicatest/|unreachable func: (testSignals\.init|Replica\.Listen)$' || true)
+# In tools/ the roots are the bench and chaos commands (helmtest is a test alone).
+dead=$({ "$tools/deadcode" ./... && (cd tools && "$tools/deadcode" ./bench ./chaos); } | grep -Ev '^internal/(testdb|testmetrics|testpace|testsignal|jobs/jobstest|store/storetest|tracing/tracingtest)/|^replica/replicatest/|unreachable func: (testSignals\.init|Replica\.Listen)$' || true)
 if [ -n "$dead" ]; then
   echo "$dead"
   echo "lint.sh: unreachable code above: delete it, or use it" >&2

@@ -38,8 +38,10 @@ fi
 
 # -race everywhere; packages run two at a time on the 2-core machines we have.
 go test -race -count=1 -timeout 15m "$@" ./...
-# The test-only tools module (tools/, its own go.mod: Helm and client-go stay out of the
-# product's): the Helm chart rendered and decoded into the Kubernetes types. No database, no
-# -race: it renders templates in one goroutine.
-(cd tools && go test -count=1 -timeout 5m ./...)
+# The tools module (tools/, its own go.mod: the bench's, the chaos run's and Helm's dependencies
+# stay out of the product's). The bench and chaos commands' tests run real replicas on the same
+# PostgreSQL, with -race as above; the Helm chart rendered and decoded into the Kubernetes types
+# needs no database and no -race (it renders templates in one goroutine).
+(cd tools && go test -race -count=1 -timeout 15m "$@" ./bench/... ./chaos/...)
+(cd tools && go test -count=1 -timeout 5m ./helmtest/...)
 if [ -d tmp/ui-screenshots ]; then echo "test.sh: the dashboard's screenshots are in $(pwd)/tmp/ui-screenshots"; fi

@@ -177,7 +177,7 @@ func buildScheduler(ctx context.Context, name string) (dir, binary string, err e
 	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "github.com/schedulerhq/scheduler/cmd/scheduler")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", "", fmt.Errorf("go build the scheduler (run the bench inside the module): %v: %s", err, out)
+		return "", "", fmt.Errorf("go build the scheduler (run the bench inside the repository): %v: %s", err, out)
 	}
 	return dir, binary, nil
 }

@@ -11,7 +11,9 @@
 // copy (CREATE DATABASE ... TEMPLATE), so the job and its reference see identical data.
 //
 //	BENCH_DATABASE_URL (or DATABASE_URL): a PostgreSQL whose user may create databases.
-//	go run ./cmd/bench [-quick] [-out BENCHMARKS.md] [-history docs/benchmarks-history.md] [-only members,rounds,...] [-runs N]
+//	scripts/bench.sh bench [-quick] [-out BENCHMARKS.md] [-history docs/benchmarks-history.md] [-only members,rounds,...] [-runs N]
+//
+// It runs from the repository's root, where it builds the scheduler and writes -out.
 package main
 
 import (

@@ -116,7 +116,8 @@ func mainErr(cfg Config, keep bool) int {
 	return 0
 }
 
-// buildScheduler builds ./cmd/scheduler (the module root is the working directory's).
+// buildScheduler builds ./cmd/scheduler: the working directory is the repository's root
+// (scripts/bench.sh runs the chaos command there; it runs scripts/pg.sh from there too).
 func buildScheduler(ctx context.Context, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/scheduler")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

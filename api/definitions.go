@@ -12,9 +12,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -25,8 +25,8 @@ import (
 
 // readDefinition reads the body of POST and PUT: one job definition, strictly (an unknown
 // or misspelt member is a 400, not a setting silently left at its default).
-func readDefinition(w http.ResponseWriter, r *http.Request) (definition.Definition, bool) {
-	var d definition.Definition
+func readDefinition(w http.ResponseWriter, r *http.Request) (runtimejob.Definition, bool) {
+	var d runtimejob.Definition
 	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return d, false
@@ -42,7 +42,7 @@ func readDefinition(w http.ResponseWriter, r *http.Request) (definition.Definiti
 
 // checkDefinition checks d against this scheduler (its built-in names, secrets, outbound
 // guard and SQL role) and answers 422 listing every wrong field, fields first.
-func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d definition.Definition, fields ...client.FieldError) (*definition.Checked, bool) {
+func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d runtimejob.Definition, fields ...client.FieldError) (*runtimejob.Checked, bool) {
 	env := s.cfg.Runtime
 	if env.Now.IsZero() {
 		env.Now = time.Now()
@@ -85,7 +85,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d defin
 		}
 		env.Secret = lookup
 	}
-	j, errs := definition.Check(d, env)
+	j, errs := runtimejob.Check(d, env)
 	for _, e := range errs {
 		fields = append(fields, client.FieldError{Field: e.Field, Detail: e.Message})
 	}

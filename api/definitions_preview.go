@@ -9,8 +9,8 @@ import (
 	"net/http"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/httpx"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -18,7 +18,7 @@ import (
 
 // previewPut answers what PUT would: its conditions checked, the view with the version the
 // job would have. Nothing is written.
-func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *definition.Checked, def []byte, cond ifMatch) {
+func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.Request, j *runtimejob.Checked, def []byte, cond ifMatch) {
 	name := j.Def.Name
 	sd, err := s.cfg.DB.Definition(ctx, name)
 	switch {
@@ -42,7 +42,7 @@ func (s *Server) previewPut(ctx context.Context, w http.ResponseWriter, r *http.
 // sameDefinition reports whether a stored definition is def: the store keeps the version of
 // a replacement equal to it.
 func sameDefinition(stored json.RawMessage, def []byte) bool {
-	d, err := definition.Decode(stored)
+	d, err := runtimejob.Decode(stored)
 	if err != nil {
 		return false
 	}
@@ -52,7 +52,7 @@ func sameDefinition(stored json.RawMessage, def []byte) bool {
 
 // writePreview answers a dry run: the view the job would have at version, with its next
 // slots; no ETag, since nothing was stored.
-func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *definition.Checked, def []byte, version int64) {
+func (s *Server) writePreview(w http.ResponseWriter, r *http.Request, j *runtimejob.Checked, def []byte, version int64) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	ref := jobRef{conf: j.Config(), def: &j.Def,

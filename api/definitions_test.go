@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
@@ -44,7 +44,7 @@ func newRuntimeAPI(t *testing.T, maxJobs int) *testAPI {
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(), MaxJobs: maxJobs,
 		Secrets: secrets.New(testSecrets, testSecretBox(t), a.db.DB),
-		Runtime: definition.Env{SQLTarget: testSQLTarget}})
+		Runtime: runtimejob.Env{SQLTarget: testSQLTarget}})
 	a.http.Config.Handler = a.server.Handler()
 	return a
 }
@@ -542,7 +542,7 @@ func TestSecretValuesAppearInNoAnswer(t *testing.T) {
 func TestDefinitionBodyLimit(t *testing.T) {
 	t.Parallel()
 	a := newRuntimeAPI(t, 0)
-	quoted, _ := json.Marshal(strings.Repeat(`"`, definition.MaxBody)) // 64 KiB that escape to 128 KiB
+	quoted, _ := json.Marshal(strings.Repeat(`"`, runtimejob.MaxBody)) // 64 KiB that escape to 128 KiB
 	big := `{"name": "big", "schedule": "@every 1h", "http": {"url": "https://a.example", "body": ` + string(quoted) + `}}`
 	require.Greater(t, len(big), maxBodyBytes)
 	res := a.do("POST", "/v1/jobs", big, nil)

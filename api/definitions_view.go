@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // A runtime job's part of its view, and the answer to a definition write.
@@ -46,18 +46,18 @@ func addRuntimeView(v *client.Job, j *jobRef) {
 	v.Target = targetLine(d)
 	v.Overlap = d.Overlap
 	if v.Overlap == "" {
-		v.Overlap = definition.OverlapSkip
+		v.Overlap = runtimejob.OverlapSkip
 	}
 }
 
 // targetLine is what a job calls or runs, in one line of at most targetRunes.
-func targetLine(d *definition.Definition) string {
+func targetLine(d *runtimejob.Definition) string {
 	var line string
 	switch {
 	case d.HTTP != nil:
 		method := d.HTTP.Method
 		if method == "" {
-			method = definition.MethodDefault
+			method = runtimejob.MethodDefault
 		}
 		line = method + " " + d.HTTP.URL
 	case d.SQL != nil:

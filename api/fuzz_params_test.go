@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
@@ -20,7 +20,7 @@ import (
 func FuzzTriggerParams(f *testing.F) {
 	db, _ := testdb.Open(f, store.Options{InstanceID: testInstance})
 	s := NewServer(Config{DB: db.DB, InstanceID: testInstance, Jobs: testJobs(f), APIToken: testToken,
-		Runtime: definition.Env{SQLTarget: testSQLTarget}})
+		Runtime: runtimejob.Env{SQLTarget: testSQLTarget}})
 	h := s.Handler()
 	post := func(path, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", path, strings.NewReader(body))

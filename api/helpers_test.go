@@ -22,7 +22,7 @@ import (
 	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
@@ -92,9 +92,9 @@ func newTestAPI(t testing.TB) *testAPI {
 }
 
 // startNotifier runs a replica's notifier on db until the test ends.
-func startNotifier(t testing.TB, db *testdb.DB) *notifier.Notifier {
+func startNotifier(t testing.TB, db *testdb.DB) *pglisten.Notifier {
 	t.Helper()
-	n := notifier.New(db.DB, nil)
+	n := pglisten.New(db.DB, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()

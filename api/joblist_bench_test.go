@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
@@ -40,7 +40,7 @@ func BenchmarkJobListEveryNamespace(b *testing.B) {
 func benchJobList(b *testing.B, path string) {
 	a := newTestAPI(b)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: testJobs(b), APIToken: testToken,
-		Recorder: metrics.New(), MaxJobs: benchJobs, Runtime: definition.Env{}})
+		Recorder: metrics.New(), MaxJobs: benchJobs, Runtime: runtimejob.Env{}})
 	a.http.Config.Handler = a.server.Handler()
 	a.exec(`INSERT INTO job_definitions (name, kind, definition)
 		SELECT format('job-%s', lpad(i::text, 5, '0')), 'http', jsonb_build_object(

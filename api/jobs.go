@@ -10,9 +10,9 @@ import (
 
 	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -24,7 +24,7 @@ type jobRef struct {
 	stored *store.StoredDefinition
 	// def is the stored definition decoded; nil for a built-in job, or a row that does not
 	// decode.
-	def *definition.Definition
+	def *runtimejob.Definition
 	// invalid says why a stored definition no longer passes the check (the engine does not
 	// run it); empty when it does.
 	invalid string
@@ -37,7 +37,7 @@ func (j *jobRef) enabled() bool { return j.conf.Enabled && j.invalid == "" }
 // (definition.Load), so the view says what the engine runs.
 func runtimeJob(sd store.StoredDefinition) jobRef {
 	ref := jobRef{conf: config.Job{Name: sd.Name}, stored: &sd}
-	checked, decoded, err := definition.Load(sd.Definition)
+	checked, decoded, err := runtimejob.Load(sd.Definition)
 	ref.def = decoded
 	if decoded != nil {
 		ref.conf.Enabled = decoded.IsEnabled()

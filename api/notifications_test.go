@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -27,7 +27,7 @@ func newNotifyAPI(t *testing.T) *testAPI {
 	require.NoError(t, err)
 	a.server = NewServer(Config{DB: a.db.DB, InstanceID: testInstance, Jobs: notifyJobs(t), APIToken: testToken,
 		ReadToken: testReadToken, Recorder: metrics.New(),
-		Runtime: definition.Env{CheckURL: guard.CheckURL,
+		Runtime: runtimejob.Env{CheckURL: guard.CheckURL,
 			Secret: func(_, name string) ([]string, bool) { _, ok := testSecrets[name]; return nil, ok }}})
 	a.http.Config.Handler = a.server.Handler()
 	return a

@@ -18,12 +18,12 @@ import (
 
 	"github.com/schedulerhq/scheduler/api/ui"
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/httpx"
 	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/outbound"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -46,7 +46,7 @@ const (
 type Config struct {
 	DB *store.DB
 	// Notifier wakes ?wait requests when their run finishes; nil: they re-read every second.
-	Notifier   *notifier.Notifier
+	Notifier   *pglisten.Notifier
 	InstanceID string
 	Log        *slog.Logger
 	// Jobs are the configured jobs, in the order the API lists them.
@@ -76,7 +76,7 @@ type Config struct {
 	// Runtime checks the runtime jobs that POST and PUT define: NewServer sets IsBuiltin
 	// from Jobs, and a zero Now means the time of each check. CheckURL and SQLTarget are
 	// used as given (nil checks nothing); Secret comes from Secrets when that is set.
-	Runtime definition.Env
+	Runtime runtimejob.Env
 	// Secrets are the secrets by namespace (internal/secrets): the check's lookup, and the
 	// box that seals what the secrets routes store. Nil checks no secret.
 	Secrets *secrets.Source

@@ -13,16 +13,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/hostallow"
 	"github.com/schedulerhq/scheduler/internal/httpx"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/allowedhosts"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // A namespace's secrets: GET /v1/namespaces/{ns}/secrets and GET, PUT, DELETE
 // /v1/namespaces/{ns}/secrets/{name}. A viewer of the namespace reads names, versions and
 // allowed hosts; an editor stores and deletes. No answer, log line or audit row holds a
-// value: PUT seals it (internal/secretbox) before it reaches the store, and nothing reads it
+// value: PUT seals it (internal/secrets/seal) before it reaches the store, and nothing reads it
 // back but the leader's call.
 
 const (
@@ -141,7 +141,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.Secrets == nil || !s.cfg.Secrets.Box().CanSeal() {
 		httpx.WriteProblem(w, r, http.StatusConflict, probSecretKeyMissing,
-			"this scheduler has no SCHEDULER_SECRET_KEY, so it cannot store a secret; an operator must "+secretbox.NoKeyHint+
+			"this scheduler has no SCHEDULER_SECRET_KEY, so it cannot store a secret; an operator must "+seal.NoKeyHint+
 				". Reading secrets' names and jobs naming them still work")
 		return
 	}
@@ -212,7 +212,7 @@ func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []cl
 	}
 	var hosts []string
 	for i, entry := range req.AllowedHosts {
-		h, err := hostallow.Parse(entry)
+		h, err := allowedhosts.Parse(entry)
 		if err != nil {
 			fail(fmt.Sprintf("allowed_hosts[%d]", i), "%v", err)
 			continue

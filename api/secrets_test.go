@@ -15,19 +15,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/secrets"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 )
 
 // testSecretBox is a box with a key of its own, as SCHEDULER_SECRET_KEY gives a replica.
-func testSecretBox(t testing.TB) *secretbox.Box {
+func testSecretBox(t testing.TB) *seal.Box {
 	t.Helper()
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	k, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	return secretbox.New(k)
+	return seal.New(k)
 }
 
 // lockedBuffer is a log sink the server's goroutines and the test share.
@@ -174,7 +174,7 @@ func TestSecretPutWithoutAKey(t *testing.T) {
 	t.Parallel()
 	tm := newTeam(t)
 	tm.server = NewServer(Config{DB: tm.db.DB, InstanceID: testInstance, Jobs: testJobs(t), APIToken: testToken,
-		Recorder: metrics.New(), Secrets: secrets.New(nil, secretbox.New(nil), tm.db.DB)})
+		Recorder: metrics.New(), Secrets: secrets.New(nil, seal.New(nil), tm.db.DB)})
 	tm.http.Config.Handler = tm.server.Handler()
 	res := tm.do("PUT", "/v1/namespaces/billing/secrets/TOKEN", `{"value": "v", "allowed_hosts": ["a.example"]}`, nil)
 	require.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)

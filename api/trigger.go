@@ -12,7 +12,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/client"
 	"github.com/schedulerhq/scheduler/internal/httpx"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/tracing"
 )
@@ -69,7 +69,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
-	params, err := job.ParseParams(req.Params)
+	params, err := jobcontract.ParseParams(req.Params)
 	if err != nil {
 		httpx.FieldProblem(w, r, httpx.ProbInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
 		return
@@ -185,7 +185,7 @@ func parseWait(w http.ResponseWriter, r *http.Request, q url.Values) (time.Durat
 }
 
 // triggerAction is a trigger's audit row, with the run's inputs when it has any.
-func (s *Server) triggerAction(r *http.Request, key string, reason *string, params job.Params) *store.Action {
+func (s *Server) triggerAction(r *http.Request, key string, reason *string, params jobcontract.Params) *store.Action {
 	a := s.action(r, store.ActionTrigger, key, reason)
 	if params.Vars != nil || params.Body != nil || params.Headers != nil {
 		a.Detail, _ = json.Marshal(map[string]any{"params": params})

@@ -13,9 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/httpx"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -33,7 +33,7 @@ var paramVarRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // checkParams lists every wrong member of p for job j: vars are a SQL job's, body and
 // headers an HTTP job's, and no header may stand in for one the scheduler sets itself.
-func checkParams(j *jobRef, p job.Params) []client.FieldError {
+func checkParams(j *jobRef, p jobcontract.Params) []client.FieldError {
 	var fields []client.FieldError
 	fail := func(field, format string, args ...any) {
 		fields = append(fields, client.FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
@@ -42,10 +42,10 @@ func checkParams(j *jobRef, p job.Params) []client.FieldError {
 	if j.def != nil {
 		kind = j.def.Kind()
 	}
-	if len(p.Vars) > 0 && kind != definition.KindSQL {
+	if len(p.Vars) > 0 && kind != runtimejob.KindSQL {
 		fail("params.vars", "vars are the inputs of a SQL job (current_setting('scheduler.var.<name>')); %s is not one", j.conf.Name)
 	}
-	if (p.Body != nil || len(p.Headers) > 0) && kind != definition.KindHTTP {
+	if (p.Body != nil || len(p.Headers) > 0) && kind != runtimejob.KindHTTP {
 		fail("params.body", "body and headers are the inputs of an HTTP job; %s is not one", j.conf.Name)
 	}
 	if len(p.Vars) > maxParamVars {
@@ -69,14 +69,14 @@ func checkParams(j *jobRef, p job.Params) []client.FieldError {
 	for _, name := range slices.Sorted(maps.Keys(p.Headers)) {
 		v, lower := p.Headers[name], strings.ToLower(name)
 		switch {
-		case !definition.ValidHeaderName(name):
-			fail("params.headers."+name, "%s", definition.HeaderNameWant)
-		case strings.HasPrefix(lower, "x-scheduler-") || lower == "authorization" || slices.Contains(definition.ReservedHeaders, lower):
+		case !runtimejob.ValidHeaderName(name):
+			fail("params.headers."+name, "%s", runtimejob.HeaderNameWant)
+		case strings.HasPrefix(lower, "x-scheduler-") || lower == "authorization" || slices.Contains(runtimejob.ReservedHeaders, lower):
 			fail("params.headers."+name, "the scheduler sets %s itself (keys, signatures, its own headers and the job's auth); a trigger cannot", name)
 		case len(v) > maxParamVarBytes:
 			fail("params.headers."+name, "at most %d bytes", maxParamVarBytes)
-		case definition.HeaderValueProblem(v) != "":
-			fail("params.headers."+name, "%s", definition.HeaderValueProblem(v))
+		case runtimejob.HeaderValueProblem(v) != "":
+			fail("params.headers."+name, "%s", runtimejob.HeaderValueProblem(v))
 		}
 	}
 	return fields
@@ -85,11 +85,11 @@ func checkParams(j *jobRef, p job.Params) []client.FieldError {
 // answersParams reports whether the job's active run answers a trigger with params p: a
 // trigger without inputs takes whatever run is active, one with inputs only a run that has
 // the very same (its body, headers, vars and dry_run).
-func answersParams(active *store.Run, p job.Params) bool {
+func answersParams(active *store.Run, p jobcontract.Params) bool {
 	if !p.DryRun && len(p.Vars) == 0 && p.Body == nil && len(p.Headers) == 0 {
 		return true
 	}
-	theirs, err := job.ParseParams(active.Params)
+	theirs, err := jobcontract.ParseParams(active.Params)
 	if err != nil {
 		return false
 	}

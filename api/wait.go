@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -67,7 +67,7 @@ func (s *Server) awaitRun(ctx context.Context, run *store.Run, d time.Duration) 
 // finishWatch hands the run-finished notifications to the requests waiting on those runs,
 // through the replica's notifier, subscribed only while a request waits.
 type finishWatch struct {
-	notifier *notifier.Notifier // nil: waits re-read every waitRecheck only
+	notifier *pglisten.Notifier // nil: waits re-read every waitRecheck only
 	metrics  *metrics.Metrics   // counts notifications that name no run
 
 	mu      sync.Mutex
@@ -113,9 +113,9 @@ func (f *finishWatch) watch(id int64) (woken <-chan struct{}, listening <-chan s
 // notified is one subscription's handler. Its first resync closes listening (each waiter
 // then reads its run once); a later one, after a gap in listening, wakes every waiter to
 // re-read its run, since its notification may have been sent while nobody listened.
-func (f *finishWatch) notified(listening chan struct{}) notifier.Func {
+func (f *finishWatch) notified(listening chan struct{}) pglisten.Func {
 	var once sync.Once
-	return func(ev notifier.Event) {
+	return func(ev pglisten.Event) {
 		if ev.Resync {
 			first := false
 			once.Do(func() { close(listening); first = true })

@@ -1,5 +1,5 @@
 -- Runtime jobs: jobs users define through the API, `scheduler apply` and the console, beside
--- the compiled ones. A definition is the checked, normalised JSON (internal/definition),
+-- the compiled ones. A definition is the checked, normalised JSON (internal/runtimejob),
 -- naming its secrets, never holding their values. version counts every change: a run
 -- records the version it ran, and PUT's If-Match compares it, so a lost update is refused.
 CREATE TABLE job_definitions (

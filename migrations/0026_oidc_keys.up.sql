@@ -5,7 +5,7 @@
 --   current   signs every token; at most one;
 --   previous  signs nothing, stays published until every token it signed has expired;
 --   retired   no longer published; its private half is erased (sealed IS NULL).
--- The private half is sealed with SCHEDULER_SECRET_KEY (internal/secretbox, key_id names the
+-- The private half is sealed with SCHEDULER_SECRET_KEY (internal/secrets/seal, key_id names the
 -- key that sealed it); the table never holds it in clear. public_jwk is the public half alone.
 CREATE TABLE scheduler_oidc_keys (
     kid          text PRIMARY KEY,

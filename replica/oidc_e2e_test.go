@@ -25,7 +25,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/idp"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/schedule"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica"
@@ -69,7 +69,7 @@ type oidcReplica struct {
 }
 
 // startOIDCReplica starts one replica of the cluster whose public URL is public.
-func startOIDCReplica(t *testing.T, db *store.DB, id, public string, box *secretbox.Box) (*oidcReplica, <-chan struct{}) {
+func startOIDCReplica(t *testing.T, db *store.DB, id, public string, box *seal.Box) (*oidcReplica, <-chan struct{}) {
 	t.Helper()
 	var conf []config.Job
 	for _, d := range jobs.Defaults() {
@@ -121,12 +121,12 @@ type verified struct {
 // and through the loss of the leader. A job asking for another audience is refused by the
 // same receiver, and no definition can make a token name another namespace.
 func TestOIDCTokensVerifyThroughRotationAndFailover(t *testing.T) {
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	key, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	key, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	box := secretbox.New(key)
+	box := seal.New(key)
 	db, _ := testdb.Open(t, store.Options{InstanceID: "oidc-a", LeaseTimeout: 2 * time.Second})
 
 	lb := &balancer{}

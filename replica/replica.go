@@ -14,17 +14,17 @@ import (
 
 	"github.com/schedulerhq/scheduler/api"
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/engine"
 	"github.com/schedulerhq/scheduler/internal/idp"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/oidc"
 	"github.com/schedulerhq/scheduler/internal/outbound"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -42,7 +42,7 @@ type Config struct {
 	// builds the jobs from them (jobs.Builtin).
 	JobSettings jobs.Settings
 	// Extra are jobs run beside the business ones (the tests' own).
-	Extra []job.Job
+	Extra []jobcontract.Job
 	// Jobs are the validated job settings, one per job the replica runs, business or Extra.
 	Jobs    []config.Job
 	Metrics *metrics.Metrics // nil: none recorded
@@ -85,7 +85,7 @@ type Config struct {
 type Replica struct {
 	handler    http.Handler
 	sqlTargets *targets.SQLTargets
-	notifier   *notifier.Notifier
+	notifier   *pglisten.Notifier
 	elector    *leader.Elector
 	engine     *engine.Engine
 	terms      *leader.Subscription
@@ -96,7 +96,7 @@ type Replica struct {
 // (/readyz 503) before the database is reachable and the schema migrated.
 func New(c Config) (*Replica, error) {
 	// The replica's one listening connection, for the elector, the engine and the API.
-	notes := notifier.New(c.DB, apiLog(c.Log, c.InstanceID))
+	notes := pglisten.New(c.DB, apiLog(c.Log, c.InstanceID))
 	elector, err := leader.New(leader.Config{DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: c.Log,
 		LeaseTimeout: c.LeaseTimeout, InstanceHeartbeat: c.InstanceHeartbeat, Version: c.Version,
 		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain, PollInterval: c.PollInterval})
@@ -122,7 +122,7 @@ func New(c Config) (*Replica, error) {
 		CatchUpWindows: func() map[string]time.Duration { return eng.CatchUpWindows() },
 		Drop:           c.DB.DropRunDays,
 	})
-	registry := job.NewRegistry(append(business, c.Extra...)...)
+	registry := jobcontract.NewRegistry(append(business, c.Extra...)...)
 	// One source of secrets, by namespace, for the leader's calls, its notifications and
 	// the API's checks.
 	// What each namespace's jobs may reach: its SQL targets, private hosts and the operator's
@@ -142,7 +142,7 @@ func New(c Config) (*Replica, error) {
 	tokenKeys := idp.New(tk)
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
-		Runtime:       &definition.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
+		Runtime:       &runtimejob.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
 		Notifications: notifications, Tracing: c.Tracing})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
@@ -154,7 +154,7 @@ func New(c Config) (*Replica, error) {
 	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
-		Runtime: definition.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
+		Runtime: runtimejob.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
@@ -73,10 +73,10 @@ func e2eCall(t *testing.T, base, method, path, body string) (int, []byte) {
 func TestStoredSecretValueAppearsNowhereButInTheCall(t *testing.T) {
 	values := []string{"e2e-first-secret-value-7f3a", "e2e-second-secret-value-9c1d"}
 	const operatorValue = "e2e-operator-secret-value-42aa"
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	key, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	key, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
 
 	// The target echoes the Authorization it got, and fails the first attempt of each run,
@@ -99,7 +99,7 @@ func TestStoredSecretValueAppearsNowhereButInTheCall(t *testing.T) {
 	logs := &lockedLog{}
 	srv := replicatest.Start(t, replicatest.Options{Token: e2eToken,
 		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, SecretBox: secretbox.New(key),
+		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}, SecretBox: seal.New(key),
 			Secrets: map[string]string{"OPS_TOKEN": operatorValue}}})
 	var answers [][]byte
 	do := func(method, path, body string, want int) []byte {

@@ -38,14 +38,14 @@ echo "staticcheck" >&2
 # The bench and chaos commands; tools/helmtest is not held to it yet (an unused helper there).
 (cd tools && "$tools/staticcheck" ./bench/... ./chaos/...)
 
-# The engine runs jobs through their contract (internal/job) alone; the business jobs
+# The engine runs jobs through their contract (internal/jobcontract) alone; the business jobs
 # (internal/jobs) are built by the replica. An import of them into the engine, however
 # indirect, would make it compile every business job's SQL again.
 echo "engine imports" >&2
 module=$(go list -m)
 if go list -deps ./internal/engine | grep -qx "$module/internal/jobs"; then
   go list -deps -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/engine | grep -E " $module/internal/jobs( |$)" >&2 || true
-  echo "lint.sh: internal/engine depends on internal/jobs (importers above): use internal/job, and let the replica build the jobs" >&2
+  echo "lint.sh: internal/engine depends on internal/jobs (importers above): use internal/jobcontract, and let the replica build the jobs" >&2
   exit 1
 fi
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -19,13 +19,13 @@ import (
 // and keeps its auth when edited: the form knows the third kind of authentication, so a
 // save does not drop it.
 func TestConsoleOIDCJob(t *testing.T) {
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	key, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	key, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
 	browser := startBrowser(t)
-	srv := replicatest.Start(t, replicatest.Options{Token: fullToken, Runtime: config.Runtime{SecretBox: secretbox.New(key)}})
+	srv := replicatest.Start(t, replicatest.Options{Token: fullToken, Runtime: config.Runtime{SecretBox: seal.New(key)}})
 	tab := newTab(t, browser)
 	run(t, tab, signIn(srv.URL, fullToken))
 

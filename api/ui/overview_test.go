@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestConsoleOverview(t *testing.T) {
 	browser := startBrowser(t)
 	srv := replicatest.Start(t, replicatest.Options{Token: fullToken, ReadToken: readToken,
-		Extra: []job.Job{replicatest.Failing{JobName: "flaky"}}, Paused: []string{"flaky"},
+		Extra: []jobcontract.Job{replicatest.Failing{JobName: "flaky"}}, Paused: []string{"flaky"},
 		Runtime: config.Runtime{HTTPAllow: []string{"127.0.0.1/32"}}})
 	shots := screenshotDir(t)
 	axe := axeSource(t)

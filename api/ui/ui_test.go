@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -45,7 +45,7 @@ const (
 // seven test jobs (21 rows), one browser, one tab per operator.
 func TestDashboard(t *testing.T) {
 	browser := startBrowser(t)
-	extra := []job.Job{replicatest.Blocking{JobName: "slow-export"}}
+	extra := []jobcontract.Job{replicatest.Blocking{JobName: "slow-export"}}
 	for i := range 6 {
 		extra = append(extra, replicatest.Quick{JobName: fmt.Sprintf("quick-%d", i+1), Schedule: []string{
 			"*/15 * * * *", "0 * * * *", "30 6 * * 1-5", "@every 10m", "0 3 1 1 *", "CRON_TZ=Europe/Berlin 0 8 * * *"}[i]})

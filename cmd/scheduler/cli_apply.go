@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // scheduler apply -f FILE: declarative, as kubectl apply is. Each job of the file belongs to
@@ -134,8 +134,8 @@ func (c change) label() string {
 }
 
 // byNamespace groups a file's jobs by namespace, in the order the file first names each.
-func byNamespace(defs []definition.Definition) (order []string, jobs map[string][]definition.Definition) {
-	jobs = map[string][]definition.Definition{}
+func byNamespace(defs []runtimejob.Definition) (order []string, jobs map[string][]runtimejob.Definition) {
+	jobs = map[string][]runtimejob.Definition{}
 	for _, d := range defs {
 		ns := cmp.Or(d.Namespace, namespace.Default)
 		if _, seen := jobs[ns]; !seen {
@@ -146,7 +146,7 @@ func byNamespace(defs []definition.Definition) (order []string, jobs map[string]
 	return order, jobs
 }
 
-func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dryRun bool, scope pruneScope) int {
+func (x *cli) apply(ctx context.Context, defs []runtimejob.Definition, prune, dryRun bool, scope pruneScope) int {
 	// One read of each namespace's job list is all apply needs to know: each job's version
 	// and definition. All are read before the first write, so a namespace that does not
 	// exist, or that the token may not read, stops apply with nothing changed. --prune
@@ -240,7 +240,7 @@ func (x *cli) apply(ctx context.Context, defs []definition.Definition, prune, dr
 // PUT with If-Match of the version listed, which fails (412) if someone edited it since. A
 // dry run sends the same request with ?dry_run=true, for the server's checks and the
 // normalised definition, which it compares field by field with the current one.
-func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, cur *client.Job, dryRun bool) (change, error) {
+func (x *cli) applyJob(ctx context.Context, ns string, d runtimejob.Definition, cur *client.Job, dryRun bool) (change, error) {
 	switch {
 	case cur == nil:
 		next, err := x.writeJob(ctx, ns, d, -1, dryRun)
@@ -281,17 +281,17 @@ func (x *cli) applyJob(ctx context.Context, ns string, d definition.Definition, 
 }
 
 // sameDefinition reports whether a job's listed definition is d once d is normalised as the
-// server normalises what it stores (internal/definition.Check: defaults filled in, durations
+// server normalises what it stores (internal/runtimejob.Check: defaults filled in, durations
 // the short way). A definition the check refuses is never the same: the server says why.
-func sameDefinition(listed json.RawMessage, d definition.Definition) bool {
+func sameDefinition(listed json.RawMessage, d runtimejob.Definition) bool {
 	if len(listed) == 0 || string(listed) == "null" {
 		return false
 	}
-	stored, err := definition.Decode(listed)
+	stored, err := runtimejob.Decode(listed)
 	if err != nil {
 		return false
 	}
-	j, errs := definition.Check(d, definition.Env{})
+	j, errs := runtimejob.Check(d, runtimejob.Env{})
 	if errs != nil {
 		return false
 	}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // apply's requests to the server: the list of a namespace's jobs, and a definition's write,
@@ -51,7 +51,7 @@ func problemLines(err error) []string {
 
 // writeJob sends a definition to namespace ns: POST …/jobs when version is -1 (a new job),
 // else PUT …/jobs/{name}, with If-Match when version is one (above 0), or as a dry run.
-func (x *cli) writeJob(ctx context.Context, ns string, d definition.Definition, version int64, dryRun bool) (*client.Job, error) {
+func (x *cli) writeJob(ctx context.Context, ns string, d runtimejob.Definition, version int64, dryRun bool) (*client.Job, error) {
 	c := x.c.InNamespace(ns)
 	o := client.WriteJobOptions{Version: max(version, 0), DryRun: dryRun, Reason: x.reason}
 	if version < 0 {

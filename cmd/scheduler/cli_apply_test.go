@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -119,11 +119,11 @@ func TestApplyReadsAFileFromStdin(t *testing.T) {
 `
 	defs, err := readJobs("-", strings.NewReader(file), namespace.Default)
 	require.NoError(t, err)
-	want, err := definition.Decode([]byte(`{"name": "daily-report", "schedule": "0 2 * * *", "time_zone": "Europe/Paris",
+	want, err := runtimejob.Decode([]byte(`{"name": "daily-report", "schedule": "0 2 * * *", "time_zone": "Europe/Paris",
 		"enabled": false, "labels": {"team": "billing"}, "retry": {"max_attempts": 2},
 		"http": {"url": "https://example.com/hook", "headers": {"Content-Type": "application/json"}, "body": "{}", "success": [200, 204]}}`))
 	require.NoError(t, err)
-	assert.Equal(t, []definition.Definition{want}, defs)
+	assert.Equal(t, []runtimejob.Definition{want}, defs)
 
 	code, out, stderr := runCLIWithStdin(t, []string{"SCHEDULER_URL=http://127.0.0.1:1"}, strings.NewReader(file), "apply", "-f", "-")
 	assert.Equal(t, exitRefused, code)
@@ -187,9 +187,9 @@ func TestGetYAMLIsApplyInput(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(out), "jobs:\n- name: daily-report\n  schedule: 0 2 * * *\n"), "%s", out)
 	defs, problems := parseJobs(out, namespace.Default)
 	require.Empty(t, problems, "%s", out)
-	want, err := definition.Decode(def)
+	want, err := runtimejob.Decode(def)
 	require.NoError(t, err)
-	assert.Equal(t, []definition.Definition{want}, defs, "%s", out)
+	assert.Equal(t, []runtimejob.Definition{want}, defs, "%s", out)
 }
 
 // The commands against a whole replica: create, re-apply (unchanged), diff, update, prune,

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
@@ -19,7 +19,7 @@ import (
 // a run that did no slot is refused with what to do instead.
 func TestBackfillAndRerunCommands(t *testing.T) {
 	t.Parallel()
-	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, Extra: []job.Job{
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, Extra: []jobcontract.Job{
 		replicatest.Quick{JobName: "quick", Schedule: "0 * * * *"},
 	}, Paused: []string{"quick"}})
 	env := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliToken}

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -42,14 +42,14 @@ func TestApplyReadsTheCalendarFields(t *testing.T) {
 	assert.Equal(t, []string{`jobs[2] (wrong): schedule: want a cron expression or a list of them, e.g. "0 2 * * *" or ["0 9 * * *", "0 17 * * *"]`}, problems)
 	require.Len(t, defs, 3)
 	d := defs[0]
-	assert.Equal(t, definition.Schedules{"0 9 * * *", "0 17 * * *", "0 9 * * *"}, d.Schedule)
-	assert.Equal(t, &definition.DST{Gap: "shift", Repeat: "both"}, d.DST)
+	assert.Equal(t, runtimejob.Schedules{"0 9 * * *", "0 17 * * *", "0 9 * * *"}, d.Schedule)
+	assert.Equal(t, &runtimejob.DST{Gap: "shift", Repeat: "both"}, d.DST)
 	assert.Equal(t, "2027-01-01T00:00:00+01:00", d.StartAt)
 	assert.Equal(t, "2027-12-31T23:00:00Z", d.EndAt)
 	assert.Equal(t, 100, d.MaxRuns)
-	assert.Equal(t, definition.Schedules{"30 2 * * *"}, defs[1].Schedule)
+	assert.Equal(t, runtimejob.Schedules{"30 2 * * *"}, defs[1].Schedule)
 
-	j, errs := definition.Check(d, definition.Env{})
+	j, errs := runtimejob.Check(d, runtimejob.Env{})
 	require.Empty(t, errs)
 	stored, err := json.Marshal(j.Def)
 	require.NoError(t, err)
@@ -58,7 +58,7 @@ func TestApplyReadsTheCalendarFields(t *testing.T) {
 	assert.Contains(t, string(out), "  schedule:\n  - 0 9 * * *\n  - 0 17 * * *\n", "%s", out)
 	back, problems := parseJobs(out, namespace.Default)
 	require.Empty(t, problems, "%s", out)
-	assert.Equal(t, []definition.Definition{j.Def}, back)
+	assert.Equal(t, []runtimejob.Definition{j.Def}, back)
 	assert.True(t, sameDefinition(stored, d), "the file's job is the stored one: apply sends nothing")
 	assert.False(t, strings.Contains(string(out), "max_runs: \"100\""), "a number stays a number")
 }

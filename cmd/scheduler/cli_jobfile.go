@@ -13,8 +13,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // Reading a file of jobs: YAML (JSON is YAML too) holding `jobs:` and a list of definitions
@@ -39,7 +39,7 @@ func (e *fileError) Error() string { return e.file + ": " + strings.Join(e.probl
 // readJobs reads a file of jobs ("-": stdin) and decodes every job, reporting every
 // problem of the file at once: each names the job by its index and name. A job that names
 // no namespace is in ns.
-func readJobs(path string, stdin io.Reader, ns string) ([]definition.Definition, error) {
+func readJobs(path string, stdin io.Reader, ns string) ([]runtimejob.Definition, error) {
 	name, r := path, stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -69,7 +69,7 @@ func readJobs(path string, stdin io.Reader, ns string) ([]definition.Definition,
 // Namespace default is written as none, as the server stores it. yamlToJSON refuses a key
 // written twice in one mapping, which YAML forbids and which would otherwise keep one of the
 // two silently, and reads every key as a string (YAML 1.2: on: is a key).
-func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
+func parseJobs(data []byte, ns string) ([]runtimejob.Definition, []string) {
 	j, err := yamlToJSON(data)
 	if err != nil {
 		return nil, []string{yamlProblem(err)}
@@ -98,7 +98,7 @@ func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 		return nil, append(problems, "jobs: the list is empty; to delete a job, run scheduler delete NAME")
 	}
 
-	defs := make([]definition.Definition, 0, len(items))
+	defs := make([]runtimejob.Definition, 0, len(items))
 	first := map[string]int{} // namespace.Key → index of the first job with it
 	for i, item := range items {
 		where := fmt.Sprintf("jobs[%d]", i)
@@ -115,11 +115,11 @@ func parseJobs(data []byte, ns string) ([]definition.Definition, []string) {
 		}
 		var tree any
 		_ = json.Unmarshal(item, &tree)
-		unknown := unknownKeys(tree, reflect.TypeFor[definition.Definition](), "")
+		unknown := unknownKeys(tree, reflect.TypeFor[runtimejob.Definition](), "")
 		for _, k := range unknown {
 			problems = append(problems, where+": "+k.String())
 		}
-		d, err := definition.Decode(item)
+		d, err := runtimejob.Decode(item)
 		if err != nil && (len(unknown) == 0 || !strings.Contains(err.Error(), "json: unknown field")) {
 			problems = append(problems, where+": "+decodeProblem(err)+yamlBoolHint(err, tree))
 		}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/client"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // The job commands: jobs, job.
@@ -189,9 +189,9 @@ func definitionLines(j *client.Job) [][2]string {
 	}
 	add("Kind", j.Kind)
 	add("Target", j.Target)
-	var d definition.Definition
+	var d runtimejob.Definition
 	if hasDefinition(j) {
-		d, _ = definition.Decode(j.Definition)
+		d, _ = runtimejob.Decode(j.Definition)
 	}
 	if d.SQL != nil {
 		add("SQL target", d.SQL.Target)
@@ -232,7 +232,7 @@ func definitionLines(j *client.Job) [][2]string {
 			auth = []string{"none"}
 		}
 		add("Auth", strings.Join(auth, "; "))
-		if h.Completion == definition.CompletionCallback {
+		if h.Completion == runtimejob.CompletionCallback {
 			add("Completion", "callback (heartbeat timeout "+cmp.Or(h.HeartbeatTimeout, "5m")+")")
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -17,12 +17,12 @@ import (
 // refused while the next key is younger than its pre-publication, saying when it may go.
 func TestOIDCCommands(t *testing.T) {
 	t.Parallel()
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	key, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	key, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, Runtime: config.Runtime{SecretBox: secretbox.New(key)}})
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, Runtime: config.Runtime{SecretBox: seal.New(key)}})
 	env := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliToken}
 
 	code, out, stderr := runCLI(t, env, "oidc", "keys")

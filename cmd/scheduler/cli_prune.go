@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 )
 
 // What apply --prune may delete. apply marks every job it writes with the owner label, whose
@@ -29,7 +29,7 @@ func defaultOwner(path string) string {
 }
 
 // withOwner labels each definition with its owner, unless the file sets the label itself.
-func withOwner(defs []definition.Definition, owner string) {
+func withOwner(defs []runtimejob.Definition, owner string) {
 	for i := range defs {
 		if _, set := defs[i].Labels[ownerLabel]; set {
 			continue

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
@@ -24,7 +24,7 @@ const (
 // The client commands against a whole replica (API, elector, engine) on a test database.
 func TestClientCommands(t *testing.T) {
 	t.Parallel()
-	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, ReadToken: cliReadToken, Extra: []job.Job{
+	srv := replicatest.Start(t, replicatest.Options{Token: cliToken, ReadToken: cliReadToken, Extra: []jobcontract.Job{
 		replicatest.Quick{JobName: "quick", Schedule: "0 2 * * *"},
 		replicatest.Failing{JobName: "broken"},
 		replicatest.Blocking{JobName: "slow"},

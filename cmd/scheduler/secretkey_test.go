@@ -11,20 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/secrets"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/replica/replicatest"
 )
 
-func newTestKey(t *testing.T) (string, *secretbox.Key) {
+func newTestKey(t *testing.T) (string, *seal.Key) {
 	t.Helper()
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
 	encoded := base64.StdEncoding.EncodeToString(raw)
-	k, err := secretbox.ParseKey(encoded)
+	k, err := seal.ParseKey(encoded)
 	require.NoError(t, err)
 	return encoded, k
 }
@@ -41,7 +41,7 @@ func TestSecretKeyRotate(t *testing.T) {
 	oldEnc, oldKey := newTestKey(t)
 	newEnc, newKey := newTestKey(t)
 	_, strayKey := newTestKey(t)
-	put := func(box *secretbox.Box, ns, name, value string) {
+	put := func(box *seal.Box, ns, name, value string) {
 		id, sealed, err := box.Seal(ns, name, []byte(value))
 		require.NoError(t, err)
 		_, _, err = db.PutSecret(ctx, store.SealedSecret{Secret: store.Secret{Namespace: ns, Name: name, KeyID: id,
@@ -50,10 +50,10 @@ func TestSecretKeyRotate(t *testing.T) {
 	}
 	values := map[string]string{"A": "value-a", "B": "value-b", "C": "value-c"}
 	for name, v := range values {
-		put(secretbox.New(oldKey), "billing", name, v)
+		put(seal.New(oldKey), "billing", name, v)
 	}
-	put(secretbox.New(oldKey), "default", "A", "default-a")
-	put(secretbox.New(oldKey), "billing", "B", values["B"]) // version 2
+	put(seal.New(oldKey), "default", "A", "default-a")
+	put(seal.New(oldKey), "billing", "B", values["B"]) // version 2
 
 	environ := []string{"DATABASE_URL=" + u, "SCHEDULER_SECRET_KEY=" + newEnc, "SCHEDULER_SECRET_KEY_PREVIOUS=" + oldEnc}
 	code, stdout, stderr := runCLI(t, environ, "secret-key", "rotate")
@@ -62,7 +62,7 @@ func TestSecretKeyRotate(t *testing.T) {
 		"key ids still in use besides "+newKey.ID()+": none; SCHEDULER_SECRET_KEY_PREVIOUS may be removed\n", stdout)
 	assert.NotContains(t, stdout+stderr, newEnc)
 
-	onlyNew := secrets.New(nil, secretbox.New(newKey), db.DB)
+	onlyNew := secrets.New(nil, seal.New(newKey), db.DB)
 	got, err := onlyNew.Resolve(ctx, "billing", []string{"A", "B", "C"})
 	require.NoError(t, err, "every value opens with the new key alone")
 	for name, v := range values {
@@ -77,7 +77,7 @@ func TestSecretKeyRotate(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	assert.Contains(t, stdout, "re-sealed 0 secrets", "idempotent")
 
-	put(secretbox.New(strayKey), "billing", "STRAY", "stray-value")
+	put(seal.New(strayKey), "billing", "STRAY", "stray-value")
 	code, stdout, stderr = runCLI(t, environ, "secret-key", "rotate")
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, stdout, "re-sealed 0 secrets")
@@ -98,7 +98,7 @@ func TestSecretCommandsAgainstAReplica(t *testing.T) {
 	t.Parallel()
 	_, key := newTestKey(t)
 	srv := replicatest.Start(t, replicatest.Options{Token: cliToken,
-		Runtime: config.Runtime{SecretBox: secretbox.New(key)}})
+		Runtime: config.Runtime{SecretBox: seal.New(key)}})
 	env := []string{"SCHEDULER_URL=" + srv.URL, "SCHEDULER_API_TOKEN=" + cliToken}
 	code, _, stderr := runCLI(t, env, "namespace", "create", "billing")
 	require.Equal(t, exitOK, code, stderr)
@@ -118,7 +118,7 @@ func TestSecretCommandsAgainstAReplica(t *testing.T) {
 	assert.Contains(t, stderr, "leave out the scheme")
 	assert.NotContains(t, stderr, value)
 
-	got, err := secrets.New(nil, secretbox.New(key), srv.DB.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
+	got, err := secrets.New(nil, seal.New(key), srv.DB.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
 	require.NoError(t, err)
 	assert.Equal(t, value, got["BILLING_TOKEN"].Value, "the value read from stdin, without its line end")
 

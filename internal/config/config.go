@@ -24,7 +24,7 @@ import (
 // them (store, leader, engine, api) take validated values. The exported ones are for code
 // that builds those packages without loading the environment (tests, benchmarks) and for
 // packages that fill in a setting left zero (leader, targets). The jobs' own settings and
-// their defaults are internal/jobs' (settings.go); a runtime definition's, internal/definition's.
+// their defaults are internal/jobs' (settings.go); a runtime definition's, internal/runtimejob's.
 const (
 	httpAddrDefault       = "127.0.0.1:8080"
 	logFormatDefault      = "json"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 )
 
 // Runtime is the configuration of runtime jobs, the jobs users define through the API.
@@ -29,7 +29,7 @@ type Runtime struct {
 	Secrets map[string]string
 	// SecretBox seals and opens the secrets stored through the API (SCHEDULER_SECRET_KEY,
 	// SCHEDULER_SECRET_KEY_PREVIOUS); without a key it seals nothing.
-	SecretBox *secretbox.Box
+	SecretBox *seal.Box
 	// MaxJobs bounds the runtime jobs (SCHEDULER_MAX_JOBS).
 	MaxJobs int
 	// OIDCKeyRotation is how long a key signs the targets' OIDC tokens before the next one

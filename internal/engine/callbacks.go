@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -27,7 +27,7 @@ const statusAccepted = "accepted"
 func callbackPath(id int64) string { return fmt.Sprintf("/v1/runs/%d/complete", id) }
 
 // armCallback draws the run's token and stores its hash before the call is made.
-func (x *execution) armCallback(ctx context.Context) (*job.Callback, error) {
+func (x *execution) armCallback(ctx context.Context) (*jobcontract.Callback, error) {
 	e, run := x.e, x.run
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -40,12 +40,12 @@ func (x *execution) armCallback(ctx context.Context) (*job.Callback, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storing the run's callback token: %w", err)
 	}
-	return &job.Callback{URL: strings.TrimSuffix(e.conf.PublicURL, "/") + callbackPath(run.ID), Token: token}, nil
+	return &jobcontract.Callback{URL: strings.TrimSuffix(e.conf.PublicURL, "/") + callbackPath(run.ID), Token: token}, nil
 }
 
 // accept records that the target accepted a callback run, with its successful attempt and
 // stats, retrying while this replica leads, as finish does; the run's goroutine then ends.
-func (x *execution) accept(stats job.Stats) {
+func (x *execution) accept(stats jobcontract.Stats) {
 	e, en, run, ctx, log := x.e, x.en, x.run, x.ctx, x.log
 	status := statusAccepted
 	defer func() {

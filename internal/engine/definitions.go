@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -66,7 +66,7 @@ func (e *Engine) CatchUpWindows() map[string]time.Duration {
 // it, and the Runtime builds its body. A definition that no longer passes the check is
 // refused with the reason, and its job does not run.
 func (e *Engine) runtimeEntry(sd store.StoredDefinition) (*entry, error) {
-	c, _, err := definition.Load(sd.Definition)
+	c, _, err := runtimejob.Load(sd.Definition)
 	if err != nil {
 		return nil, err
 	}

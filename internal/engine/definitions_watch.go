@@ -9,7 +9,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/leader"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -42,7 +42,7 @@ func newChangedDefinitions() *changedDefinitions {
 }
 
 // notified takes the notifier's events, on its goroutine.
-func (c *changedDefinitions) notified(ev notifier.Event) {
+func (c *changedDefinitions) notified(ev pglisten.Event) {
 	c.mu.Lock()
 	switch {
 	case ev.Resync:
@@ -55,7 +55,7 @@ func (c *changedDefinitions) notified(ev notifier.Event) {
 		clear(c.names)
 	}
 	c.mu.Unlock()
-	notifier.Wake(c.wake)(ev)
+	pglisten.Wake(c.wake)(ev)
 }
 
 // take returns, and forgets, what the burst named.

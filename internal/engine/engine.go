@@ -20,12 +20,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/tracing"
 )
@@ -43,8 +43,8 @@ const (
 // Config configures an Engine.
 type Config struct {
 	DB       *store.DB
-	Notifier *notifier.Notifier // wakes the queue and the definition watch
-	Registry *job.Registry
+	Notifier *pglisten.Notifier // wakes the queue and the definition watch
+	Registry *jobcontract.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
 	InstanceID string
@@ -65,7 +65,7 @@ type Config struct {
 	// Metrics, when set, counts runs and their outcomes.
 	Metrics *metrics.Metrics
 	// Runtime, when set, makes the leader run the jobs users defined (job_definitions).
-	Runtime *definition.Runtime
+	Runtime *runtimejob.Runtime
 	// PublicURL is where a callback job's target reaches the API (SCHEDULER_PUBLIC_URL).
 	PublicURL string
 	// Notifications, when set, sends the jobs' notifications while this replica leads.
@@ -77,10 +77,10 @@ type Config struct {
 // entry is one configured job: a built-in job, or one version of a runtime job's
 // definition.
 type entry struct {
-	job  job.Job
+	job  jobcontract.Job
 	conf config.Job
 	// def is the runtime job's checked definition; nil for a built-in job.
-	def *definition.Checked
+	def *runtimejob.Checked
 	// version is the runtime definition's version, and since when it holds (database
 	// clock): the slots before since belonged to an earlier definition.
 	version int64
@@ -96,7 +96,7 @@ type entry struct {
 // overlap is the job's overlap policy (built-in jobs skip).
 func (en *entry) overlap() string {
 	if en.def == nil {
-		return definition.OverlapSkip
+		return runtimejob.OverlapSkip
 	}
 	return en.def.Def.Overlap
 }
@@ -104,7 +104,7 @@ func (en *entry) overlap() string {
 // waitsForIdle reports the overlap policies whose slot waits for the job's active run to end
 // (queue-one), or ends it and waits (replace), rather than being skipped.
 func (en *entry) waitsForIdle() bool {
-	return en.overlap() == definition.OverlapQueueOne || en.overlap() == definition.OverlapReplace
+	return en.overlap() == runtimejob.OverlapQueueOne || en.overlap() == runtimejob.OverlapReplace
 }
 
 // runningRun is a run executing on this replica: its job, for the log, and how to cancel it.
@@ -226,7 +226,7 @@ func New(conf Config) (*Engine, error) {
 	return e, nil
 }
 
-func knownJobs(r *job.Registry) string {
+func knownJobs(r *jobcontract.Registry) string {
 	var names []string
 	for _, j := range r.All() {
 		names = append(names, j.Name())
@@ -285,7 +285,7 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 
 	// Queued runs and cancel requests wake the queue; so does the notifier's resync.
 	wake := make(chan struct{}, 1)
-	defer e.conf.Notifier.Listen(store.RunsChannel, notifier.Wake(wake))()
+	defer e.conf.Notifier.Listen(store.RunsChannel, pglisten.Wake(wake))()
 	// The term's services, each a loop until the term ends (services.go); wg.Go counts
 	// them, so adding one cannot leave the count behind (it did once, and the term's end
 	// panicked).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/logging"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 )
@@ -38,12 +38,12 @@ func TestNewRefusesBadJobConfig(t *testing.T) {
 		"twice":            {[]config.Job{jobConfig(t, "tick", "@every 1s", time.Second), jobConfig(t, "tick", "@every 2s", time.Second)}, `job "tick" is configured twice`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := New(Config{DB: db, Notifier: notifier.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: tc.jobs})
+			_, err := New(Config{DB: db, Notifier: pglisten.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: tc.jobs})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := New(Config{DB: db, Notifier: notifier.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Second)}})
+	_, err := New(Config{DB: db, Notifier: pglisten.New(db, nil), Registry: registry, InstanceID: "x", PollInterval: config.PollIntervalDefault, Jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Second)}})
 	assert.NoError(t, err, "a valid configuration is accepted")
 }
 

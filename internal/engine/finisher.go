@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/runend"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -139,7 +139,7 @@ func (f *finisher) record(term store.Fence, rs []*finishRequest) {
 }
 
 // callsQueued is the finisher's view of rt's calls: nil without HTTP jobs.
-func callsQueued(rt *definition.Runtime) func() bool {
+func callsQueued(rt *runtimejob.Runtime) func() bool {
 	if rt == nil || rt.Caller == nil {
 		return nil
 	}

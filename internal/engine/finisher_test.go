@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -42,7 +42,7 @@ func TestRunEndsWaitWhileCallsQueueAndKeepTheirTime(t *testing.T) {
 	g, err := targets.NewGuard([]string{"127.0.0.0/8"})
 	require.NoError(t, err)
 	caller := targets.NewCaller(targets.Config{Guard: g, HostConcurrency: 1})
-	n := startNode(t, url, "a", nodeOptions{runtime: &definition.Runtime{Caller: caller}, pollInterval: 200 * time.Millisecond})
+	n := startNode(t, url, "a", nodeOptions{runtime: &runtimejob.Runtime{Caller: caller}, pollInterval: 200 * time.Millisecond})
 	awaitSignal(t, &n.en.testSignals.leading, "leading")
 	for _, def := range []string{
 		`{"name": "blocker-1", "schedule": "0 0 1 1 *", "http": {"url": "` + slow.URL + `"}}`,

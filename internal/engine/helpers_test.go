@@ -15,13 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
@@ -44,36 +44,36 @@ var waitTimeout = testpace.Scaled(15 * time.Second)
 type recordJob struct{ name string }
 
 func (j recordJob) Name() string { return j.name }
-func (j recordJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j recordJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j recordJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	return job.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
+func (j recordJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	return jobcontract.Stats{Processed: 1, Changed: 1}, recordCall(ctx, env)
 }
 
 // blockJob records its start, then waits for its context and returns its error.
 type blockJob struct{ name string }
 
 func (j blockJob) Name() string { return j.name }
-func (j blockJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j blockJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j blockJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j blockJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	if err := recordCall(ctx, env); err != nil {
-		return job.Stats{}, err
+		return jobcontract.Stats{}, err
 	}
 	<-ctx.Done()
-	return job.Stats{}, ctx.Err()
+	return jobcontract.Stats{}, ctx.Err()
 }
 
 // panicJob panics.
 type panicJob struct{ name string }
 
 func (j panicJob) Name() string { return j.name }
-func (j panicJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j panicJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j panicJob) Run(context.Context, *job.Env) (job.Stats, error) {
+func (j panicJob) Run(context.Context, *jobcontract.Env) (jobcontract.Stats, error) {
 	panic("boom: the job body blew up")
 }
 
@@ -82,18 +82,18 @@ func (j panicJob) Run(context.Context, *job.Env) (job.Stats, error) {
 type walkPanicJob struct{ name string }
 
 func (j walkPanicJob) Name() string { return j.name }
-func (j walkPanicJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j walkPanicJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j walkPanicJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j walkPanicJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	type number struct{ N int64 }
-	return (&job.Walk[number]{
+	return (&jobcontract.Walk[number]{
 		Job: j.name, BatchSize: 10, Parallel: 2,
 		Read:   `SELECT n FROM generate_series(@after::bigint + 1, 30) AS n ORDER BY n LIMIT @limit`,
 		Start:  pgx.NamedArgs{"after": int64(0)},
 		Keyset: func(n number) pgx.NamedArgs { return pgx.NamedArgs{"after": n.N} },
 		Lock:   func(n number) int64 { return n.N },
-		Apply: func(_ context.Context, b *job.Batch[number]) error {
+		Apply: func(_ context.Context, b *jobcontract.Batch[number]) error {
 			if b.N == 2 {
 				var perBatch map[int]int
 				//lint:ignore SA5000 the panic this job exists for
@@ -109,11 +109,11 @@ func (j walkPanicJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) 
 type writerJob struct{ name string }
 
 func (j writerJob) Name() string { return j.name }
-func (j writerJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j writerJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j writerJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	var stats job.Stats
+func (j writerJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	var stats jobcontract.Stats
 	for {
 		if err := recordCall(ctx, env); err != nil {
 			return stats, err
@@ -131,7 +131,7 @@ func (j writerJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 // run's own epoch (from its job_runs row, fixed when it was claimed). Not the leader row's:
 // a write that slipped past the fence after a new election would carry the new epoch and
 // look legitimate.
-func recordCall(ctx context.Context, env *job.Env) error {
+func recordCall(ctx context.Context, env *jobcontract.Env) error {
 	return env.Tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			INSERT INTO test_calls (run_id, epoch, written_at)
@@ -140,16 +140,16 @@ func recordCall(ctx context.Context, env *job.Env) error {
 	})
 }
 
-var testJobs = []job.Job{
+var testJobs = []jobcontract.Job{
 	recordJob{"tick"}, blockJob{"slow"}, panicJob{"boom"}, walkPanicJob{"walk-boom"}, writerJob{"writer"}, chattyJob{"chatty"}, unfencedJob{"unfenced"},
 }
 
-var registry = job.NewRegistry(testJobs...)
+var registry = jobcontract.NewRegistry(testJobs...)
 
 // nodeRegistry is the test jobs and data-retention, wired to the node's engine and database
 // as the replica wires it.
-func nodeRegistry(db *store.DB, en **Engine) *job.Registry {
-	return job.NewRegistry(append(testJobs,
+func nodeRegistry(db *store.DB, en **Engine) *jobcontract.Registry {
+	return jobcontract.NewRegistry(append(testJobs,
 		// Every finished run older than a minute is expired.
 		jobs.NewDataRetention(jobs.RetentionSettings{JobRuns: time.Minute}, jobs.RunDays{
 			CatchUpWindows: func() map[string]time.Duration { return (*en).CatchUpWindows() },
@@ -190,7 +190,7 @@ type nodeOptions struct {
 	tracer         pgx.QueryTracer     // store.Options.Tracer: faults injected into the node's statements
 	log            *slog.Logger        // default: stderr, errors only unless TEST_LOG is set
 	metrics        *metrics.Metrics    // default: none
-	runtime        *definition.Runtime // runtime jobs; nil: none run
+	runtime        *runtimejob.Runtime // runtime jobs; nil: none run
 	// notifications builds the node's delivery of notifications on its own pool; nil: none.
 	notifications func(db *store.DB) *deliver.Service
 	// claimAheadFrom, when set, is the shortest period whose slots are claimed ahead
@@ -228,7 +228,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
-	notes := notifier.New(db.DB, log)
+	notes := pglisten.New(db.DB, log)
 	el, err := leader.New(leader.Config{DB: db.DB, Notifier: notes, InstanceID: id, LeaseTimeout: opts.lease, Log: log, Metrics: opts.metrics})
 	require.NoError(t, err)
 	var sender *deliver.Service

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -26,13 +26,13 @@ import (
 // chattyJob logs three lines through env.Log and reports fixed entity counts.
 type chattyJob struct{ name string }
 
-var chattyStats = job.Stats{Processed: 3, Changed: 2, SkippedLocked: 1}
+var chattyStats = jobcontract.Stats{Processed: 3, Changed: 2, SkippedLocked: 1}
 
 func (j chattyJob) Name() string { return j.name }
-func (j chattyJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+func (j chattyJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
 }
-func (j chattyJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j chattyJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	for i := range 3 {
 		env.Log.Info("chatty step", "step", i)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -17,15 +17,15 @@ import (
 type unfencedJob struct{ name string }
 
 func (j unfencedJob) Name() string { return j.name }
-func (j unfencedJob) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
+func (j unfencedJob) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "@every 1s", Timeout: time.Minute}
 }
-func (j unfencedJob) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j unfencedJob) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	var n int
 	err := env.ReadOnly.QueryRow(ctx, `
 		WITH w AS (INSERT INTO test_calls (run_id, epoch, written_at) VALUES ($1, 0, clock_timestamp()) RETURNING 1)
 		SELECT count(*) FROM w`, env.RunID).Scan(&n)
-	return job.Stats{}, err
+	return jobcontract.Stats{}, err
 }
 
 // Guarantee 1: a job body's only write path is the fenced transaction; a write through its

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/runend"
@@ -44,7 +44,7 @@ func errorText(runErr error) *string {
 		return nil
 	}
 	s := runErr.Error()
-	var pe *job.PanicError
+	var pe *jobcontract.PanicError
 	if errors.As(runErr, &pe) {
 		stack := pe.Stack
 		if len(stack) > maxStoredStack {
@@ -127,8 +127,8 @@ func (x *execution) execute(runCtx context.Context) {
 	// when 10 000 runs share a slot, every microsecond of work after it delays the calls.
 	runCtx, cancelTimeout := context.WithDeadlineCause(runCtx, x.bodyStart().Add(en.conf.Timeout), errTimedOut)
 	defer cancelTimeout()
-	params, paramsErr := job.ParseParams(run.Params)
-	var call job.Call
+	params, paramsErr := jobcontract.ParseParams(run.Params)
+	var call jobcontract.Call
 	var callErr error
 	if en.def != nil {
 		call, callErr = x.call(runCtx)
@@ -138,16 +138,16 @@ func (x *execution) execute(runCtx context.Context) {
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, x.startDelay())
 	switch {
 	case ended != nil:
-		x.finish(job.Stats{}, nil, ended)
+		x.finish(jobcontract.Stats{}, nil, ended)
 		return
 	case paramsErr != nil:
-		x.finish(job.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, paramsErr), nil)
+		x.finish(jobcontract.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, paramsErr), nil)
 		return
 	case callErr != nil:
-		x.finish(job.Stats{}, callErr, nil)
+		x.finish(jobcontract.Stats{}, callErr, nil)
 		return
 	}
-	env := &job.Env{
+	env := &jobcontract.Env{
 		RunID: run.ID,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return e.conf.DB.Fenced(ctx, x.term.Fence(), func(tx *store.Tx) error { return fn(tx) })
@@ -161,7 +161,7 @@ func (x *execution) execute(runCtx context.Context) {
 	if en.def != nil && en.def.IsCallback() && !params.DryRun {
 		var err error
 		if env.Call.Callback, err = x.armCallback(runCtx); err != nil {
-			x.finish(job.Stats{}, err, nil)
+			x.finish(jobcontract.Stats{}, err, nil)
 			return
 		}
 	}
@@ -180,13 +180,13 @@ func (x *execution) execute(runCtx context.Context) {
 }
 
 // call is what a runtime job's run gets besides a built-in job's Env.
-func (x *execution) call(ctx context.Context) (job.Call, error) {
+func (x *execution) call(ctx context.Context) (jobcontract.Call, error) {
 	e, run, fence := x.e, x.run, x.term.Fence()
 	key, slot, err := e.callKey(ctx, run)
 	if err != nil {
-		return job.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
+		return jobcontract.Call{}, fmt.Errorf("deriving the run's Idempotency-Key: %w", err)
 	}
-	c := job.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(x.en, run)}
+	c := jobcontract.Call{IdempotencyKey: key, ScheduledAt: slot, Deadline: deadlineFor(x.en, run)}
 	c.RecordAttempt = func(ctx context.Context, a store.Attempt) error {
 		if a.Error == nil {
 			// A successful attempt is the run's last: it is recorded with the run's end, in
@@ -220,8 +220,8 @@ func (e *Engine) runLog(term leader.Term, run *store.Run) *slog.Logger {
 // runJob calls the job body, turning a panic into an error (a *job.PanicError) so one bad
 // job cannot bring the replica down. The goroutines the job starts through the job package
 // (a walk's, the outbox's) recover their own panics into the error Run returns.
-func runJob(ctx context.Context, j job.Job, env *job.Env) (stats job.Stats, err error) {
-	err = job.CatchPanic(func() error {
+func runJob(ctx context.Context, j jobcontract.Job, env *jobcontract.Env) (stats jobcontract.Stats, err error) {
+	err = jobcontract.CatchPanic(func() error {
 		var err error
 		stats, err = j.Run(ctx, env)
 		return err
@@ -234,7 +234,7 @@ func runJob(ctx context.Context, j job.Job, env *job.Env) (stats job.Stats, err 
 // leadership is not finished here: this replica can no longer write, and the next leader
 // marks it abandoned and recovers it. Every run that was started (RunStarted) passes here
 // exactly once.
-func (x *execution) finish(stats job.Stats, runErr, cause error) {
+func (x *execution) finish(stats jobcontract.Stats, runErr, cause error) {
 	e, run, ctx, log := x.e, x.run, x.ctx, x.log
 	elapsed := time.Since(x.started)
 	status := store.StatusSucceeded
@@ -256,7 +256,7 @@ func (x *execution) finish(stats job.Stats, runErr, cause error) {
 			"error", runErr, "elapsed", elapsed)
 		return
 	}
-	var pe *job.PanicError
+	var pe *jobcontract.PanicError
 	switch {
 	case errors.As(runErr, &pe):
 		status = store.StatusFailed

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/secrets"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
@@ -44,21 +44,21 @@ func replaceDefinition(t *testing.T, db *testdb.DB, js string) int64 {
 	return after.Version
 }
 
-func checkDefinition(t *testing.T, js string) *definition.Checked {
+func checkDefinition(t *testing.T, js string) *runtimejob.Checked {
 	t.Helper()
-	d, err := definition.Decode([]byte(js))
+	d, err := runtimejob.Decode([]byte(js))
 	require.NoError(t, err)
-	j, errs := definition.Check(d, definition.Env{})
+	j, errs := runtimejob.Check(d, runtimejob.Env{})
 	require.Empty(t, errs)
 	return j
 }
 
 // runtimeFor is a Runtime whose calls may reach the loopback test servers.
-func runtimeFor(t *testing.T, allow ...string) *definition.Runtime {
+func runtimeFor(t *testing.T, allow ...string) *runtimejob.Runtime {
 	t.Helper()
 	g, err := targets.NewGuard(allow)
 	require.NoError(t, err)
-	return &definition.Runtime{Caller: targets.NewCaller(targets.Config{Guard: g})}
+	return &runtimejob.Runtime{Caller: targets.NewCaller(targets.Config{Guard: g})}
 }
 
 // A definition change takes effect on the leader within a second of its commit, without a

@@ -14,14 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/secretbox"
 	"github.com/schedulerhq/scheduler/internal/secrets"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 // putSecret seals and stores a secret as the API does.
-func putSecret(t *testing.T, db *testdb.DB, box *secretbox.Box, ns, name, value string, hosts ...string) {
+func putSecret(t *testing.T, db *testdb.DB, box *seal.Box, ns, name, value string, hosts ...string) {
 	t.Helper()
 	id, sealed, err := box.Seal(ns, name, []byte(value))
 	require.NoError(t, err)
@@ -52,12 +52,12 @@ func TestStoredSecretsAreResolvedByNamespaceAtEachRun(t *testing.T) {
 		_, _, err := db.PutNamespace(ctx, store.Namespace{Name: ns})
 		require.NoError(t, err)
 	}
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	key, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	key, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	box := secretbox.New(key)
+	box := seal.New(key)
 	putSecret(t, db, box, "billing", "TOKEN", "first-value", "127.0.0.1")
 	putSecret(t, db, box, "ops", "DEPLOY_TOKEN", "ops-value", "127.0.0.1")
 

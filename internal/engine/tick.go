@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -46,7 +46,7 @@ func (e *Engine) tick(ctx context.Context, term leader.Term, claims *claimer, lo
 	if en.waitsForIdle() && en.waiting.CompareAndSwap(false, true) {
 		defer en.waiting.Store(false)
 		mode = claimWaits
-		if en.overlap() == definition.OverlapReplace {
+		if en.overlap() == runtimejob.OverlapReplace {
 			mode = claimReplaces
 		}
 	}

@@ -9,7 +9,7 @@
 // carries the run id, the slot and the attempt, and lives TokenLifetime.
 //
 // The signing keys (ES256) live in scheduler_oidc_keys, their private halves sealed with
-// SCHEDULER_SECRET_KEY (internal/secretbox). A key goes next -> current -> previous ->
+// SCHEDULER_SECRET_KEY (internal/secrets/seal). A key goes next -> current -> previous ->
 // retired, and the key set published at JWKSPath holds next, current and previous:
 //
 //   - a key is published as next at least PrePublication before it signs, longer than a
@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -71,13 +71,13 @@ const (
 
 // ErrNoSecretKey is a replica without SCHEDULER_SECRET_KEY: it cannot seal a signing key
 // nor open one, so it signs no token.
-var ErrNoSecretKey = errors.New("this scheduler signs no OIDC token: the operator must set SCHEDULER_SECRET_KEY, which seals its signing keys in the database; " + secretbox.NoKeyHint)
+var ErrNoSecretKey = errors.New("this scheduler signs no OIDC token: the operator must set SCHEDULER_SECRET_KEY, which seals its signing keys in the database; " + seal.NoKeyHint)
 
 // Config is what Keys are built from; zero durations take their defaults.
 type Config struct {
 	DB *store.DB
 	// Box seals and opens the private halves (config's SCHEDULER_SECRET_KEY).
-	Box *secretbox.Box
+	Box *seal.Box
 	// Issuer is SCHEDULER_PUBLIC_URL: the iss of every token, and where verifiers fetch the
 	// discovery document.
 	Issuer string

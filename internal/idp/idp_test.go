@@ -18,20 +18,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/idp"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-func newBox(t *testing.T) *secretbox.Box { return secretbox.New(newSecretKey(t)) }
+func newBox(t *testing.T) *seal.Box { return seal.New(newSecretKey(t)) }
 
-func newSecretKey(t *testing.T) *secretbox.Key {
-	raw := make([]byte, secretbox.KeySize)
+func newSecretKey(t *testing.T) *seal.Key {
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	k, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
 	return k
 }
@@ -50,7 +50,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // issuer serves k's discovery document and key set at its own URL, as a replica does.
-func issuer(t *testing.T, db *testdb.DB, box *secretbox.Box, c *clock) (*idp.Keys, *httptest.Server) {
+func issuer(t *testing.T, db *testdb.DB, box *seal.Box, c *clock) (*idp.Keys, *httptest.Server) {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -297,7 +297,7 @@ func TestConcurrentReplicasMakeOneKey(t *testing.T) {
 func TestNoSecretKeyNoToken(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{})
-	k := idp.New(idp.Config{DB: db.DB, Box: secretbox.New(nil), Issuer: "https://scheduler.example.com"})
+	k := idp.New(idp.Config{DB: db.DB, Box: seal.New(nil), Issuer: "https://scheduler.example.com"})
 	_, err := k.Sign(context.Background(), idp.Token{Job: "a", Audience: "x"})
 	require.ErrorIs(t, err, idp.ErrNoSecretKey)
 	assert.Contains(t, err.Error(), "SCHEDULER_SECRET_KEY")
@@ -344,13 +344,13 @@ func TestResealWithANewSecretKey(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	oldKey := newSecretKey(t)
-	k := idp.New(idp.Config{DB: db.DB, Box: secretbox.New(oldKey), Issuer: "https://s.example", RefreshEvery: -1})
+	k := idp.New(idp.Config{DB: db.DB, Box: seal.New(oldKey), Issuer: "https://s.example", RefreshEvery: -1})
 	_, err := k.Sign(ctx, idp.Token{Job: "a", Audience: "x"})
 	require.NoError(t, err)
 
 	newKey := newSecretKey(t)
-	newBoxOnly := secretbox.New(newKey)
-	rotating := secretbox.New(newKey, oldKey)
+	newBoxOnly := seal.New(newKey)
+	rotating := seal.New(newKey, oldKey)
 	report, err := idp.Reseal(ctx, db.DB, rotating)
 	require.NoError(t, err)
 	assert.Equal(t, 2, report.Resealed, "current and next")

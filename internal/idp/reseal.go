@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -20,10 +20,10 @@ type ResealReport struct {
 // the OIDC part of a rotation of SCHEDULER_SECRET_KEY (`scheduler secret-key rotate`), so
 // that the old key can be dropped. Idempotent; safe while replicas sign, since each row is
 // replaced only if it is still sealed as it was read.
-func Reseal(ctx context.Context, db *store.DB, box *secretbox.Box) (ResealReport, error) {
+func Reseal(ctx context.Context, db *store.DB, box *seal.Box) (ResealReport, error) {
 	var report ResealReport
 	if !box.CanSeal() {
-		return report, secretbox.ErrNoKey
+		return report, seal.ErrNoKey
 	}
 	keys, err := db.OIDCKeys(ctx, false)
 	if err != nil {
@@ -34,7 +34,7 @@ func Reseal(ctx context.Context, db *store.DB, box *secretbox.Box) (ResealReport
 			continue
 		}
 		der, err := box.Open("", sealName(key.KID), key.KeyID, key.Sealed)
-		var open *secretbox.OpenError
+		var open *seal.OpenError
 		if errors.As(err, &open) {
 			report.Unopened = append(report.Unopened, err)
 			continue

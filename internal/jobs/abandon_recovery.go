@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // AbandonSettings configure abandon-recovery.
@@ -56,7 +56,7 @@ type AbandonRecovery struct {
 
 // NewAbandonRecovery returns the abandon-recovery job, sending through pipe; zero settings
 // take the defaults.
-func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) job.Job {
+func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) jobcontract.Job {
 	if s.Delay <= 0 {
 		s.Delay = abandonDelayDefault
 	}
@@ -71,8 +71,8 @@ func NewAbandonRecovery(s AbandonSettings, pipe *Pipeline) job.Job {
 
 func (*AbandonRecovery) Name() string { return "abandon-recovery" }
 
-func (*AbandonRecovery) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "*/15 * * * *", Timeout: 10 * time.Minute}
+func (*AbandonRecovery) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "*/15 * * * *", Timeout: 10 * time.Minute}
 }
 
 // abandonedLead is a lead due a recovery message.
@@ -124,7 +124,7 @@ WHERE d.id = ANY(@ids) AND l.id = d.lead_id AND l.recovery_sent_at IS NULL`
 // Run settles orphaned claims, then claims and sends the recovery messages of the leads
 // abandoned before now - Delay. A dry run counts the messages it would send, claims and
 // sends nothing.
-func (j *AbandonRecovery) Run(ctx context.Context, env *job.Env) (st job.Stats, err error) {
+func (j *AbandonRecovery) Run(ctx context.Context, env *jobcontract.Env) (st jobcontract.Stats, err error) {
 	out := j.pipe.Open(ctx, env, Hooks{
 		OnSent: func(ctx context.Context, tx pgx.Tx, sent []Message) error {
 			_, err := tx.Exec(ctx, stampSentSQL, pgx.NamedArgs{"ids": deliveryIDs(sent)})
@@ -148,7 +148,7 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *job.Env) (st job.Stats, 
 	if err != nil {
 		return st, fmt.Errorf("settle orphaned claims: %w", err)
 	}
-	claims, err := (&job.Walk[abandonedLead]{
+	claims, err := (&jobcontract.Walk[abandonedLead]{
 		Job:       j.Name(),
 		BatchSize: j.s.BatchSize,
 		Read:      abandonedLeadsSQL,
@@ -158,7 +158,7 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *job.Env) (st job.Stats, 
 			return pgx.NamedArgs{"after_at": l.StartedAt, "after_id": l.ID}
 		},
 		Lock:  func(l abandonedLead) int64 { return l.ID },
-		Apply: func(ctx context.Context, b *job.Batch[abandonedLead]) error { return j.claim(ctx, env, b, out) },
+		Apply: func(ctx context.Context, b *jobcontract.Batch[abandonedLead]) error { return j.claim(ctx, env, b, out) },
 	}).Run(ctx, env)
 	st.Add(claims)
 	if err != nil {
@@ -169,9 +169,9 @@ func (j *AbandonRecovery) Run(ctx context.Context, env *job.Env) (st job.Stats, 
 
 // claim marks the batch's locked leads abandoned and claims their messages, which go to out
 // once the batch has committed.
-func (j *AbandonRecovery) claim(ctx context.Context, env *job.Env, b *job.Batch[abandonedLead], out *Outbox) error {
+func (j *AbandonRecovery) claim(ctx context.Context, env *jobcontract.Env, b *jobcontract.Batch[abandonedLead], out *Outbox) error {
 	rows, err := b.Tx.Query(ctx, markAbandonedSQL, pgx.NamedArgs{
-		"now": env.Now, "ids": job.Column(b.Rows, func(l abandonedLead) int64 { return l.ID }),
+		"now": env.Now, "ids": jobcontract.Column(b.Rows, func(l abandonedLead) int64 { return l.ID }),
 	})
 	if err != nil {
 		return err
@@ -211,5 +211,5 @@ func (j *AbandonRecovery) claim(ctx context.Context, env *job.Env, b *job.Batch[
 }
 
 func deliveryIDs(msgs []Message) []int64 {
-	return job.Column(msgs, func(m Message) int64 { return m.DeliveryID })
+	return jobcontract.Column(msgs, func(m Message) int64 { return m.DeliveryID })
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -137,7 +137,7 @@ func TestAbandonRecoveryConcurrentRunsSendEachLeadOneMessage(t *testing.T) {
 	env := newEnv(t, db, "abandon-recovery")
 
 	stats := runTogether(t, j, env, 2)
-	var total job.Stats
+	var total jobcontract.Stats
 	for _, st := range stats {
 		total.Add(st)
 	}
@@ -176,7 +176,7 @@ SELECT count(*) FROM leads WHERE NOT id = ANY($1) AND (abandoned_at IS NOT NULL 
 
 // crashAfterClaim runs the job with a sender that crashes the process at its first send,
 // leaving that batch's claims PENDING, then ages the claims past the claim timeout.
-func crashAfterClaim(t *testing.T, db *testdb.DB, env *job.Env, s jobs.AbandonSettings, sender jobs.Sender) {
+func crashAfterClaim(t *testing.T, db *testdb.DB, env *jobcontract.Env, s jobs.AbandonSettings, sender jobs.Sender) {
 	t.Helper()
 	var crashed atomic.Bool
 	dying := *env

@@ -3,7 +3,7 @@ package jobs
 import (
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // AppointmentConfirmations sends one booking confirmation to the contact of each BOOKED
@@ -17,11 +17,11 @@ import (
 type AppointmentConfirmations struct{ appointmentMessages }
 
 // NewAppointmentConfirmations returns the appointment-confirmations job.
-func NewAppointmentConfirmations(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewAppointmentConfirmations(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &AppointmentConfirmations{newAppointmentMessages(appointmentJob{
 		name:     "appointment-confirmations",
 		kind:     "appointment-confirmation",
-		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: jobcontract.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "booked_at",
 		window:   confirmationsWindow,
 		to:       toContact,

@@ -3,7 +3,7 @@ package jobs
 import (
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // AppointmentRemindersDay sends one reminder to the contact of each BOOKED appointment that
@@ -17,11 +17,11 @@ import (
 type AppointmentRemindersDay struct{ appointmentMessages }
 
 // NewAppointmentRemindersDay returns the appointment-reminders-day job.
-func NewAppointmentRemindersDay(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewAppointmentRemindersDay(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &AppointmentRemindersDay{newAppointmentMessages(appointmentJob{
 		name:     "appointment-reminders-day",
 		kind:     "appointment-reminder-day",
-		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: jobcontract.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "start_at",
 		window:   remindersDayWindow,
 		to:       toContact,

@@ -3,7 +3,7 @@ package jobs
 import (
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // AppointmentRemindersHour sends one reminder to the contact of each BOOKED appointment that
@@ -17,11 +17,11 @@ import (
 type AppointmentRemindersHour struct{ appointmentMessages }
 
 // NewAppointmentRemindersHour returns the appointment-reminders-hour job.
-func NewAppointmentRemindersHour(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewAppointmentRemindersHour(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &AppointmentRemindersHour{newAppointmentMessages(appointmentJob{
 		name:     "appointment-reminders-hour",
 		kind:     "appointment-reminder-hour",
-		defaults: job.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
+		defaults: jobcontract.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
 		keyset:   "start_at",
 		window:   remindersHourWindow,
 		to:       toContact,

@@ -3,7 +3,7 @@ package jobs
 import (
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // AppointmentStartNotifications tells the host of each BOOKED appointment, by email to
@@ -17,11 +17,11 @@ import (
 type AppointmentStartNotifications struct{ appointmentMessages }
 
 // NewAppointmentStartNotifications returns the appointment-start-notifications job.
-func NewAppointmentStartNotifications(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewAppointmentStartNotifications(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &AppointmentStartNotifications{newAppointmentMessages(appointmentJob{
 		name:     "appointment-start-notifications",
 		kind:     "appointment-start-notification",
-		defaults: job.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
+		defaults: jobcontract.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute},
 		keyset:   "start_at",
 		window:   startNotificationsWindow,
 		to:       toHost,

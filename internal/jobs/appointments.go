@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // The shared shape of the five appointment jobs that send one message per appointment and
@@ -90,7 +90,7 @@ const (
 type appointmentJob struct {
 	name     string
 	kind     string // the payload's kind and the delivery's template
-	defaults job.Defaults
+	defaults jobcontract.Defaults
 	// keyset is the column the walk follows: start_at or booked_at (both indexed for BOOKED
 	// appointments, start_at for NO_SHOW ones).
 	keyset string
@@ -124,8 +124,8 @@ func newAppointmentMessages(j appointmentJob, s AppointmentSettings, pipe *Pipel
 	}
 }
 
-func (j *appointmentMessages) Name() string           { return j.name }
-func (j *appointmentMessages) Defaults() job.Defaults { return j.defaults }
+func (j *appointmentMessages) Name() string                   { return j.name }
+func (j *appointmentMessages) Defaults() jobcontract.Defaults { return j.defaults }
 
 // notClaimed is true for an appointment a whose message of kind @kind has no delivery yet:
 // a probe of the unique index message_deliveries_appointment_kind_key.
@@ -215,7 +215,7 @@ type appointmentRow struct {
 // appointments, resends the other orphans through an idempotent sender, then claims and
 // sends the due messages batch after batch. A dry run counts the messages it would send;
 // it claims and sends nothing.
-func (j *appointmentMessages) Run(ctx context.Context, env *job.Env) (st job.Stats, err error) {
+func (j *appointmentMessages) Run(ctx context.Context, env *jobcontract.Env) (st jobcontract.Stats, err error) {
 	out := j.pipe.Open(ctx, env, Hooks{})
 	defer func() {
 		sent, closeErr := out.Close()
@@ -236,11 +236,11 @@ func (j *appointmentMessages) Run(ctx context.Context, env *job.Env) (st job.Sta
 			return fmt.Errorf("count too-late messages: %w", err)
 		}
 		if env.Params.DryRun {
-			return job.ErrDryRun // counted, not expired
+			return jobcontract.ErrDryRun // counted, not expired
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, job.ErrDryRun) {
+	if err != nil && !errors.Is(err, jobcontract.ErrDryRun) {
 		return st, err
 	}
 	st.Count("too_late", tooLate+expired)
@@ -256,7 +256,7 @@ func (j *appointmentMessages) Run(ctx context.Context, env *job.Env) (st job.Sta
 		return st, fmt.Errorf("settle orphaned claims: %w", err)
 	}
 
-	claims, err := (&job.Walk[appointmentRow]{
+	claims, err := (&jobcontract.Walk[appointmentRow]{
 		Job:       j.name,
 		BatchSize: j.s.BatchSize,
 		Read:      j.read,
@@ -265,12 +265,12 @@ func (j *appointmentMessages) Run(ctx context.Context, env *job.Env) (st job.Sta
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
 		Parallel:  appointmentParallel,
-		Apply: func(ctx context.Context, b *job.Batch[appointmentRow]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[appointmentRow]) error {
 			// Planned for this batch's ids each time (an unnamed statement): the generic plan
 			// a prepared statement falls back to assumes one id, and joins the organizations
 			// row by row.
 			rows, err := b.Tx.Query(ctx, j.claim, pgx.QueryExecModeExec, pgx.NamedArgs{
-				"ids": job.Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
+				"ids": jobcontract.Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
 				"now": env.Now, "kind": j.kind, "provider": j.pipe.Provider(),
 			})
 			if err != nil {

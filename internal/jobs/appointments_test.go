@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -126,7 +126,7 @@ func (s *appointmentSender) perAppointment(t *testing.T) map[int64]int {
 type messageJob struct {
 	name    string
 	kind    string
-	newJob  func(jobs.AppointmentSettings, *jobs.Pipeline) job.Job
+	newJob  func(jobs.AppointmentSettings, *jobs.Pipeline) jobcontract.Job
 	toHost  bool
 	seed    func(t *testing.T, pool *pgxpool.Pool, orgs []int64) (due []int64)
 	tooLate int64
@@ -231,7 +231,7 @@ func TestAppointmentMessagesThreeCopiesSendEachDueMessageOnce(t *testing.T) {
 			env := jobstest.NewEnv(t, db, tc.name, apptNow)
 
 			stats := runTogether(t, j, env, 3)
-			var total job.Stats
+			var total jobcontract.Stats
 			for _, st := range stats {
 				total.Add(st)
 				assert.Equal(t, tc.tooLate, st.Detail["too_late"], "each run counts the too-late appointments")
@@ -361,7 +361,7 @@ func TestNoShowDetectionThreeCopiesMarkEachOverdueAppointmentOnce(t *testing.T) 
 	require.Equal(t, "no-show-detection", j.Name())
 	env := jobstest.NewEnv(t, db, j.Name(), apptNow)
 	stats := runTogether(t, j, env, 3)
-	var total job.Stats
+	var total jobcontract.Stats
 	for _, st := range stats {
 		total.Add(st)
 	}
@@ -402,7 +402,7 @@ func TestNoShowDetectionLeavesAnAppointmentCheckedInDuringTheRun(t *testing.T) {
 	require.NoError(t, err)
 
 	done := make(chan error, 1)
-	var st job.Stats
+	var st jobcontract.Stats
 	go func() {
 		var err error
 		st, err = jobs.NewNoShowDetection(jobs.AppointmentSettings{}).Run(ctx, jobstest.NewEnv(t, db, "no-show-detection", apptNow))

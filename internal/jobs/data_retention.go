@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -69,7 +69,7 @@ type DataRetention struct {
 
 // NewDataRetention returns the data-retention job; zero settings take the defaults. A run
 // fails without both of days' functions.
-func NewDataRetention(s RetentionSettings, days RunDays) job.Job {
+func NewDataRetention(s RetentionSettings, days RunDays) jobcontract.Job {
 	if s.JobRuns <= 0 {
 		s.JobRuns = retentionJobRunsDefault
 	}
@@ -93,8 +93,8 @@ func NewDataRetention(s RetentionSettings, days RunDays) job.Job {
 
 func (*DataRetention) Name() string { return "data-retention" }
 
-func (*DataRetention) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
+func (*DataRetention) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 4 * * *", Timeout: 2 * time.Hour}
 }
 
 // The leads purge: a read of the next batch of expired rows after @after_id (at most @limit
@@ -113,8 +113,8 @@ FOR UPDATE SKIP LOCKED`
 )
 
 // Run purges each table in turn. A dry run counts the rows it would delete.
-func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	var st job.Stats
+func (j *DataRetention) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	var st jobcontract.Stats
 	dropped, err := j.dropRunDays(ctx, env)
 	st.Add(dropped)
 	if err != nil {
@@ -142,7 +142,7 @@ func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error
 		maps.Copy(args, p.args)
 		// Batches walk the primary key, so a batch never rescans the dead rows its
 		// predecessors left.
-		purged, err := (&job.Walk[int64]{
+		purged, err := (&jobcontract.Walk[int64]{
 			Job:       j.Name(),
 			BatchSize: j.s.BatchSize,
 			Read:      p.read,
@@ -151,7 +151,7 @@ func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error
 			Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
 			Scan:      pgx.RowTo[int64],
 			Pause:     j.s.Pause,
-			Apply: func(ctx context.Context, b *job.Batch[int64]) error {
+			Apply: func(ctx context.Context, b *jobcontract.Batch[int64]) error {
 				tag, err := b.Tx.Exec(ctx, p.delete, pgx.NamedArgs{"ids": b.Rows})
 				b.Stats.Changed += tag.RowsAffected()
 				b.Stats.Count(p.table, tag.RowsAffected())
@@ -174,8 +174,8 @@ func (j *DataRetention) Run(ctx context.Context, env *job.Env) (job.Stats, error
 // window (catch-up reads the slot rows inside it). Detail counts the days dropped
 // (job_runs_days), their runs as PostgreSQL estimates them (job_runs), the runs moved to
 // job_runs_kept and those pruned from it, and the days kept for an active run.
-func (j *DataRetention) dropRunDays(ctx context.Context, env *job.Env) (job.Stats, error) {
-	var st job.Stats
+func (j *DataRetention) dropRunDays(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	var st jobcontract.Stats
 	if j.days.CatchUpWindows == nil || j.days.Drop == nil {
 		return st, fmt.Errorf("purge job_runs: data-retention was built without its RunDays")
 	}

@@ -1,6 +1,6 @@
 package jobs
 
-import "github.com/schedulerhq/scheduler/internal/job"
+import "github.com/schedulerhq/scheduler/internal/jobcontract"
 
 // ClaimSQLOf is the claim statement of j, an appointment-reminders-day job.
-func ClaimSQLOf(j job.Job) string { return j.(*AppointmentRemindersDay).claim }
+func ClaimSQLOf(j jobcontract.Job) string { return j.(*AppointmentRemindersDay).claim }

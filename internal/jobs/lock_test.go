@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -19,14 +19,14 @@ import (
 var runNow = time.Date(2026, 3, 15, 2, 0, 0, 0, time.UTC)
 
 // newEnv is a run environment for job at runNow (jobstest.NewEnv).
-func newEnv(t *testing.T, db *testdb.DB, j string) *job.Env {
+func newEnv(t *testing.T, db *testdb.DB, j string) *jobcontract.Env {
 	return jobstest.NewEnv(t, db, j, runNow)
 }
 
 // runTogether runs job n times at once on env, released together, and returns each run's stats.
-func runTogether(t *testing.T, j job.Job, env *job.Env, n int) []job.Stats {
+func runTogether(t *testing.T, j jobcontract.Job, env *jobcontract.Env, n int) []jobcontract.Stats {
 	t.Helper()
-	stats := make([]job.Stats, n)
+	stats := make([]jobcontract.Stats, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func holdLock(t *testing.T, db *testdb.DB, j string, id int64) {
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	locked, err := job.TryLockAll(ctx, tx, j, []int64{id})
+	locked, err := jobcontract.TryLockAll(ctx, tx, j, []int64{id})
 	require.NoError(t, err)
 	require.Equal(t, []int64{id}, locked)
 }
@@ -67,12 +67,12 @@ func TestTryLockAllSkipsEntitiesHeldElsewhere(t *testing.T) {
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	locked, err := job.TryLockAll(ctx, tx, "probe", []int64{3, 2, 1})
+	locked, err := jobcontract.TryLockAll(ctx, tx, "probe", []int64{3, 2, 1})
 	require.NoError(t, err)
 	assert.Equal(t, []int64{3, 1}, locked, "the entity locked by another transaction is skipped, the order kept")
 
 	// Another job's lock on the same id is a different key.
-	locked, err = job.TryLockAll(ctx, tx, "other-job", []int64{2})
+	locked, err = jobcontract.TryLockAll(ctx, tx, "other-job", []int64{2})
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2}, locked)
 }

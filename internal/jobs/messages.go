@@ -12,7 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // The message pipeline: the one way every job sends (docs/design.md, "Appointment jobs").
@@ -134,11 +134,11 @@ func (p *Pipeline) Claim(ctx context.Context, tx pgx.Tx, drafts []Draft) ([]Mess
 	}
 	rows, err := tx.Query(ctx, claimSQL, pgx.NamedArgs{
 		"provider":  p.Provider(),
-		"channels":  job.Column(drafts, func(d Draft) string { return d.Channel }),
-		"tos":       job.Column(drafts, func(d Draft) string { return d.To }),
-		"templates": job.Column(drafts, func(d Draft) string { return d.Template }),
+		"channels":  jobcontract.Column(drafts, func(d Draft) string { return d.Channel }),
+		"tos":       jobcontract.Column(drafts, func(d Draft) string { return d.To }),
+		"templates": jobcontract.Column(drafts, func(d Draft) string { return d.Template }),
 		"payloads":  payloads,
-		"lead_ids":  job.Column(drafts, func(d Draft) int64 { return d.LeadID }),
+		"lead_ids":  jobcontract.Column(drafts, func(d Draft) int64 { return d.LeadID }),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %d messages: %w", len(drafts), err)
@@ -197,9 +197,9 @@ type orphan struct {
 // (lock prefix '<name>:delivery', name being the job's): it re-claims and hands to out those the pipeline's
 // sender may send again, and marks the others FAILED. Counts: Detail "orphan_resent" and
 // "orphan_failed" (also counted in Errors).
-func (p *Pipeline) Reclaim(ctx context.Context, env *job.Env, out *Outbox, name string, templates []string,
-	claimTimeout time.Duration) (job.Stats, error) {
-	w := &job.Walk[orphan]{
+func (p *Pipeline) Reclaim(ctx context.Context, env *jobcontract.Env, out *Outbox, name string, templates []string,
+	claimTimeout time.Duration) (jobcontract.Stats, error) {
+	w := &jobcontract.Walk[orphan]{
 		Job:       name + ":delivery",
 		BatchSize: 500,
 		Read:      orphansSQL,
@@ -209,10 +209,10 @@ func (p *Pipeline) Reclaim(ctx context.Context, env *job.Env, out *Outbox, name 
 		},
 		Keyset: func(o orphan) pgx.NamedArgs { return pgx.NamedArgs{"after_at": o.ClaimedAt, "after_id": o.ID} },
 		Lock:   func(o orphan) int64 { return o.ID },
-		Apply: func(ctx context.Context, b *job.Batch[orphan]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[orphan]) error {
 			args := pgx.NamedArgs{
-				"ids":         job.Column(b.Rows, func(o orphan) int64 { return o.ID }),
-				"claimed_ats": job.Column(b.Rows, func(o orphan) pgtype.Timestamptz { return o.ClaimedAt }),
+				"ids":         jobcontract.Column(b.Rows, func(o orphan) int64 { return o.ID }),
+				"claimed_ats": jobcontract.Column(b.Rows, func(o orphan) pgtype.Timestamptz { return o.ClaimedAt }),
 				"provider":    p.sender.Provider(),
 				"idempotent":  p.sender.Idempotent(),
 				"reason":      orphanReason,

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -91,7 +91,7 @@ func testDrafts(first, n int) []jobs.Draft {
 }
 
 // claim claims drafts in one fenced transaction.
-func claim(t *testing.T, env *job.Env, pipe *jobs.Pipeline, drafts []jobs.Draft) []jobs.Message {
+func claim(t *testing.T, env *jobcontract.Env, pipe *jobs.Pipeline, drafts []jobs.Draft) []jobs.Message {
 	t.Helper()
 	var msgs []jobs.Message
 	require.NoError(t, env.Tx(context.Background(), func(tx pgx.Tx) error {
@@ -189,12 +189,12 @@ func TestThreeRacingPipelinesSendEachMessageOnce(t *testing.T) {
 	rcv := newReceiver(t, 0, nil)
 	env := newEnv(t, db, "abandon-recovery")
 	// Three replicas' copies of the job, each with its own pipeline, released together.
-	runs := make([]job.Job, 3)
+	runs := make([]jobcontract.Job, 3)
 	for i := range runs {
 		runs[i] = jobs.NewAbandonRecovery(jobs.AbandonSettings{Delay: abandonDelay, BatchSize: 25},
 			jobs.NewPipeline(webhook(rcv.URL), jobs.SendSettings{Concurrency: 8}))
 	}
-	stats := make([]job.Stats, len(runs))
+	stats := make([]jobcontract.Stats, len(runs))
 	errs := make([]error, len(runs))
 	start := make(chan struct{})
 	var wg sync.WaitGroup

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NoShowDetection marks as NO_SHOW (no_show_at = the run's clock) each BOOKED appointment
@@ -27,14 +27,14 @@ type NoShowDetection struct {
 }
 
 // NewNoShowDetection returns the no-show-detection job.
-func NewNoShowDetection(s AppointmentSettings) job.Job {
+func NewNoShowDetection(s AppointmentSettings) jobcontract.Job {
 	return &NoShowDetection{s: s.withDefaults()}
 }
 
 func (*NoShowDetection) Name() string { return "no-show-detection" }
 
-func (*NoShowDetection) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute}
+func (*NoShowDetection) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "*/15 * * * *", Timeout: 3 * time.Minute}
 }
 
 // overdueSQL reads the next overdue BOOKED appointments not checked in, in keyset order
@@ -60,9 +60,9 @@ WHERE id = ANY(@ids::bigint[])
   AND start_at < @now::timestamptz - @grace::interval`
 
 // Run marks every overdue appointment; a dry run counts them and commits nothing.
-func (j *NoShowDetection) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *NoShowDetection) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	args := pgx.NamedArgs{"now": env.Now, "grace": j.s.NoShowGrace}
-	st, err := (&job.Walk[appointmentRow]{
+	st, err := (&jobcontract.Walk[appointmentRow]{
 		Job:       j.Name(),
 		BatchSize: j.s.BatchSize,
 		Read:      overdueSQL,
@@ -71,9 +71,9 @@ func (j *NoShowDetection) Run(ctx context.Context, env *job.Env) (job.Stats, err
 		Keyset:    func(a appointmentRow) pgx.NamedArgs { return pgx.NamedArgs{"after_at": a.At, "after_id": a.ID} },
 		Lock:      func(a appointmentRow) int64 { return a.ID },
 		Parallel:  appointmentParallel,
-		Apply: func(ctx context.Context, b *job.Batch[appointmentRow]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[appointmentRow]) error {
 			tag, err := b.Tx.Exec(ctx, markNoShowSQL, pgx.NamedArgs{
-				"ids": job.Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
+				"ids": jobcontract.Column(b.Rows, func(a appointmentRow) int64 { return a.ID }),
 				"now": env.Now, "grace": j.s.NoShowGrace,
 			})
 			if err != nil {

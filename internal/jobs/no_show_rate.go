@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NoShowRate warns each organization's admin when its no-show rate is high: every hour, each
@@ -34,14 +34,14 @@ type NoShowRate struct {
 }
 
 // NewNoShowRate returns the no-show-rate job.
-func NewNoShowRate(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewNoShowRate(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &NoShowRate{s: s.withDefaults(), pipe: pipe}
 }
 
 func (*NoShowRate) Name() string { return "no-show-rate" }
 
-func (*NoShowRate) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 * * * *", Timeout: 10 * time.Minute}
+func (*NoShowRate) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 * * * *", Timeout: 10 * time.Minute}
 }
 
 const (
@@ -143,7 +143,7 @@ type rateOrg struct {
 
 // Run notifies every due organization over its threshold; a dry run counts the notices it
 // would send and claims and sends nothing.
-func (j *NoShowRate) Run(ctx context.Context, env *job.Env) (st job.Stats, err error) {
+func (j *NoShowRate) Run(ctx context.Context, env *jobcontract.Env) (st jobcontract.Stats, err error) {
 	out := j.pipe.Open(ctx, env, Hooks{})
 	defer func() {
 		sent, closeErr := out.Close()
@@ -162,7 +162,7 @@ func (j *NoShowRate) Run(ctx context.Context, env *job.Env) (st job.Stats, err e
 	}
 
 	zones := zoneCache{}
-	walked, err := (&job.Walk[rateOrg]{
+	walked, err := (&jobcontract.Walk[rateOrg]{
 		Job:       j.Name(),
 		BatchSize: j.s.BatchSize,
 		Read:      noShowRateOrganizationsSQL,
@@ -184,7 +184,7 @@ func (j *NoShowRate) Run(ctx context.Context, env *job.Env) (st job.Stats, err e
 			o.to = dropInstant(o.date, 0, loc)
 			return o, nil
 		},
-		Filter: func(o rateOrg, st *job.Stats) bool {
+		Filter: func(o rateOrg, st *jobcontract.Stats) bool {
 			if o.zoneErr != nil {
 				st.Count(detailBadTimezone, 1)
 				env.Log.Warn("organization skipped: its time zone cannot be loaded; fix organizations.timezone",
@@ -194,7 +194,7 @@ func (j *NoShowRate) Run(ctx context.Context, env *job.Env) (st job.Stats, err e
 			return o.hour == noShowRateHour || o.hour == noShowRateHour+1
 		},
 		Lock:  func(o rateOrg) int64 { return o.ID },
-		Apply: func(ctx context.Context, b *job.Batch[rateOrg]) error { return j.claim(ctx, b, out) },
+		Apply: func(ctx context.Context, b *jobcontract.Batch[rateOrg]) error { return j.claim(ctx, b, out) },
 	}).Run(ctx, env)
 	st.Add(walked)
 	if err != nil {
@@ -205,15 +205,15 @@ func (j *NoShowRate) Run(ctx context.Context, env *job.Env) (st job.Stats, err e
 
 // claim computes the rates of the batch's locked organizations and claims the notices due,
 // which go to out once the batch has committed.
-func (j *NoShowRate) claim(ctx context.Context, b *job.Batch[rateOrg], out *Outbox) error {
+func (j *NoShowRate) claim(ctx context.Context, b *jobcontract.Batch[rateOrg], out *Outbox) error {
 	var unsent, over, tooLate, tooFew int64
 	var msgs []Message
 	err := b.Tx.QueryRow(ctx, noShowRateClaimSQL, pgx.NamedArgs{
-		"organization_ids": job.Column(b.Rows, func(o rateOrg) int64 { return o.ID }),
-		"local_dates":      job.Column(b.Rows, func(o rateOrg) time.Time { return o.date }),
-		"from_ats":         job.Column(b.Rows, func(o rateOrg) time.Time { return o.from }),
-		"to_ats":           job.Column(b.Rows, func(o rateOrg) time.Time { return o.to }),
-		"due":              job.Column(b.Rows, func(o rateOrg) bool { return o.hour == noShowRateHour }),
+		"organization_ids": jobcontract.Column(b.Rows, func(o rateOrg) int64 { return o.ID }),
+		"local_dates":      jobcontract.Column(b.Rows, func(o rateOrg) time.Time { return o.date }),
+		"from_ats":         jobcontract.Column(b.Rows, func(o rateOrg) time.Time { return o.from }),
+		"to_ats":           jobcontract.Column(b.Rows, func(o rateOrg) time.Time { return o.to }),
+		"due":              jobcontract.Column(b.Rows, func(o rateOrg) bool { return o.hour == noShowRateHour }),
 		"kind":             noShowRateKind,
 		"provider":         j.pipe.Provider(),
 		"min_appointments": noShowRateMinAppointments,

@@ -3,7 +3,7 @@ package jobs
 import (
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NoShowRecovery sends one rebooking message to the contact of each NO_SHOW appointment that
@@ -16,11 +16,11 @@ import (
 type NoShowRecovery struct{ appointmentMessages }
 
 // NewNoShowRecovery returns the no-show-recovery job.
-func NewNoShowRecovery(s AppointmentSettings, pipe *Pipeline) job.Job {
+func NewNoShowRecovery(s AppointmentSettings, pipe *Pipeline) jobcontract.Job {
 	return &NoShowRecovery{newAppointmentMessages(appointmentJob{
 		name:     "no-show-recovery",
 		kind:     "no-show-recovery",
-		defaults: job.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
+		defaults: jobcontract.Defaults{Schedule: "0 * * * *", Timeout: 5 * time.Minute},
 		keyset:   "start_at",
 		window:   noShowRecoveryWindow,
 		to:       toContact,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/logging"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -56,7 +56,7 @@ type Hooks struct {
 // by a recorder of their own. Close ends it.
 type Outbox struct {
 	p     *Pipeline
-	env   *job.Env
+	env   *jobcontract.Env
 	hooks Hooks
 	ctx   context.Context // the run's: its end stops handing out sends
 	// sendCtx is what sends run under: it ends sendGrace after ctx, so that a send in
@@ -72,7 +72,7 @@ type Outbox struct {
 
 	mu     sync.Mutex
 	unsent []Message // claims given back at Close
-	stats  job.Stats
+	stats  jobcontract.Stats
 	err    error
 }
 
@@ -88,12 +88,12 @@ type outcome struct {
 // sendOnCommit hands msgs, claimed in b's transaction, to out once that transaction has
 // committed, never before (a claim rolled back must not be sent); a dry run counts them as
 // Changed and sends none.
-func sendOnCommit[R any](b *job.Batch[R], out *Outbox, msgs []Message) {
+func sendOnCommit[R any](b *jobcontract.Batch[R], out *Outbox, msgs []Message) {
 	b.AfterCommit(len(msgs), func() { out.Send(msgs...) })
 }
 
 // Open starts the run's outbox. The caller must Close it, also on error paths.
-func (p *Pipeline) Open(ctx context.Context, env *job.Env, hooks Hooks) *Outbox {
+func (p *Pipeline) Open(ctx context.Context, env *jobcontract.Env, hooks Hooks) *Outbox {
 	o := &Outbox{
 		p: p, env: env, hooks: hooks, ctx: ctx,
 		outcomes: make(chan outcome, cap(p.slots)),
@@ -143,12 +143,12 @@ func (o *Outbox) Send(msgs ...Message) {
 // (m may or may not have gone out), and the run's error.
 func (o *Outbox) send(m Message) outcome {
 	var id string
-	err := job.CatchPanic(func() error {
+	err := jobcontract.CatchPanic(func() error {
 		var err error
 		id, err = o.p.sender.Send(o.sendCtx, m)
 		return err
 	})
-	var pe *job.PanicError
+	var pe *jobcontract.PanicError
 	if errors.As(err, &pe) {
 		o.mu.Lock()
 		o.err = errors.Join(o.err, fmt.Errorf("send the message of delivery %d: %w", m.DeliveryID, err))
@@ -248,7 +248,7 @@ func (o *Outbox) recordBatch(batch []outcome) {
 	var attempts []int
 	var providerIDs, errs []*string
 	var sent []Message
-	var st job.Stats
+	var st jobcontract.Stats
 	for _, oc := range batch {
 		if oc.cut {
 			// Cut off by the cancellation: it may or may not have gone out. Left PENDING
@@ -291,7 +291,7 @@ func (o *Outbox) recordBatch(batch []outcome) {
 			if err == nil && o.hooks.OnSent != nil && len(sent) > 0 {
 				// The recorder's goroutine must survive the job's hook: recovered, its panic
 				// rolls this record back and fails the run, and the recorder goes on.
-				err = job.CatchPanic(func() error { return o.hooks.OnSent(ctx, tx, sent) })
+				err = jobcontract.CatchPanic(func() error { return o.hooks.OnSent(ctx, tx, sent) })
 			}
 			return err
 		})
@@ -348,7 +348,7 @@ SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM orphaned)`
 // returns the outbox's counts — Changed and Detail "sent" are the messages sent, Errors and
 // "failed" those the provider refused, "released" the claims given back, "unknown" the sends
 // cut off — and the recording errors, if any.
-func (o *Outbox) Close() (job.Stats, error) {
+func (o *Outbox) Close() (jobcontract.Stats, error) {
 	close(o.outcomes)
 	<-o.recorded
 	o.stopSend()
@@ -366,13 +366,13 @@ func (o *Outbox) Close() (job.Stats, error) {
 						first = append(first, m)
 					}
 				}
-				if err := job.CatchPanic(func() error { return o.hooks.OnRelease(ctx, tx, first) }); err != nil {
+				if err := jobcontract.CatchPanic(func() error { return o.hooks.OnRelease(ctx, tx, first) }); err != nil {
 					return err
 				}
 			}
 			return tx.QueryRow(ctx, releaseSQL, pgx.NamedArgs{
-				"ids":      job.Column(unsent, func(m Message) int64 { return m.DeliveryID }),
-				"attempts": job.Column(unsent, func(m Message) int { return m.Attempt }),
+				"ids":      jobcontract.Column(unsent, func(m Message) int64 { return m.DeliveryID }),
+				"attempts": jobcontract.Column(unsent, func(m Message) int { return m.Attempt }),
 			}).Scan(&n)
 		})
 		o.mu.Lock()

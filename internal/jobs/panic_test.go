@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -26,7 +26,7 @@ import (
 // stack of the goroutine that panicked, naming frame.
 func requirePanic(t *testing.T, err error, value, frame string) {
 	t.Helper()
-	var pe *job.PanicError
+	var pe *jobcontract.PanicError
 	require.ErrorAs(t, err, &pe)
 	assert.Contains(t, fmt.Sprint(pe.Value), value)
 	assert.Contains(t, string(pe.Stack), frame, "the stack of the goroutine that panicked")
@@ -35,8 +35,8 @@ func requirePanic(t *testing.T, err error, value, frame string) {
 func TestCatchPanicReturnsThePanicAsAnError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
-	assert.Same(t, boom, job.CatchPanic(func() error { return boom }), "an error passes through")
-	err := fmt.Errorf("batch 3: %w", job.CatchPanic(func() error { panic("blew up") }))
+	assert.Same(t, boom, jobcontract.CatchPanic(func() error { return boom }), "an error passes through")
+	err := fmt.Errorf("batch 3: %w", jobcontract.CatchPanic(func() error { panic("blew up") }))
 	requirePanic(t, err, "blew up", "TestCatchPanicReturnsThePanicAsAnError")
 	assert.Equal(t, "batch 3: panic: blew up", err.Error())
 }
@@ -50,7 +50,7 @@ func TestWalkApplyPanicOnAnApplierIsTheWalksError(t *testing.T) {
 	w.Lock = func(it item) int64 { return it.ID }
 	w.Parallel = 2
 	apply := w.Apply
-	w.Apply = func(ctx context.Context, b *job.Batch[item]) error {
+	w.Apply = func(ctx context.Context, b *jobcontract.Batch[item]) error {
 		if b.N == 2 {
 			var perBatch map[int]int
 			//lint:ignore SA5000 the panic under test
@@ -71,8 +71,8 @@ func TestWalkApplyPanicOnAnApplierIsTheWalksError(t *testing.T) {
 
 func TestWalkReadAheadPanicIsTheWalksError(t *testing.T) {
 	t.Parallel()
-	for name, breakWalk := range map[string]func(w *job.Walk[item]){
-		"Keyset": func(w *job.Walk[item]) {
+	for name, breakWalk := range map[string]func(w *jobcontract.Walk[item]){
+		"Keyset": func(w *jobcontract.Walk[item]) {
 			keyset := w.Keyset
 			w.Keyset = func(it item) pgx.NamedArgs {
 				if it.ID == 20 {
@@ -81,7 +81,7 @@ func TestWalkReadAheadPanicIsTheWalksError(t *testing.T) {
 				return keyset(it)
 			}
 		},
-		"Scan": func(w *job.Walk[item]) {
+		"Scan": func(w *jobcontract.Walk[item]) {
 			w.Scan = func(row pgx.CollectableRow) (item, error) {
 				var it item
 				err := row.Scan(&it.ID, &it.Group)
@@ -121,10 +121,10 @@ func (s *panickingSender) Send(ctx context.Context, m jobs.Message) (string, err
 }
 
 // closeWithin closes out, failing the test if Close hangs.
-func closeWithin(t *testing.T, out *jobs.Outbox) (job.Stats, error) {
+func closeWithin(t *testing.T, out *jobs.Outbox) (jobcontract.Stats, error) {
 	t.Helper()
 	type closed struct {
-		st  job.Stats
+		st  jobcontract.Stats
 		err error
 	}
 	done := make(chan closed, 1)
@@ -137,7 +137,7 @@ func closeWithin(t *testing.T, out *jobs.Outbox) (job.Stats, error) {
 		return c.st, c.err
 	case <-time.After(30 * time.Second):
 		t.Fatal("the outbox did not close")
-		return job.Stats{}, nil
+		return jobcontract.Stats{}, nil
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // PlanChange applies the pending plan changes that have come due: members whose pending plan
@@ -26,7 +26,7 @@ type PlanChange struct {
 }
 
 // NewPlanChange returns the plan-change job.
-func NewPlanChange() job.Job { return &PlanChange{batchSize: memberBatchSize} }
+func NewPlanChange() jobcontract.Job { return &PlanChange{batchSize: memberBatchSize} }
 
 // memberBatchSize bounds the members one batch transaction reads, locks and changes. Each
 // locked member holds a slot of PostgreSQL's shared lock table until the batch commits (by
@@ -37,8 +37,8 @@ const memberBatchSize = 1000
 
 func (*PlanChange) Name() string { return "plan-change" }
 
-func (*PlanChange) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 2 * * *", Timeout: time.Hour}
+func (*PlanChange) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 2 * * *", Timeout: time.Hour}
 }
 
 // pendingChange is a due member's pending plan change, as the batch read it.
@@ -108,8 +108,8 @@ SELECT (SELECT count(*) FROM applied),
         FROM (SELECT tenant_id, count(*) AS n FROM applied GROUP BY tenant_id) per_tenant)`
 
 // Run applies every due plan change; a dry run counts them and commits nothing.
-func (j *PlanChange) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	st, err := (&job.Walk[pendingChange]{
+func (j *PlanChange) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	st, err := (&jobcontract.Walk[pendingChange]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      duePlanChangesSQL,
@@ -121,15 +121,15 @@ func (j *PlanChange) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			return pgx.NamedArgs{"after_date": c.StartDate, "after_id": c.ID}
 		},
 		Lock: func(c pendingChange) int64 { return c.ID },
-		Apply: func(ctx context.Context, b *job.Batch[pendingChange]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[pendingChange]) error {
 			var changed, written int64
 			var perTenant map[string]int64
 			err := b.Tx.QueryRow(ctx, applyPlanChangesSQL, pgx.NamedArgs{
-				"ids":         job.Column(b.Rows, func(c pendingChange) int64 { return c.ID }),
-				"from_plans":  job.Column(b.Rows, func(c pendingChange) pgtype.Int8 { return c.FromPlan }),
-				"to_plans":    job.Column(b.Rows, func(c pendingChange) int64 { return c.ToPlan }),
-				"start_dates": job.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.StartDate }),
-				"end_dates":   job.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.EndDate }),
+				"ids":         jobcontract.Column(b.Rows, func(c pendingChange) int64 { return c.ID }),
+				"from_plans":  jobcontract.Column(b.Rows, func(c pendingChange) pgtype.Int8 { return c.FromPlan }),
+				"to_plans":    jobcontract.Column(b.Rows, func(c pendingChange) int64 { return c.ToPlan }),
+				"start_dates": jobcontract.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.StartDate }),
+				"end_dates":   jobcontract.Column(b.Rows, func(c pendingChange) pgtype.Date { return c.EndDate }),
 				"run_id":      env.RunID,
 			}).Scan(&changed, &written, &perTenant)
 			if err != nil {

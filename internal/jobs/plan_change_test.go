@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -93,7 +93,7 @@ FROM members WHERE pending_membership_start_date <= $1::date`, runNow)
 	env := newEnv(t, db, "plan-change")
 	stats := runTogether(t, jobs.NewPlanChange(), env, 5)
 
-	var total job.Stats
+	var total jobcontract.Stats
 	for i, st := range stats {
 		assert.Zero(t, st.Errors, "run %d", i)
 		assert.Equal(t, st.Processed, st.Changed+st.SkippedLocked+st.Detail["stale"],

@@ -6,21 +6,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NewRoundsClose returns the rounds-close job: every 5 minutes, each open round whose
 // close_at has passed closes (closed_at = now). The UPDATE is guarded by the round's status
 // and close_at, so a round closes once, and only when due, whoever else runs.
-func NewRoundsClose() job.Job { return &roundsClose{batchSize: roundsBatchSize} }
+func NewRoundsClose() jobcontract.Job { return &roundsClose{batchSize: roundsBatchSize} }
 
 type roundsClose struct{ batchSize int }
 
 func (*roundsClose) Name() string { return "rounds-close" }
 
-func (*roundsClose) Defaults() job.Defaults {
+func (*roundsClose) Defaults() jobcontract.Defaults {
 	// The timeout stays below the period so that one slow run never swallows the next slot.
-	return job.Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
+	return jobcontract.Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
 }
 
 // roundsCloseCandidatesSQL reads the open rounds due to close, keyset on (close_at, id)
@@ -48,8 +48,8 @@ type openRound struct {
 	CloseAt time.Time
 }
 
-func (j *roundsClose) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	return (&job.Walk[openRound]{
+func (j *roundsClose) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	return (&jobcontract.Walk[openRound]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      roundsCloseCandidatesSQL,
@@ -59,9 +59,9 @@ func (j *roundsClose) Run(ctx context.Context, env *job.Env) (job.Stats, error) 
 			return pgx.NamedArgs{"after_close_at": r.CloseAt, "after_id": r.ID}
 		},
 		Lock: func(r openRound) int64 { return r.GroupID },
-		Apply: func(ctx context.Context, b *job.Batch[openRound]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[openRound]) error {
 			tag, err := b.Tx.Exec(ctx, roundsCloseSQL, pgx.NamedArgs{
-				"ids": job.Column(b.Rows, func(r openRound) int64 { return r.ID }), "now": env.Now,
+				"ids": jobcontract.Column(b.Rows, func(r openRound) int64 { return r.ID }), "now": env.Now,
 			})
 			if err != nil {
 				return fmt.Errorf("close rounds: %w", err)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -98,7 +98,9 @@ func TestRoundsDailyCycle(t *testing.T) {
 	t.Parallel()
 	db := roundsDB(t)
 	g, _ := group(t, db, "Asia/Kolkata", "20:00", 3) // 20:00 IST = 14:30Z
-	run := func(j job.Job, now string) job.Stats { return runJob(t, j, roundsEnv(db, mustTime(t, now), nil)) }
+	run := func(j jobcontract.Job, now string) jobcontract.Stats {
+		return runJob(t, j, roundsEnv(db, mustTime(t, now), nil))
+	}
 
 	assert.Equal(t, int64(1), run(NewRoundsCreate(), "2024-06-01T00:00:00Z").Changed)
 	assert.Zero(t, run(NewRoundsOpen(), "2024-06-01T14:25:00Z").Changed)

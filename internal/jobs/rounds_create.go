@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NewRoundsCreate returns the rounds-create job: every hour, each active group whose last
@@ -20,14 +20,14 @@ import (
 // group with no active prompt is skipped and counted as no_prompt); a group whose time
 // zone cannot be loaded is skipped, counted as bad_timezone and logged, and the others
 // proceed.
-func NewRoundsCreate() job.Job { return &roundsCreate{batchSize: roundsBatchSize} }
+func NewRoundsCreate() jobcontract.Job { return &roundsCreate{batchSize: roundsBatchSize} }
 
 type roundsCreate struct{ batchSize int }
 
 func (*roundsCreate) Name() string { return "rounds-create" }
 
-func (*roundsCreate) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 * * * *", Timeout: 15 * time.Minute}
+func (*roundsCreate) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 * * * *", Timeout: 15 * time.Minute}
 }
 
 // roundDueSQL is true when group g is due a new round at $now: it never had a round, or its
@@ -114,16 +114,16 @@ type groupDue struct {
 	HasSettings bool
 }
 
-func (j *roundsCreate) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *roundsCreate) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	zones := zoneCache{}
-	return (&job.Walk[groupDue]{
+	return (&jobcontract.Walk[groupDue]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      roundsCreateCandidatesSQL,
 		Args:      pgx.NamedArgs{"now": env.Now},
 		Start:     pgx.NamedArgs{"after": int64(0)},
 		Keyset:    func(g groupDue) pgx.NamedArgs { return pgx.NamedArgs{"after": g.ID} },
-		Filter: func(g groupDue, st *job.Stats) bool {
+		Filter: func(g groupDue, st *jobcontract.Stats) bool {
 			if !g.HasSettings {
 				// Without a drop time the round could never open, and the group would get
 				// no further round: better none until its settings exist.
@@ -141,10 +141,10 @@ func (j *roundsCreate) Run(ctx context.Context, env *job.Env) (job.Stats, error)
 			return true
 		},
 		Lock: func(g groupDue) int64 { return g.ID },
-		Apply: func(ctx context.Context, b *job.Batch[groupDue]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[groupDue]) error {
 			rows, err := b.Tx.Query(ctx, roundsCreateSQL, pgx.NamedArgs{
-				"group_ids": job.Column(b.Rows, func(g groupDue) int64 { return g.ID }),
-				"local_dates": job.Column(b.Rows, func(g groupDue) time.Time {
+				"group_ids": jobcontract.Column(b.Rows, func(g groupDue) int64 { return g.ID }),
+				"local_dates": jobcontract.Column(b.Rows, func(g groupDue) time.Time {
 					loc, _ := zones.load(g.Timezone) // loaded by Filter
 					return localDate(env.Now, loc)
 				}),

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -214,7 +214,7 @@ func TestRoundsCreateConcurrentRunsCreateOneRoundPerGroup(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
-	results := make([]job.Stats, 4)
+	results := make([]jobcontract.Stats, 4)
 	errs := make([]error, len(results))
 	for i := range results {
 		wg.Add(1)

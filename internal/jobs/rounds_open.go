@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // NewRoundsOpen returns the rounds-open job: every 5 minutes, each scheduled round whose
@@ -21,15 +21,15 @@ import (
 // zone database, so PostgreSQL never evaluates AT TIME ZONE on a zone name it might reject
 // (which would abort the whole batch): a group whose zone cannot be loaded is skipped,
 // counted as bad_timezone and logged, and the others proceed.
-func NewRoundsOpen() job.Job { return &roundsOpen{batchSize: roundsBatchSize} }
+func NewRoundsOpen() jobcontract.Job { return &roundsOpen{batchSize: roundsBatchSize} }
 
 type roundsOpen struct{ batchSize int }
 
 func (*roundsOpen) Name() string { return "rounds-open" }
 
-func (*roundsOpen) Defaults() job.Defaults {
+func (*roundsOpen) Defaults() jobcontract.Defaults {
 	// The timeout stays below the period so that one slow run never swallows the next slot.
-	return job.Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
+	return jobcontract.Defaults{Schedule: "*/5 * * * *", Timeout: 4 * time.Minute}
 }
 
 // roundsOpenCandidatesSQL reads scheduled rounds that may be due, keyset on
@@ -68,9 +68,9 @@ type scheduledRound struct {
 	DropTime     pgtype.Time
 }
 
-func (j *roundsOpen) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *roundsOpen) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	zones := zoneCache{}
-	return (&job.Walk[scheduledRound]{
+	return (&jobcontract.Walk[scheduledRound]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      roundsOpenCandidatesSQL,
@@ -80,7 +80,7 @@ func (j *roundsOpen) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			return pgx.NamedArgs{"after_date": r.ScheduledFor, "after_id": r.ID}
 		},
 		// Only the rounds whose drop instant has come are opened.
-		Filter: func(r scheduledRound, st *job.Stats) bool {
+		Filter: func(r scheduledRound, st *jobcontract.Stats) bool {
 			if !r.DropTime.Valid {
 				st.Count(detailNoSettings, 1)
 				env.Log.Warn("rounds-open: group has no settings (drop time); round left scheduled",
@@ -99,11 +99,11 @@ func (j *roundsOpen) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 			return !env.Now.Before(dropInstant(r.ScheduledFor, drop, loc))
 		},
 		Lock: func(r scheduledRound) int64 { return r.GroupID },
-		Apply: func(ctx context.Context, b *job.Batch[scheduledRound]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[scheduledRound]) error {
 			tag, err := b.Tx.Exec(ctx, roundsOpenSQL, pgx.NamedArgs{
-				"ids":        job.Column(b.Rows, func(r scheduledRound) int64 { return r.ID }),
-				"timezones":  job.Column(b.Rows, func(r scheduledRound) string { return r.Timezone }),
-				"drop_times": job.Column(b.Rows, func(r scheduledRound) pgtype.Time { return r.DropTime }),
+				"ids":        jobcontract.Column(b.Rows, func(r scheduledRound) int64 { return r.ID }),
+				"timezones":  jobcontract.Column(b.Rows, func(r scheduledRound) string { return r.Timezone }),
+				"drop_times": jobcontract.Column(b.Rows, func(r scheduledRound) pgtype.Time { return r.DropTime }),
 				"open_at":    env.Now, "close_at": env.Now.Add(roundDuration),
 			})
 			if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/seed"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -47,14 +47,14 @@ func (b *logBuffer) String() string {
 }
 
 // roundsEnv is a run's environment with the clock fixed at now.
-func roundsEnv(db *testdb.DB, now time.Time, logs *logBuffer) *job.Env {
+func roundsEnv(db *testdb.DB, now time.Time, logs *logBuffer) *jobcontract.Env {
 	var log *slog.Logger
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, nil)).With("run_id", int64(0))
 	} else {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &job.Env{
+	return &jobcontract.Env{
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })
 		},
@@ -64,7 +64,7 @@ func roundsEnv(db *testdb.DB, now time.Time, logs *logBuffer) *job.Env {
 	}
 }
 
-func runJob(t *testing.T, j job.Job, env *job.Env) job.Stats {
+func runJob(t *testing.T, j jobcontract.Job, env *jobcontract.Env) jobcontract.Stats {
 	t.Helper()
 	stats, err := j.Run(context.Background(), env)
 	require.NoError(t, err)
@@ -191,7 +191,7 @@ func BenchmarkRounds100k(b *testing.B) {
 		now := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
 		b.StartTimer()
 		for _, step := range []struct {
-			job job.Job
+			job jobcontract.Job
 			at  time.Time
 		}{
 			{NewRoundsCreate(), now},

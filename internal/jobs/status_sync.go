@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 )
 
 // StatusSync deactivates expired memberships: ACTIVE members whose membership_end_date is
@@ -22,12 +22,12 @@ type StatusSync struct {
 }
 
 // NewStatusSync returns the status-sync job.
-func NewStatusSync() job.Job { return &StatusSync{batchSize: memberBatchSize} }
+func NewStatusSync() jobcontract.Job { return &StatusSync{batchSize: memberBatchSize} }
 
 func (*StatusSync) Name() string { return "status-sync" }
 
-func (*StatusSync) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 3 * * *", Timeout: time.Hour}
+func (*StatusSync) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 3 * * *", Timeout: time.Hour}
 }
 
 // expiredMembersSQL reads the next expired ACTIVE members in id order, along
@@ -59,9 +59,9 @@ WITH deactivated AS (
 SELECT tenant_id, count(*) FROM deactivated GROUP BY tenant_id`
 
 // Run deactivates every expired membership; a dry run counts them and commits nothing.
-func (j *StatusSync) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (j *StatusSync) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	today := utcDate(env.Now)
-	st, err := (&job.Walk[int64]{
+	st, err := (&jobcontract.Walk[int64]{
 		Job:       j.Name(),
 		BatchSize: j.batchSize,
 		Read:      expiredMembersSQL,
@@ -70,7 +70,7 @@ func (j *StatusSync) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
 		Keyset:    func(id int64) pgx.NamedArgs { return pgx.NamedArgs{"after_id": id} },
 		Scan:      pgx.RowTo[int64],
 		Lock:      func(id int64) int64 { return id },
-		Apply: func(ctx context.Context, b *job.Batch[int64]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[int64]) error {
 			rows, err := b.Tx.Query(ctx, deactivateSQL, pgx.NamedArgs{"ids": b.Rows, "today": today})
 			if err != nil {
 				return err

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -66,7 +66,7 @@ CREATE TABLE expected AS SELECT id FROM members WHERE status = 'ACTIVE' AND memb
 	env := newEnv(t, db, "status-sync")
 	stats := runTogether(t, jobs.NewStatusSync(), env, 5)
 
-	var total job.Stats
+	var total jobcontract.Stats
 	for i, st := range stats {
 		assert.Zero(t, st.Errors, "run %d", i)
 		assert.Equal(t, st.Processed, st.Changed+st.SkippedLocked+st.Detail["stale"], "run %d", i)

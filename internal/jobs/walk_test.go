@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -57,18 +57,18 @@ func seedItems(t *testing.T, pool *pgxpool.Pool, n int) {
 
 // itemWalk finishes due items in batches of size, locking each item's group, and records in
 // batches the number of Apply calls.
-func itemWalk(size int, batches *atomic.Int64) *job.Walk[item] {
-	return &job.Walk[item]{
+func itemWalk(size int, batches *atomic.Int64) *jobcontract.Walk[item] {
+	return &jobcontract.Walk[item]{
 		Job:       "walk-test",
 		BatchSize: size,
 		Read:      dueItemsSQL,
 		Start:     pgx.NamedArgs{"after_id": int64(0)},
 		Keyset:    func(it item) pgx.NamedArgs { return pgx.NamedArgs{"after_id": it.ID} },
 		Lock:      func(it item) int64 { return it.Group },
-		Apply: func(ctx context.Context, b *job.Batch[item]) error {
+		Apply: func(ctx context.Context, b *jobcontract.Batch[item]) error {
 			batches.Add(1)
 			tag, err := b.Tx.Exec(ctx, finishItemsSQL, pgx.NamedArgs{
-				"ids": job.Column(b.Rows, func(it item) int64 { return it.ID }), "batch": b.N,
+				"ids": jobcontract.Column(b.Rows, func(it item) int64 { return it.ID }), "batch": b.N,
 			})
 			b.Stats.Changed += tag.RowsAffected()
 			return err
@@ -134,7 +134,7 @@ func TestWalkAppliesTheGuardAfterTheLock(t *testing.T) {
 	w := itemWalk(10, new(atomic.Int64))
 	// Between the batch's read and its statement, another writer finishes item 3: the
 	// guarded statement, in a snapshot taken after the lock, must not count it again.
-	w.Filter = func(it item, _ *job.Stats) bool {
+	w.Filter = func(it item, _ *jobcontract.Stats) bool {
 		if it.ID == 3 {
 			_, err := pool.Exec(ctx, `UPDATE walk_items SET state = 'done', batch = 0 WHERE id = 3`)
 			require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestWalkFilterLeavesRowsOut(t *testing.T) {
 	pool := openPool(t, url)
 	seedItems(t, pool, 9)
 	w := itemWalk(4, new(atomic.Int64))
-	w.Filter = func(it item, st *job.Stats) bool {
+	w.Filter = func(it item, st *jobcontract.Stats) bool {
 		if it.ID%3 == 0 {
 			st.Count("odd_one", 1)
 			return false
@@ -223,7 +223,7 @@ func TestWalkStopsWhenCancelled(t *testing.T) {
 // readHook is a walk's read-only Querier that calls after with each read's context and SQL,
 // once the read has started.
 type readHook struct {
-	job.Querier
+	jobcontract.Querier
 	after func(ctx context.Context, sql string)
 }
 
@@ -243,7 +243,7 @@ func TestWalkReadsTheNextBatchWhileApplyingThisOne(t *testing.T) {
 	env.ReadOnly = readHook{Querier: env.ReadOnly, after: func(context.Context, string) { reads <- struct{}{} }}
 	w := itemWalk(10, new(atomic.Int64))
 	apply := w.Apply
-	w.Apply = func(ctx context.Context, b *job.Batch[item]) error {
+	w.Apply = func(ctx context.Context, b *jobcontract.Batch[item]) error {
 		if b.N == 1 {
 			// This batch's read, then the next one's, before this batch's statement ends.
 			for range 2 {
@@ -274,7 +274,7 @@ func TestWalkAppliesParallelBatchesAtOnce(t *testing.T) {
 	// they never would.
 	second := make(chan struct{})
 	apply := w.Apply
-	w.Apply = func(ctx context.Context, b *job.Batch[item]) error {
+	w.Apply = func(ctx context.Context, b *jobcontract.Batch[item]) error {
 		switch b.N {
 		case 1:
 			select {
@@ -310,7 +310,7 @@ func TestWalkStopsEveryApplierAtTheFirstError(t *testing.T) {
 	w.Parallel = 2
 	boom := errors.New("boom")
 	apply := w.Apply
-	w.Apply = func(ctx context.Context, b *job.Batch[item]) error {
+	w.Apply = func(ctx context.Context, b *jobcontract.Batch[item]) error {
 		if b.N == 3 {
 			return boom
 		}
@@ -355,7 +355,7 @@ func TestWalkFinishesTheBatchBesideAFailedOne(t *testing.T) {
 	boom := errors.New("boom")
 	second := make(chan struct{})
 	apply := w.Apply
-	w.Apply = func(ctx context.Context, b *job.Batch[item]) error {
+	w.Apply = func(ctx context.Context, b *jobcontract.Batch[item]) error {
 		applied.Add(1)
 		switch b.N {
 		case 1: // fails once batch 2 is in its transaction

@@ -21,7 +21,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -49,7 +49,7 @@ const (
 // Config configures an Elector.
 type Config struct {
 	DB         *store.DB
-	Notifier   *notifier.Notifier // wakes the leader for step-down requests
+	Notifier   *pglisten.Notifier // wakes the leader for step-down requests
 	InstanceID string
 	Log        *slog.Logger
 	// LeaseTimeout bounds how long a leader may go without a successful heartbeat before it

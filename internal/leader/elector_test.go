@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/metrics"
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
@@ -52,7 +52,7 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: lease})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	n := notifier.New(db.DB, log)
+	n := pglisten.New(db.DB, log)
 	e, err := New(Config{DB: db.DB, Notifier: n, InstanceID: id, LeaseTimeout: lease, InstanceHeartbeat: 200 * time.Millisecond, Metrics: m,
 		PollInterval: 200 * time.Millisecond,
 		Log:          log})

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schedulerhq/scheduler/internal/notifier"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -80,7 +80,7 @@ func (c *control) due() bool {
 
 // notified takes the notifier's step-down events. A payload naming another epoch was meant
 // for a term that has already ended, or for none, and costs no read.
-func (e *Elector) notified(ev notifier.Event) {
+func (e *Elector) notified(ev pglisten.Event) {
 	c := &e.control
 	c.mu.Lock()
 	switch {

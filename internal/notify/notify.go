@@ -110,7 +110,7 @@ type Checker struct {
 
 var secretRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 
-// secretNameWant is the grammar of a secret's name, as internal/definition words it.
+// secretNameWant is the grammar of a secret's name, as internal/runtimejob words it.
 const secretNameWant = "upper-case letters, digits and _, starting with a letter, at most 63 (e.g. BILLING_TOKEN)"
 
 // Check reports every wrong field of rules at once, under prefix ("notify").

@@ -11,8 +11,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/notify"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -23,7 +23,7 @@ type Rules struct {
 }
 
 // Of is the rules of a runtime job's definition.
-func Of(d definition.Definition) Rules {
+func Of(d runtimejob.Definition) Rules {
 	return Rules{Notify: notify.EventsOf(d.Notify), PauseAfterFailures: d.PauseAfterFailures}
 }
 
@@ -39,7 +39,7 @@ func Load(ctx context.Context, ex store.Executor, job string) (Rules, error) {
 	if err != nil {
 		return Rules{}, err
 	}
-	checked, _, err := definition.Load(stored.Definition)
+	checked, _, err := runtimejob.Load(stored.Definition)
 	if err != nil {
 		return Rules{}, nil // the leader refuses it too, and says why when it loads it
 	}

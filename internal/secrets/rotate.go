@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -39,9 +39,9 @@ type RotateReport struct {
 }
 
 // Rotate re-seals with box's current key every stored value sealed with another key.
-func Rotate(ctx context.Context, db RotateStore, box *secretbox.Box) (RotateReport, error) {
+func Rotate(ctx context.Context, db RotateStore, box *seal.Box) (RotateReport, error) {
 	if !box.CanSeal() {
-		return RotateReport{}, secretbox.ErrNoKey
+		return RotateReport{}, seal.ErrNoKey
 	}
 	report := RotateReport{KeyID: box.CurrentID()}
 	afterNS, afterName := "", ""
@@ -79,7 +79,7 @@ func Rotate(ctx context.Context, db RotateStore, box *secretbox.Box) (RotateRepo
 
 // reseal opens one row and writes it back sealed with the current key, if the row is still
 // as it was read.
-func reseal(ctx context.Context, db RotateStore, box *secretbox.Box, row store.SealedSecret) (bool, error) {
+func reseal(ctx context.Context, db RotateStore, box *seal.Box, row store.SealedSecret) (bool, error) {
 	value, err := box.Open(row.Namespace, row.Name, row.KeyID, row.Sealed)
 	if err != nil {
 		return false, err
@@ -93,6 +93,6 @@ func reseal(ctx context.Context, db RotateStore, box *secretbox.Box, row store.S
 }
 
 func isOpenError(err error) bool {
-	var oe *secretbox.OpenError
+	var oe *seal.OpenError
 	return errors.As(err, &oe)
 }

@@ -12,7 +12,7 @@
 // jobs in its namespace can send its own secrets to its own hosts, and nothing else: not the
 // operator's secrets, not another team's, not its own to a host it did not list.
 //
-// Values are read from the database (and opened with internal/secretbox) at every call, so
+// Values are read from the database (and opened with internal/secrets/seal) at every call, so
 // a secret stored, replaced or re-sealed is the one the next call sends, on every replica,
 // without a restart.
 package secrets
@@ -22,9 +22,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/namespace"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -38,23 +38,23 @@ type Store interface {
 // Source resolves secrets. It is safe for concurrent use.
 type Source struct {
 	operator map[string]string
-	box      *secretbox.Box
+	box      *seal.Box
 	db       Store
 }
 
-var _ definition.SecretSource = (*Source)(nil)
+var _ runtimejob.SecretSource = (*Source)(nil)
 
 // New makes a Source of the operator's secrets (config's SCHEDULER_SECRET_<NAME>, by NAME),
 // the box that opens stored values, and the database they are stored in.
-func New(operator map[string]string, box *secretbox.Box, db Store) *Source {
+func New(operator map[string]string, box *seal.Box, db Store) *Source {
 	if box == nil {
-		box = secretbox.New(nil)
+		box = seal.New(nil)
 	}
 	return &Source{operator: operator, box: box, db: db}
 }
 
 // Box seals the values the API stores, and says whether it can.
-func (s *Source) Box() *secretbox.Box { return s.box }
+func (s *Source) Box() *seal.Box { return s.box }
 
 // IsOperator reports whether namespace ns has the operator's secret name while its grants
 // were never set (namespace default), which jobs use before a stored secret of that name.
@@ -92,8 +92,8 @@ func (s *Source) granted(ctx context.Context, ns string, names []string) (map[st
 // Resolve returns the values of the named secrets for a call of a job of namespace ns, with
 // the hosts each may go to; a secret the namespace lacks, or a stored one this replica cannot
 // open, is an error that says what to do.
-func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[string]definition.SecretValue, error) {
-	out := make(map[string]definition.SecretValue, len(names))
+func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[string]runtimejob.SecretValue, error) {
+	out := make(map[string]runtimejob.SecretValue, len(names))
 	operator, err := s.granted(ctx, ns, names)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[st
 	var stored []string
 	for _, name := range names {
 		if v, ok := operator[name]; ok {
-			out[name] = definition.SecretValue{Value: v}
+			out[name] = runtimejob.SecretValue{Value: v}
 		} else {
 			stored = append(stored, name)
 		}
@@ -118,11 +118,11 @@ func (s *Source) Resolve(ctx context.Context, ns string, names []string) (map[st
 		if err != nil {
 			return nil, err
 		}
-		out[row.Name] = definition.SecretValue{Value: string(value), AllowedHosts: hostsOf(row.Secret)}
+		out[row.Name] = runtimejob.SecretValue{Value: string(value), AllowedHosts: hostsOf(row.Secret)}
 	}
 	for _, name := range stored {
 		if _, ok := out[name]; !ok {
-			return nil, errors.New(definition.SecretMissing(ns, name))
+			return nil, errors.New(runtimejob.SecretMissing(ns, name))
 		}
 	}
 	return out, nil

@@ -9,27 +9,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
-	"github.com/schedulerhq/scheduler/internal/secretbox"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/secrets"
+	"github.com/schedulerhq/scheduler/internal/secrets/seal"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-func newBox(t *testing.T) *secretbox.Box {
+func newBox(t *testing.T) *seal.Box {
 	t.Helper()
-	raw := make([]byte, secretbox.KeySize)
+	raw := make([]byte, seal.KeySize)
 	_, err := rand.Read(raw)
 	require.NoError(t, err)
-	k, err := secretbox.ParseKey(base64.StdEncoding.EncodeToString(raw))
+	k, err := seal.ParseKey(base64.StdEncoding.EncodeToString(raw))
 	require.NoError(t, err)
-	return secretbox.New(k)
+	return seal.New(k)
 }
 
 // put seals value for (ns, name) and stores it, as the API does.
-func put(t *testing.T, db store.Executor, box *secretbox.Box, ns, name, value string, hosts ...string) {
+func put(t *testing.T, db store.Executor, box *seal.Box, ns, name, value string, hosts ...string) {
 	t.Helper()
 	id, sealed, err := box.Seal(ns, name, []byte(value))
 	require.NoError(t, err)
@@ -38,7 +38,7 @@ func put(t *testing.T, db store.Executor, box *secretbox.Box, ns, name, value st
 	require.NoError(t, err)
 }
 
-func setup(t *testing.T) (*testdb.DB, *secretbox.Box, *secrets.Source) {
+func setup(t *testing.T) (*testdb.DB, *seal.Box, *secrets.Source) {
 	t.Helper()
 	db, _ := testdb.Open(t, store.Options{})
 	for _, ns := range []string{"billing", "ops"} {
@@ -61,7 +61,7 @@ func TestResolveFollowsTheNamespaceRules(t *testing.T) {
 
 	got, err := src.Resolve(ctx, "default", []string{"OPS_TOKEN", "SHARED", "STORED_ONLY"})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]definition.SecretValue{
+	assert.Equal(t, map[string]runtimejob.SecretValue{
 		"OPS_TOKEN":   {Value: "operator-value"},
 		"SHARED":      {Value: "operator-shared"}, // the operator's first, to any host
 		"STORED_ONLY": {Value: "stored-default", AllowedHosts: []string{"a.example:8443"}},
@@ -69,7 +69,7 @@ func TestResolveFollowsTheNamespaceRules(t *testing.T) {
 
 	got, err = src.Resolve(ctx, "billing", []string{"BILLING_TOKEN"})
 	require.NoError(t, err)
-	assert.Equal(t, definition.SecretValue{Value: "billing-value", AllowedHosts: []string{"api.billing.example"}}, got["BILLING_TOKEN"])
+	assert.Equal(t, runtimejob.SecretValue{Value: "billing-value", AllowedHosts: []string{"api.billing.example"}}, got["BILLING_TOKEN"])
 
 	// The attack: billing names the operator's secret, another team's, default's stored one.
 	for _, name := range []string{"OPS_TOKEN", "DEPLOY_TOKEN", "STORED_ONLY"} {
@@ -111,7 +111,7 @@ func TestASealedValueMovedToAnotherRowDoesNotOpen(t *testing.T) {
 	require.NoError(t, err)
 	for _, name := range []string{"STOLEN", "BILLING_TOKEN"} {
 		_, err = src.Resolve(ctx, "billing", []string{name})
-		var oe *secretbox.OpenError
+		var oe *seal.OpenError
 		require.ErrorAs(t, err, &oe, name)
 		assert.NotContains(t, err.Error(), "ops-value")
 	}
@@ -120,7 +120,7 @@ func TestASealedValueMovedToAnotherRowDoesNotOpen(t *testing.T) {
 func TestResolveWithoutTheKey(t *testing.T) {
 	t.Parallel()
 	db, _, _ := setup(t)
-	_, err := secrets.New(nil, secretbox.New(nil), db.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
+	_, err := secrets.New(nil, seal.New(nil), db.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "openssl rand -base64 32")
 	_, err = secrets.New(nil, newBox(t), db.DB).Resolve(context.Background(), "billing", []string{"BILLING_TOKEN"})
@@ -163,7 +163,7 @@ func TestOperatorSecretsFollowTheGrants(t *testing.T) {
 	require.NoError(t, err)
 	got, err := src.Resolve(ctx, "billing", []string{"OPS_TOKEN", "BILLING_TOKEN"})
 	require.NoError(t, err)
-	assert.Equal(t, definition.SecretValue{Value: "operator-value"}, got["OPS_TOKEN"], "granted: to any host")
+	assert.Equal(t, runtimejob.SecretValue{Value: "operator-value"}, got["OPS_TOKEN"], "granted: to any host")
 	lookup, err := src.Lookup(ctx, "billing")
 	require.NoError(t, err)
 	_, ok := lookup("billing", "OPS_TOKEN")
@@ -176,7 +176,7 @@ func TestOperatorSecretsFollowTheGrants(t *testing.T) {
 	require.NoError(t, err)
 	got, err = src.Resolve(ctx, "default", []string{"SHARED"})
 	require.NoError(t, err)
-	assert.Equal(t, definition.SecretValue{Value: "stored-shared", AllowedHosts: []string{"a.example"}}, got["SHARED"])
+	assert.Equal(t, runtimejob.SecretValue{Value: "stored-shared", AllowedHosts: []string{"a.example"}}, got["SHARED"])
 	_, err = src.Resolve(ctx, "default", []string{"OPS_TOKEN"})
 	require.ErrorContains(t, err, "secret OPS_TOKEN is not set in namespace default")
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/jobs/jobstest"
 	"github.com/schedulerhq/scheduler/internal/seed"
@@ -42,7 +42,7 @@ func TestAppointmentsSeedsWorkForEveryAppointmentJobOnce(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&now))
 	settings := jobs.AppointmentSettings{}
 	sender := jobs.NewPipeline(jobs.NewLogSender(slog.New(slog.DiscardHandler)), jobs.SendSettings{})
-	for _, j := range []job.Job{
+	for _, j := range []jobcontract.Job{
 		jobs.NewAppointmentConfirmations(settings, sender),
 		jobs.NewAppointmentRemindersDay(settings, sender),
 		jobs.NewAppointmentRemindersHour(settings, sender),

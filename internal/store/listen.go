@@ -18,7 +18,7 @@ const RunFinishedChannel = "scheduler_run_finished"
 
 // ListenSession is a dedicated connection that receives notifications: listening belongs
 // to a session, so it cannot be a pooled connection. The replica's notifier
-// (internal/notifier) holds the only one; nothing else listens.
+// (internal/pglisten) holds the only one; nothing else listens.
 type ListenSession struct {
 	conn *pgx.Conn
 }

@@ -11,7 +11,7 @@ import (
 
 // scheduler_oidc_keys: the keys the scheduler signs its targets' OIDC tokens with
 // (internal/idp says how they rotate). The private half reaches the store sealed
-// (internal/secretbox) and leaves it sealed; only internal/idp opens it.
+// (internal/secrets/seal) and leaves it sealed; only internal/idp opens it.
 
 // States of an OIDC signing key, in the order a key goes through them.
 const (

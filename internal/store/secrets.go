@@ -10,7 +10,7 @@ import (
 )
 
 // scheduler_secrets: the secrets teams store through the API, per namespace, sealed
-// (internal/secretbox) before they get here. The store never sees a value in clear, and the
+// (internal/secrets/seal) before they get here. The store never sees a value in clear, and the
 // type the API lists and shows (Secret) has no field for the sealed bytes either: only the
 // leader's call and a key rotation read them (SealedSecret).
 

@@ -24,7 +24,7 @@ import (
 
 // sqlPackages hold the scheduler's hand-written SQL: the store's named queries, the job
 // contract's (its entity locks), the jobs' statements and the demo data's.
-var sqlPackages = []string{"internal/store", "internal/job", "internal/jobs", "internal/seed"}
+var sqlPackages = []string{"internal/store", "internal/jobcontract", "internal/jobs", "internal/seed"}
 
 // sqlStart tells a string that is a statement from one that is not (such as the audit
 // log's action names "update" and "delete": a statement has more than its first word).

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/schedulerhq/scheduler/internal/hostallow"
+	"github.com/schedulerhq/scheduler/internal/secrets/allowedhosts"
 )
 
 // A stored secret may be sent only to the hosts its allowed_hosts list. The runner checks
@@ -18,7 +18,7 @@ import (
 // cannot carry a secret, or an HMAC made with a signing secret, to another host.
 
 // AllowedHosts are the hosts one stored secret may be sent to ("host" or "host:port",
-// internal/hostallow's normal form).
+// internal/secrets/allowedhosts's normal form).
 type AllowedHosts struct {
 	Secret string
 	Hosts  []string
@@ -34,7 +34,7 @@ type HostNotAllowedError struct {
 
 func (e *HostNotAllowedError) Error() string {
 	return fmt.Sprintf("refused: secret %s may be sent only to %s, and this call connects to %s",
-		e.Secret, hostallow.Describe(e.Hosts), e.Addr)
+		e.Secret, allowedhosts.Describe(e.Hosts), e.Addr)
 }
 
 type allowedHostsKey struct{}
@@ -65,7 +65,7 @@ func checkAllowedHosts(lists []AllowedHosts, addr string) error {
 		return &HostNotAllowedError{Secret: lists[0].Secret, Hosts: lists[0].Hosts, Addr: addr}
 	}
 	for _, l := range lists {
-		if !hostallow.Match(l.Hosts, host, port) {
+		if !allowedhosts.Match(l.Hosts, host, port) {
 			return &HostNotAllowedError{Secret: l.Secret, Hosts: l.Hosts, Addr: addr}
 		}
 	}
@@ -98,6 +98,6 @@ func (t allowedHostsTransport) RoundTrip(req *http.Request) (*http.Response, err
 
 // requestAddr is the host:port a request's URL connects to, as the transport pools it.
 func requestAddr(u *url.URL) string {
-	host, port, _ := hostallow.FromURL(u.String())
+	host, port, _ := allowedhosts.FromURL(u.String())
 	return net.JoinHostPort(host, port)
 }

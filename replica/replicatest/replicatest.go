@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -25,7 +25,7 @@ import (
 type Options struct {
 	Token, ReadToken string
 	// Extra jobs run beside the built-in ones, with the schedule of their Defaults.
-	Extra []job.Job
+	Extra []jobcontract.Job
 	// Paused names jobs paused before the replica starts (so no catch-up run makes noise).
 	Paused []string
 	// Runtime configures runtime jobs (allowed addresses, secrets, the SQL role).
@@ -58,7 +58,7 @@ func Start(t testing.TB, o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	defaults := append(jobs.Defaults(), job.NewRegistry(o.Extra...).Defaults()...)
+	defaults := append(jobs.Defaults(), jobcontract.NewRegistry(o.Extra...).Defaults()...)
 	var conf []config.Job
 	for _, d := range defaults {
 		s, err := schedule.Parse(d.Schedule)
@@ -96,14 +96,14 @@ type Blocking struct{ JobName string }
 
 func (b Blocking) Name() string { return b.JobName }
 
-func (Blocking) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Hour}
+func (Blocking) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Hour}
 }
 
-func (Blocking) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
+func (Blocking) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
 	env.Log.Info("blocking until cancelled")
 	<-ctx.Done()
-	return job.Stats{}, context.Cause(ctx)
+	return jobcontract.Stats{}, context.Cause(ctx)
 }
 
 // Quick is a job that succeeds at once with a few counts, per-tenant ones among them.
@@ -111,12 +111,12 @@ type Quick struct{ JobName, Schedule string }
 
 func (q Quick) Name() string { return q.JobName }
 
-func (q Quick) Defaults() job.Defaults {
-	return job.Defaults{Schedule: q.Schedule, Timeout: time.Minute}
+func (q Quick) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: q.Schedule, Timeout: time.Minute}
 }
 
-func (Quick) Run(ctx context.Context, env *job.Env) (job.Stats, error) {
-	st := job.Stats{Processed: 12, Changed: 5}
+func (Quick) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
+	st := jobcontract.Stats{Processed: 12, Changed: 5}
 	for i := range 3 {
 		st.Count(fmt.Sprintf("tenant:%d", i+1), int64(i+1))
 	}
@@ -131,10 +131,10 @@ type Failing struct{ JobName string }
 
 func (f Failing) Name() string { return f.JobName }
 
-func (Failing) Defaults() job.Defaults {
-	return job.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
+func (Failing) Defaults() jobcontract.Defaults {
+	return jobcontract.Defaults{Schedule: "0 0 1 1 *", Timeout: time.Minute}
 }
 
-func (Failing) Run(context.Context, *job.Env) (job.Stats, error) {
-	return job.Stats{Errors: 1}, errors.New("the export target refused the upload; check its credentials")
+func (Failing) Run(context.Context, *jobcontract.Env) (jobcontract.Stats, error) {
+	return jobcontract.Stats{Errors: 1}, errors.New("the export target refused the upload; check its credentials")
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
 
@@ -200,9 +200,9 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 
 	loadStart := time.Now()
 	for i := range n {
-		def := definition.Definition{Name: fmt.Sprintf("call-%05d", i), Schedule: definition.Schedules{"* * * * *"},
-			HTTP: &definition.HTTPTarget{URL: srv.URL + "/hook"}}
-		j, errs := definition.Check(def, definition.Env{})
+		def := runtimejob.Definition{Name: fmt.Sprintf("call-%05d", i), Schedule: runtimejob.Schedules{"* * * * *"},
+			HTTP: &runtimejob.HTTPTarget{URL: srv.URL + "/hook"}}
+		j, errs := runtimejob.Check(def, runtimejob.Env{})
 		if errs != nil {
 			return d, errs
 		}
@@ -210,7 +210,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 		if err != nil {
 			return d, err
 		}
-		if _, err := db.CreateDefinition(ctx, def.Name, definition.KindHTTP, raw, n); err != nil {
+		if _, err := db.CreateDefinition(ctx, def.Name, runtimejob.KindHTTP, raw, n); err != nil {
 			return d, err
 		}
 	}

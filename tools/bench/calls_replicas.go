@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/definition"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/replica"
 )
@@ -65,7 +65,7 @@ func measureHandOver(ctx context.Context, b *bench, full string, db *store.DB, n
 		return err
 	}
 	for _, sd := range stored {
-		if _, _, err := definition.Load(sd.Definition); err != nil {
+		if _, _, err := runtimejob.Load(sd.Definition); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schedulerhq/scheduler/internal/config"
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/jobs"
 	"github.com/schedulerhq/scheduler/internal/store"
 )
@@ -27,21 +27,21 @@ const childFlag = "-child"
 
 // childResult is what a child prints on stdout.
 type childResult struct {
-	Nanos int64     `json:"nanos"` // the job body's run time, without process start and connect
-	Stats job.Stats `json:"stats"`
-	Error string    `json:"error,omitempty"`
+	Nanos int64             `json:"nanos"` // the job body's run time, without process start and connect
+	Stats jobcontract.Stats `json:"stats"`
+	Error string            `json:"error,omitempty"`
 }
 
 // jobResult is a child's result with its peak RSS.
 type jobResult struct {
 	took     time.Duration
-	stats    job.Stats
+	stats    jobcontract.Stats
 	maxRSSKB int64
 }
 
 // benchJob is the named job, on db: data-retention drops its days there, with no job's
 // catch-up window to keep.
-func benchJob(name string, db *store.DB) (job.Job, error) {
+func benchJob(name string, db *store.DB) (jobcontract.Job, error) {
 	switch name {
 	case "plan-change":
 		return jobs.NewPlanChange(), nil
@@ -88,7 +88,7 @@ const (
 	envNow         = "BENCH_NOW"     // the run's clock (RFC 3339); empty: the database's
 )
 
-func abandonJob() (job.Job, error) {
+func abandonJob() (jobcontract.Job, error) {
 	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envConcurrency, err)
@@ -137,7 +137,7 @@ func runChild(args []string) childResult {
 	if err != nil {
 		return childResult{Error: err.Error()}
 	}
-	env := &job.Env{
+	env := &jobcontract.Env{
 		RunID: 1,
 		Tx: func(ctx context.Context, fn func(pgx.Tx) error) error {
 			return db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error { return fn(tx) })

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/schedulerhq/scheduler/internal/definition"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/targets"
 )
@@ -69,13 +69,13 @@ func (r *runner) setUpHostile(ctx context.Context, dbURL string) (env string, dr
 	}
 	defer db.Close()
 	channels := strings.Join([]string{store.StepDownChannel, store.RunsChannel, store.RunFinishedChannel, store.DefinitionsChannel}, "','")
-	for _, d := range []definition.Definition{
-		{Name: "hostile-loop", Schedule: definition.Schedules{"@every 3s"}, Timeout: hostileTimeout.String(),
-			SQL: &definition.SQLTarget{Target: "HOSTILE", Statements: hostileLoop}},
-		{Name: "hostile-notify", Schedule: definition.Schedules{"@every 1s"}, Timeout: "5s",
-			SQL: &definition.SQLTarget{Target: "HOSTILE", Statements: fmt.Sprintf(hostileNotify, channels)}},
+	for _, d := range []runtimejob.Definition{
+		{Name: "hostile-loop", Schedule: runtimejob.Schedules{"@every 3s"}, Timeout: hostileTimeout.String(),
+			SQL: &runtimejob.SQLTarget{Target: "HOSTILE", Statements: hostileLoop}},
+		{Name: "hostile-notify", Schedule: runtimejob.Schedules{"@every 1s"}, Timeout: "5s",
+			SQL: &runtimejob.SQLTarget{Target: "HOSTILE", Statements: fmt.Sprintf(hostileNotify, channels)}},
 	} {
-		j, errs := definition.Check(d, definition.Env{})
+		j, errs := runtimejob.Check(d, runtimejob.Env{})
 		if errs != nil {
 			return "", drop, errs
 		}

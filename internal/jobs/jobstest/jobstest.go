@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/schedulerhq/scheduler/internal/job"
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
@@ -23,14 +23,14 @@ const Epoch = 1
 
 // NewEnv makes db the leader's at Epoch (bypassing the elector), records a running manual run
 // of the job named name, and returns the run's environment with its clock at now.
-func NewEnv(t testing.TB, db *testdb.DB, name string, now time.Time) *job.Env {
+func NewEnv(t testing.TB, db *testdb.DB, name string, now time.Time) *jobcontract.Env {
 	t.Helper()
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = $1`, Epoch)
 	require.NoError(t, err)
 	runID := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: name, Status: store.StatusRunning,
 		StartedAt: time.Now(), Epoch: storetest.Ptr(int64(Epoch))}).ID
-	return &job.Env{
+	return &jobcontract.Env{
 		RunID:    runID,
 		Tx:       fencedTx(db.DB),
 		ReadOnly: db.ReadOnly(),
@@ -47,7 +47,7 @@ func fencedTx(db *store.DB) func(ctx context.Context, fn func(pgx.Tx) error) err
 }
 
 // At is env with its clock set to now.
-func At(env *job.Env, now time.Time) *job.Env {
+func At(env *jobcontract.Env, now time.Time) *jobcontract.Env {
 	e := *env
 	e.Now = now
 	return &e

@@ -131,7 +131,9 @@ func TestSQLTargetConcurrentRunsOfOneSlotCommitOnce(t *testing.T) {
 }
 
 // The attack: statements that rename their session and loop, trapping every cancel. The run
-// returns within 5 s of its context's end, and only once the backend is gone.
+// returns within 5 s of its context's end, and only once the backend is gone. The trap's
+// block is left only when it catches a cancel: a loop that left it at every sleep would let
+// a cancel land between two blocks now and then, and end the statements before the trap.
 func TestSQLTargetEndsABackendThatTrapsCancels(t *testing.T) {
 	f := newSQLFixture(t)
 	// The run's context ends once the loop that traps cancels runs (its backend sleeps in
@@ -154,7 +156,7 @@ func TestSQLTargetEndsABackendThatTrapsCancels(t *testing.T) {
 		stoppedAt <- time.Now()
 	}()
 	_, err := f.target.Run(ctx, sqlRun("loop", `SET application_name = 'innocent';
-		DO $$ BEGIN LOOP BEGIN PERFORM pg_sleep(0.05); EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$`))
+		DO $$ BEGIN LOOP BEGIN LOOP PERFORM pg_sleep(0.05); END LOOP; EXCEPTION WHEN query_canceled THEN NULL; END; END LOOP; END $$`))
 	require.ErrorIs(t, err, context.Canceled)
 	elapsed := time.Since(<-stoppedAt)
 	t.Logf("the run returned %s after its context ended", elapsed.Round(time.Millisecond))

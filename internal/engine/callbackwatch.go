@@ -49,7 +49,7 @@ func (w *callbackWatch) pass(ctx context.Context) error {
 	var paused []runend.Paused
 	err := w.e.conf.DB.Fenced(ctx, w.term.Fence(), func(tx *store.Tx) error {
 		var err error
-		if ended, err = tx.ExpireCallbacks(ctx); err != nil {
+		if ended, err = tx.ExpireCallbacks(ctx, w.e.clock.nowOrNil()); err != nil {
 			return err
 		}
 		ends := make([]runend.End, len(ended))

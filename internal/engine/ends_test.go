@@ -12,6 +12,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/runend"
 	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
@@ -67,13 +68,10 @@ func TestEveryWayARunEndsPausesItsJobAlike(t *testing.T) {
 	ctx := context.Background()
 	accepted := func(job, token string, deadline time.Duration) int64 {
 		t.Helper()
-		var id int64
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-			INSERT INTO job_runs (job, trigger, status, started_at, epoch, callback_token_hash,
-			                      callback_accepted_at, callback_heartbeat_at, callback_heartbeat_timeout, callback_deadline)
-			VALUES ($1, 'manual', 'running', now(), 1, $2, now(), now(), interval '1 hour', now() + $3 * interval '1 millisecond')
-			RETURNING id`, job, store.CallbackTokenHash(token), deadline.Milliseconds()).Scan(&id))
-		return id
+		now := time.Now()
+		return storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: job, Status: store.StatusRunning, StartedAt: now,
+			Epoch: storetest.Ptr(int64(1)), CallbackTokenHash: store.CallbackTokenHash(token), CallbackAcceptedAt: now,
+			CallbackHeartbeatAt: now, CallbackHeartbeatTimeout: time.Hour, CallbackDeadline: now.Add(deadline)}).ID
 	}
 	for i, token := range []string{"schcb_one", "schcb_two"} {
 		id := accepted("completed", token, time.Hour)

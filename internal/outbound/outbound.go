@@ -28,6 +28,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -40,12 +43,33 @@ type Store interface {
 	SQLLogins(ctx context.Context) (map[string]string, error)
 }
 
+// guardFreshFor is how long a namespace's guard read for one call serves the next ones. A
+// slot's thousands of calls then read the namespace once, not once each (measured: a read
+// per call took the 10 000-job slot's p99 from 0.6 s to 1.5 s), and an allowance taken
+// away holds from at most a second later, as a revoked token does.
+const guardFreshFor = time.Second
+
 // Policy is the operator's side: what exists. It is safe for concurrent use.
 type Policy struct {
 	guard   *targets.Guard
 	targets *targets.SQLTargets
 	env     map[string]string // SCHEDULER_SECRET_<NAME> by NAME, as configured
 	db      Store
+
+	mu     sync.Mutex
+	guards map[string]*guardEntry // by namespace: its guard as last read (GuardFor)
+}
+
+// guardEntry is one namespace's guard and when it was read; mu lets one call read it again
+// while the others wait for that read instead of making their own.
+type guardEntry struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[readGuard]
+}
+
+type readGuard struct {
+	guard *targets.Guard
+	at    time.Time
 }
 
 // New makes the policy of the operator's guard (SCHEDULER_HTTP_ALLOW), declared SQL targets
@@ -54,7 +78,7 @@ func New(guard *targets.Guard, sqlTargets *targets.SQLTargets, envSecrets map[st
 	if guard == nil {
 		guard, _ = targets.NewGuard(nil) // an empty list has no bad entry
 	}
-	return &Policy{guard: guard, targets: sqlTargets, env: envSecrets, db: db}
+	return &Policy{guard: guard, targets: sqlTargets, env: envSecrets, db: db, guards: map[string]*guardEntry{}}
 }
 
 // OperatorSecrets are the environment secrets a namespace may be granted: every one set but
@@ -96,18 +120,35 @@ func (p *Policy) Of(ctx context.Context, n store.Namespace) (*Surface, error) {
 }
 
 // GuardFor is the outbound guard of namespace ns's calls (targets.Request.Guard), read at
-// each call, so an allowance taken away holds from the next call on. Without
-// SCHEDULER_HTTP_ALLOW no namespace can be allowed anything, and the operator's guard is
-// every namespace's: the database is not asked.
+// most guardFreshFor before the call, so an allowance taken away holds from a second later
+// on. Without SCHEDULER_HTTP_ALLOW no namespace can be allowed anything, and the operator's
+// guard is every namespace's: the database is not asked.
 func (p *Policy) GuardFor(ctx context.Context, ns string) (*targets.Guard, error) {
 	if len(p.guard.Entries()) == 0 {
 		return p.guard, nil
+	}
+	p.mu.Lock()
+	e := p.guards[ns]
+	if e == nil {
+		e = &guardEntry{}
+		p.guards[ns] = e
+	}
+	p.mu.Unlock()
+	if r := e.cur.Load(); r != nil && time.Since(r.at) < guardFreshFor {
+		return r.guard, nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r := e.cur.Load(); r != nil && time.Since(r.at) < guardFreshFor {
+		return r.guard, nil // read by the call this one waited for
 	}
 	n, err := p.db.Namespace(ctx, ns)
 	if err != nil {
 		return nil, fmt.Errorf("read what namespace %s may call: %w", ns, err)
 	}
-	return p.guardOf(n), nil
+	g := p.guardOf(n)
+	e.cur.Store(&readGuard{guard: g, at: time.Now()})
+	return g, nil
 }
 
 // guardOf is namespace n's outbound guard: the operator's for a default never set, else the

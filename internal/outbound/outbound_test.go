@@ -2,7 +2,10 @@ package outbound_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -78,4 +81,47 @@ func TestSurfaceFollowsTheBindings(t *testing.T) {
 	g, err = p.GuardFor(ctx, "default")
 	require.NoError(t, err)
 	assert.NoError(t, g.CheckURL("http://10.9.0.1/"), "default, never set, has the operator's list")
+}
+
+// countingStore counts the namespace reads a policy makes of the real store.
+type countingStore struct {
+	outbound.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) Namespace(ctx context.Context, name string) (store.Namespace, error) {
+	c.reads.Add(1)
+	return c.Store.Namespace(ctx, name)
+}
+
+// A slot's calls, made at once, read their namespace's allowance once between them, and an
+// allowance changed later is read again by the first call after a second.
+func TestGuardIsReadOnceForASlotsCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := testdb.Open(t, store.Options{})
+	guard, err := targets.NewGuard([]string{"10.0.0.0/8"})
+	require.NoError(t, err)
+	counted := &countingStore{Store: db.DB}
+	p := outbound.New(guard, declare(t, nil), nil, counted)
+	_, _, err = db.PutNamespace(ctx, store.Namespace{Name: "teama", HTTPAllow: &[]string{"10.1.0.0/16"}})
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			g, err := p.GuardFor(ctx, "teama")
+			assert.NoError(t, err)
+			assert.NoError(t, g.CheckURL("http://10.1.2.3/"))
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), counted.reads.Load(), "one read for the 200 calls")
+
+	_, _, err = db.PutNamespace(ctx, store.Namespace{Name: "teama", HTTPAllow: &[]string{}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		g, err := p.GuardFor(ctx, "teama")
+		return err == nil && g.CheckURL("http://10.1.2.3/") != nil
+	}, 3*time.Second, 50*time.Millisecond, "the allowance taken away holds within a second or so")
 }

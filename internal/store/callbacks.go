@@ -74,25 +74,26 @@ func (tx *Tx) AcceptCallback(ctx context.Context, a Accept) (bool, error) {
 
 // expiringCallbacksSQL picks, and locks, the accepted runs whose cancellation was asked for
 // (cancelled), whose heartbeats stopped or whose deadline passed (timed_out), by the
-// database's clock, with the end each gets.
+// database's clock ($1, nil but in tests: nowSQL), with the end each gets.
 const expiringCallbacksSQL = `
 SELECT id,
        CASE WHEN cancel_requested THEN 'cancelled' ELSE 'timed_out' END,
        CASE
            WHEN cancel_requested THEN 'cancelled while waiting for the target''s completion'
-           WHEN now() >= callback_deadline THEN 'timed out: the target did not complete the run within the job''s timeout'
+           WHEN coalesce($1::timestamptz, now()) >= callback_deadline THEN 'timed out: the target did not complete the run within the job''s timeout'
            ELSE 'timed out: no heartbeat from the target within ' || callback_heartbeat_timeout::text END
 FROM job_runs
 WHERE status = 'running' AND callback_accepted_at IS NOT NULL
-  AND (cancel_requested OR now() >= callback_deadline
-       OR now() >= callback_heartbeat_at + callback_heartbeat_timeout)
+  AND (cancel_requested OR coalesce($1::timestamptz, now()) >= callback_deadline
+       OR coalesce($1::timestamptz, now()) >= callback_heartbeat_at + callback_heartbeat_timeout)
 ORDER BY id -- locks taken in one order by every statement that ends several runs
 FOR UPDATE`
 
 // ExpireCallbacks ends, in the leader's fenced transaction, the accepted callback runs that
-// were cancelled, went without a heartbeat too long, or reached their deadline.
-func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Ended, error) {
-	rows, err := tx.Query(ctx, expiringCallbacksSQL)
+// were cancelled, went without a heartbeat too long, or reached their deadline, by now (nil
+// but in tests: the database's clock), which is also their end's time.
+func (tx *Tx) ExpireCallbacks(ctx context.Context, now *time.Time) ([]Ended, error) {
+	rows, err := tx.Query(ctx, expiringCallbacksSQL, now)
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
@@ -104,7 +105,7 @@ func (tx *Tx) ExpireCallbacks(ctx context.Context) ([]Ended, error) {
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}
-	return tx.endRuns(ctx, nil, ends)
+	return tx.endRuns(ctx, now, ends)
 }
 
 // CallbackOutcome says what a completion or a heartbeat did.

@@ -574,7 +574,9 @@ func newJobForm(base string) chromedp.Action[chromedp.Void] {
 		// From another route of the same page, Navigate changes only the hash, which can
 		// take effect after it returns: a click before it would be undone by it.
 		waitJS(`location.hash === "#/" && `+enabledLink("#new-job")),
-		chromedp.Click(chromedp.CSS("#new-job")),
+		// The link itself is clicked, not the point where it was laid out: the overview
+		// refreshes every second and may move it between the two (a click seen lost under load).
+		js(`document.querySelector("#new-job").click()`),
 		waitJS(`location.hash === "#/new-job" && document.querySelector("#jf-name").value === ""`),
 	)
 }

@@ -158,8 +158,9 @@ func (t *SQLTarget) createMarkerSchema(ctx context.Context, conn *pgx.Conn) erro
 	return fmt.Errorf("SQL target %s: %w", t.conf.Name, err)
 }
 
-// isDuplicate reports an error of two sessions creating one object at once.
+// isDuplicate reports an error of two sessions creating one object at once: a unique
+// violation in the catalog, a duplicate schema or table, or the table's row type (42710).
 func isDuplicate(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06" || pgErr.Code == "42P07")
+	return errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06" || pgErr.Code == "42P07" || pgErr.Code == "42710")
 }

@@ -44,6 +44,8 @@ const (
 	// MaxSendConcurrency bounds SCHEDULER_SEND_CONCURRENCY: each send in flight holds a
 	// goroutine and, for the webhook, a connection to the receiver.
 	MaxSendConcurrency = 1024
+	// MaxPartitions bounds SCHEDULER_PARTITIONS (the check on scheduler_cluster.partitions).
+	MaxPartitions = 1024
 )
 
 // NoShowGraceDefault is how long after its start a BOOKED appointment that was not checked in
@@ -98,10 +100,13 @@ type Config struct {
 	MetricsToken string // required on GET /metrics when set
 	// APIHosts are the Host names besides loopback and localhost that a replica without a
 	// token answers (SCHEDULER_API_HOSTS): anything else may be a DNS-rebinding page.
-	APIHosts        []string
-	LogLevel        slog.Level
-	LogFormat       string // "json" or "text"
-	LeaseTimeout    time.Duration
+	APIHosts     []string
+	LogLevel     slog.Level
+	LogFormat    string // "json" or "text"
+	LeaseTimeout time.Duration
+	// Partitions is the number of partitions runtime jobs hash onto (SCHEDULER_PARTITIONS),
+	// each led by one replica; fixed when the cluster is made, 1 is one leader for all.
+	Partitions      int
 	IdempotencyTTL  time.Duration
 	FailoverWindow  time.Duration
 	PollInterval    time.Duration // fallback polling for queued manual runs
@@ -146,6 +151,7 @@ func Load(env *Env) *Config {
 		APIReadToken:    env.String("SCHEDULER_API_READ_TOKEN", ""),
 		MetricsToken:    env.String("SCHEDULER_METRICS_TOKEN", ""),
 		LeaseTimeout:    env.Duration("SCHEDULER_LEASE_TIMEOUT", LeaseTimeoutDefault),
+		Partitions:      env.Int("SCHEDULER_PARTITIONS", 1),
 		IdempotencyTTL:  env.Duration("SCHEDULER_IDEMPOTENCY_TTL", IdempotencyTTLDefault),
 		FailoverWindow:  env.Duration("SCHEDULER_FAILOVER_WINDOW", FailoverWindowDefault),
 		PollInterval:    env.Duration("SCHEDULER_POLL_INTERVAL", PollIntervalDefault),
@@ -208,6 +214,10 @@ func Load(env *Env) *Config {
 	atLeast(env, "SCHEDULER_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 0, `a duration of 0 or more such as "25s"`)
 	atLeast(env, "SCHEDULER_NO_SHOW_GRACE", c.NoShowGrace, 1, `a duration above 0 such as "15m"`)
 	c.SendConcurrency, c.SendRate = loadSend(env)
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		env.Fail("SCHEDULER_PARTITIONS", env.String("SCHEDULER_PARTITIONS", ""),
+			fmt.Sprintf("a whole number from 1 to %d such as 64 (set once, when the cluster is made)", MaxPartitions))
+	}
 	c.Runtime = loadRuntime(env)
 	c.OIDC = loadOIDC(env)
 	c.Notifications = loadNotifications(env, c.HTTPAddr)

@@ -11,6 +11,10 @@ import (
 
 // Term is one period of leadership of this replica.
 type Term struct {
+	// Partition is the partition the term leads: 0 is the coordinator's term (the
+	// built-in jobs, the cluster-wide duties and partition 0's runtime jobs), p ≥ 1 a
+	// partition's (docs/design.md, "Partitions").
+	Partition int
 	// Epoch is the fencing token: every write of the term goes through store.DB.Fenced
 	// with it and fails once another replica has been elected.
 	Epoch int64
@@ -32,7 +36,9 @@ type Term struct {
 }
 
 // Fence is the identity every write of the term is fenced by.
-func (t Term) Fence() store.Fence { return store.Fence{Epoch: t.Epoch, TermID: t.TermID} }
+func (t Term) Fence() store.Fence {
+	return store.Fence{Partition: t.Partition, Epoch: t.Epoch, TermID: t.TermID}
+}
 
 // Hold registers work of the term whose writes must commit before another replica leads
 // (a run recording what it sent, docs/design.md guarantee 10); release ends it. A voluntary

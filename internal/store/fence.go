@@ -17,12 +17,22 @@ var ErrNotLeader = errors.New("not the leader: this replica's epoch was supersed
 // that loses commits can take the epoch number back and elect another replica under it; it
 // cannot draw the same term id, so a write of the lost term never passes the new term's
 // fence (docs/design.md, "Failover of PostgreSQL").
+//
+// Partition names the fence's row: 0 is the coordinator's (scheduler_leader, which also
+// fences the built-in jobs and a one-partition cluster's every job), p ≥ 1 the row of
+// partition p in scheduler_partitions.
 type Fence struct {
-	Epoch  int64
-	TermID uuid.UUID
+	Partition int
+	Epoch     int64
+	TermID    uuid.UUID
 }
 
-func (f Fence) String() string { return fmt.Sprintf("epoch %d (term %s)", f.Epoch, f.TermID) }
+func (f Fence) String() string {
+	if f.Partition == 0 {
+		return fmt.Sprintf("epoch %d (term %s)", f.Epoch, f.TermID)
+	}
+	return fmt.Sprintf("partition %d epoch %d (term %s)", f.Partition, f.Epoch, f.TermID)
+}
 
 // Fenced runs fn in a transaction that may commit only while f is the current leader's term
 // (docs/design.md, guarantee 1). Every write of a leader goes through it: the engine's claims,
@@ -47,11 +57,15 @@ func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error 
 // epoch alone can be named twice after a rollback.
 func (tx *Tx) checkTerm(ctx context.Context, f Fence) error {
 	var current LeaderRow
-	if err := scanLeader(tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`), &current); err != nil {
-		return fmt.Errorf("read leader term: %w", err)
+	row := tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
+	if f.Partition != 0 {
+		row = tx.QueryRow(ctx, `SELECT `+partitionTermColumns+` FROM scheduler_partitions WHERE partition_id = $1 FOR SHARE`, f.Partition)
 	}
-	if current.Fence() != f {
-		return fmt.Errorf("%w (holds %s, current is %s)", ErrNotLeader, f, current.Fence())
+	if err := scanLeader(row, &current); err != nil {
+		return fmt.Errorf("read the term of %s: %w", f, err)
+	}
+	if cur := current.Fence(); cur.Epoch != f.Epoch || cur.TermID != f.TermID {
+		return fmt.Errorf("%w (holds %s, current is epoch %d (term %s))", ErrNotLeader, f, cur.Epoch, cur.TermID)
 	}
 	return nil
 }

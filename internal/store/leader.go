@@ -35,6 +35,10 @@ func (r LeaderRow) Fence() Fence { return Fence{Epoch: r.Epoch, TermID: r.TermID
 const leaderColumns = `epoch, coalesce(instance_id, ''), coalesce(term_id, '00000000-0000-0000-0000-000000000000'),
 	coalesce(timeline, 0), since`
 
+// partitionTermColumns reads a scheduler_partitions row as a LeaderRow, in scanLeader's order.
+const partitionTermColumns = `epoch, coalesce(holder, ''), coalesce(term_id, '00000000-0000-0000-0000-000000000000'),
+	coalesce(timeline, 0), since`
+
 func scanLeader(row pgx.Row, r *LeaderRow) error {
 	var since *time.Time
 	if err := row.Scan(&r.Epoch, &r.InstanceID, &r.TermID, &r.Timeline, &since); err != nil {

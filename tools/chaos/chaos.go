@@ -52,6 +52,8 @@ type Config struct {
 	//   failover    the primary is killed (pg_ctl -m immediate) and its streaming standby
 	//               (asynchronous) promoted; every proxy switches to it, and a new standby is
 	//               built from it for the next failover (needs PGData and Standby)
+	//   pause       SIGSTOP the leader past its lease, then SIGCONT: it must commit nothing
+	//               under its old terms, and its partitions are led again meanwhile
 	Faults []string
 	// PGData is the data directory of the PostgreSQL under DatabaseURL, for pg-restart. It
 	// restarts that server: never point it at a cluster anything else uses.
@@ -63,6 +65,9 @@ type Config struct {
 	StandbyPort string
 	// Lease is the replicas' SCHEDULER_LEASE_TIMEOUT (default: the service's, 5 s).
 	Lease time.Duration
+	// Partitions is the replicas' SCHEDULER_PARTITIONS (default 1: one leader for all), and
+	// RuntimeJobs the runtime HTTP jobs on "@every 1s" spread over them (partitions.go).
+	Partitions, RuntimeJobs int
 }
 
 // Fault kinds (Config.Faults).
@@ -73,10 +78,11 @@ const (
 	FaultTerminate = "terminate"
 	FaultBlackhole = "blackhole"
 	FaultFailover  = "failover"
+	FaultPause     = "pause"
 )
 
 // AllFaults lists every fault kind.
-var AllFaults = []string{FaultKill, FaultTerm, FaultPGRestart, FaultTerminate, FaultBlackhole, FaultFailover}
+var AllFaults = []string{FaultKill, FaultTerm, FaultPGRestart, FaultTerminate, FaultBlackhole, FaultFailover, FaultPause}
 
 func (c *Config) defaults() {
 	if c.Replicas <= 0 {
@@ -169,10 +175,20 @@ type Result struct {
 	// timeout by more than 5 s (hostile.go).
 	HostileOverstays int64
 	// HostileRuns counts the hostile loop's runs that started: that it ran.
-	HostileRuns  int64
-	Handovers    []Handover
-	RunsByStatus map[string]int64
-	Epoch        int64
+	HostileRuns int64
+	// The runtime jobs (partitions.go): slots between a job's first and last without a row,
+	// keys called twice without an abandoned run to explain it, the keys called, and each
+	// replica's runs. UnheldTooLong counts partitions that went longer than the lease + 3 s
+	// from their holder's last renewal to their next term (MaxUnheld the longest).
+	RuntimeLostSlots      int64
+	KeysCalledTwice       int64
+	RuntimeKeys           int64
+	RuntimeRunsByInstance map[string]int64
+	UnheldTooLong         int64
+	MaxUnheld             time.Duration
+	Handovers             []Handover
+	RunsByStatus          map[string]int64
+	Epoch                 int64
 }
 
 // Violations lists the broken invariants; empty means the run proved the promise.
@@ -194,6 +210,9 @@ func (r *Result) Violations() []string {
 	check("old-epoch commits after a newer epoch began", r.OldEpochCommits)
 	check("faults not followed by a new leader", int64(r.NoHandover))
 	check("hostile SQL backends past their timeout + 5 s", r.HostileOverstays)
+	check("runtime job slots lost", r.RuntimeLostSlots)
+	check("keys called twice without an abandoned run", r.KeysCalledTwice)
+	check("partitions without a holder for longer than the lease + 3 s", r.UnheldTooLong)
 	if !r.Settled {
 		v = append(v, "no run succeeded after the last insert within the settle time")
 	}
@@ -209,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		epochs: map[int64]time.Time{}}
+		epochs: map[termKey]time.Time{}}
 	defer r.closeProxies()
 	// The run's own reads and writes go through a proxy too, which a failover switches.
 	checkURL, err := r.proxied()
@@ -242,6 +261,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	cfg.Log.Info("replicas started", "n", cfg.Replicas, "seed", cfg.Seed, "faults", cfg.Faults)
+	if cfg.Partitions > 1 {
+		go r.watchPartitions(watchCtx)
+	}
+	if cfg.RuntimeJobs > 0 {
+		stopReceiver, err := r.startRuntimeJobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stopReceiver()
+	}
 
 	res := &Result{}
 	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
@@ -270,6 +299,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.check(ctx, res); err != nil {
 		return nil, err
 	}
+	if err := r.checkRuntimeJobs(ctx, res); err != nil {
+		return nil, err
+	}
+	r.epochsMu.Lock()
+	res.MaxUnheld = r.maxUnheld
+	if r.maxUnheld > r.lease()+3*time.Second {
+		res.UnheldTooLong = 1
+	}
+	r.epochsMu.Unlock()
 	if res.HostileOverstays, err = r.hostileOverstays(ctx); err != nil {
 		return nil, err
 	}

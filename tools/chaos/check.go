@@ -95,9 +95,11 @@ SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM job_runs WHERE scheduled_at IS NOT NULL
         GROUP BY job, scheduled_at HAVING count(*) > 1) s),
-    (SELECT count(*) FROM job_runs
+    (SELECT count(*) FROM job_runs r
      WHERE status = 'running'
-       AND (epoch < (SELECT epoch FROM scheduler_leader) OR started_at < now() - interval '10 seconds')),
+       AND (epoch < coalesce((SELECT p.epoch FROM scheduler_partitions p WHERE p.partition_id = r.partition_id),
+                             (SELECT epoch FROM scheduler_leader))
+            OR started_at < now() - interval '10 seconds')),
     -- guarantee 10 for an @every 1s job: every slot from the first to the last has a row
     (SELECT count(*) FROM pc, generate_series(pc.lo, pc.hi, interval '1 second') AS g (slot)
      WHERE NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.job = 'plan-change' AND r.scheduled_at = g.slot)),
@@ -143,27 +145,29 @@ SELECT
 // check laxer, never wrong.
 func (r *runner) oldEpochCommits(ctx context.Context) (int64, error) {
 	const q = `
-WITH seen AS (SELECT * FROM unnest($1::bigint[], $2::timestamptz[]) AS s (epoch, since)),
+WITH seen AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::timestamptz[]) AS s (partition_id, epoch, since)),
 next AS (
-    SELECT e.epoch, min(s.since) AS since
-    FROM (SELECT DISTINCT epoch FROM job_runs WHERE epoch IS NOT NULL) e
-    JOIN seen s ON s.epoch > e.epoch
-    GROUP BY e.epoch)
+    SELECT e.partition_id, e.epoch, min(s.since) AS since
+    FROM (SELECT DISTINCT partition_id, epoch FROM job_runs WHERE epoch IS NOT NULL) e
+    JOIN seen s ON s.partition_id = e.partition_id AND s.epoch > e.epoch
+    GROUP BY e.partition_id, e.epoch)
 SELECT
-    (SELECT count(*) FROM job_runs r JOIN next n USING (epoch)
+    (SELECT count(*) FROM job_runs r JOIN next n USING (partition_id, epoch)
      WHERE r.status <> 'abandoned' AND pg_xact_commit_timestamp(r.xmin) >= n.since)
-  + (SELECT count(*) FROM member_plan_change_history h JOIN job_runs r ON r.id = h.run_id JOIN next n USING (epoch)
+  + (SELECT count(*) FROM member_plan_change_history h JOIN job_runs r ON r.id = h.run_id JOIN next n USING (partition_id, epoch)
      WHERE pg_xact_commit_timestamp(h.xmin) >= n.since)`
 	r.epochsMu.Lock()
+	var partitions []int32
 	var epochs []int64
 	var sinces []time.Time
-	for e, s := range r.epochs {
-		epochs = append(epochs, e)
+	for k, s := range r.epochs {
+		partitions = append(partitions, int32(k.partition))
+		epochs = append(epochs, k.epoch)
 		sinces = append(sinces, s)
 	}
 	r.epochsMu.Unlock()
 	var n int64
-	if err := r.pool.QueryRow(ctx, q, epochs, sinces).Scan(&n); err != nil {
+	if err := r.pool.QueryRow(ctx, q, partitions, epochs, sinces).Scan(&n); err != nil {
 		return 0, fmt.Errorf("check commit order: %w", err)
 	}
 	return n, nil

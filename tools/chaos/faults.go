@@ -106,6 +106,20 @@ WHERE application_name = 'scheduler:' || $1 AND datname = current_database()`, r
 		return func() error { rep.proxy.Heal(); return nil }, fault, nil
 	case FaultFailover:
 		return r.failover(ctx)
+	case FaultPause:
+		// Stopped past its lease: its lock connection stays open (the kernel still answers
+		// keepalives), so only the others' takeover of a holder that stopped renewing
+		// moves its coordinator term and partitions on. Resumed after the measure.
+		if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return nil, "", fmt.Errorf("signal %s: %w", rep.id, err)
+		}
+		resume := time.AfterFunc(r.lease()+4*time.Second, func() { _ = rep.cmd.Process.Signal(syscall.SIGCONT) })
+		return func() error {
+			if resume.Stop() { // the hand-over came first: resume it now
+				return rep.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			return nil
+		}, fault, nil
 	}
 	return nil, "", fmt.Errorf("unknown fault %q", fault)
 }
@@ -150,6 +164,14 @@ func (r *runner) primaryDir() string {
 	return r.cfg.PGData
 }
 
+// lease is the replicas' lease timeout.
+func (r *runner) lease() time.Duration {
+	if r.cfg.Lease > 0 {
+		return r.cfg.Lease
+	}
+	return 5 * time.Second
+}
+
 // pg runs scripts/pg.sh with args.
 func (r *runner) pg(ctx context.Context, args ...string) error {
 	out, err := exec.CommandContext(ctx, "scripts/pg.sh", args...).CombinedOutput()
@@ -164,8 +186,8 @@ func (r *runner) watchEpochs(ctx context.Context) {
 	for ctx.Err() == nil {
 		if epoch, _, since, err := r.leader(ctx); err == nil && epoch > 0 {
 			r.epochsMu.Lock()
-			if _, ok := r.epochs[epoch]; !ok {
-				r.epochs[epoch] = since
+			if _, ok := r.epochs[termKey{0, epoch}]; !ok {
+				r.epochs[termKey{0, epoch}] = since
 			}
 			r.epochsMu.Unlock()
 		}

@@ -49,13 +49,16 @@ func main() {
 		"it is promoted and rebuilt: give only a cluster of the chaos run's own (make chaos FAULTS=failover does)")
 	standbyPort := flag.String("standby-port", "", "the standby's port, on BENCH_DATABASE_URL's host")
 	lease := flag.Duration("lease", 0, "the replicas' SCHEDULER_LEASE_TIMEOUT (default: the service's)")
+	partitions := flag.Int("partitions", 16, "the replicas' SCHEDULER_PARTITIONS")
+	runtimeJobs := flag.Int("runtime-jobs", 50, "runtime HTTP jobs on @every 1s, spread over the partitions")
 	flag.Parse()
 	var kinds []string
 	if *faults != "" {
 		kinds = strings.Split(*faults, ",")
 	}
 	os.Exit(mainErr(Config{Duration: *duration, Replicas: *replicas, Binary: *binary, Seed: *seed,
-		Faults: kinds, PGData: *pgdata, Standby: *standby, StandbyPort: *standbyPort, Lease: *lease}, *keep))
+		Faults: kinds, PGData: *pgdata, Standby: *standby, StandbyPort: *standbyPort, Lease: *lease,
+		Partitions: *partitions, RuntimeJobs: *runtimeJobs}, *keep))
 }
 
 func mainErr(cfg Config, keep bool) int {
@@ -169,6 +172,10 @@ func printResult(w io.Writer, r *Result) {
 		r.MembersInserted, r.MembersApplied, r.Epoch)
 	fmt.Fprintf(w, "runs by status: %v\n", r.RunsByStatus)
 	fmt.Fprintf(w, "hostile SQL loop runs: %d\n", r.HostileRuns)
+	if r.RuntimeKeys > 0 {
+		fmt.Fprintf(w, "runtime jobs: %d keys called; runs by replica %v; longest a partition went unheld: %s\n",
+			r.RuntimeKeys, r.RuntimeRunsByInstance, r.MaxUnheld.Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "\ninvariants (each must be 0):\n")
 	for _, x := range []struct {
 		name string
@@ -184,6 +191,9 @@ func printResult(w io.Writer, r *Result) {
 		{"abandoned runs not recovered", r.UnrecoveredAbandoned},
 		{"faults not followed by a new leader", int64(r.NoHandover)},
 		{"hostile SQL backends past their timeout + 5 s", r.HostileOverstays},
+		{"runtime job slots lost", r.RuntimeLostSlots},
+		{"keys called twice without an abandoned run", r.KeysCalledTwice},
+		{"partitions unheld longer than the lease + 3 s", r.UnheldTooLong},
 	} {
 		fmt.Fprintf(w, "  %-45s %d\n", x.name, x.n)
 	}

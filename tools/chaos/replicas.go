@@ -44,6 +44,7 @@ type replica struct {
 	done  chan struct{}
 	proxy *proxy
 	dbURL string // through the proxy
+	addr  string // its API's host:port
 }
 
 type runner struct {
@@ -55,7 +56,11 @@ type runner struct {
 	restarts int // pg-restarts so far, to alternate their modes
 
 	epochsMu sync.Mutex
-	epochs   map[int64]time.Time // every epoch seen, with its since
+	epochs   map[termKey]time.Time // every term seen (the leader's as partition 0), with its since
+	// maxUnheld is the longest a partition went from its holder's last renewal to its next
+	// term (watchPartitions).
+	maxUnheld time.Duration
+	receiver  *keyReceiver // the runtime jobs' receiver; nil without runtime jobs
 
 	checkProxy *proxy // the run's own pool's proxy
 	failovers  int    // failovers so far: the roles of PGData and Standby swap at each
@@ -93,6 +98,12 @@ func (r *runner) start(i int) error {
 		"SCHEDULER_LOG_FORMAT=json",
 	)
 	env = append(env, jobsEnv(r.cfg.Jobs)...)
+	if r.cfg.Partitions > 1 {
+		env = append(env, fmt.Sprintf("SCHEDULER_PARTITIONS=%d", r.cfg.Partitions))
+	}
+	if r.cfg.RuntimeJobs > 0 {
+		env = append(env, "SCHEDULER_HTTP_ALLOW=127.0.0.1/32")
+	}
 	if r.cfg.Lease > 0 {
 		env = append(env, "SCHEDULER_LEASE_TIMEOUT="+r.cfg.Lease.String())
 	}
@@ -108,7 +119,7 @@ func (r *runner) start(i int) error {
 		logFile.Close()
 		close(done)
 	}()
-	rep.cmd, rep.done = cmd, done
+	rep.cmd, rep.done, rep.addr = cmd, done, "127.0.0.1:"+port
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -116,9 +117,9 @@ func benchScale(ctx context.Context, b *bench) error {
 			target, pass = "p99 ≤ 1 s", verdict(p99 <= time.Second)
 		}
 		b.report.add(row{name: name, data: data, value: dur(p99), target: target, pass: pass,
-			note: fmt.Sprintf("p50 %s, last call %s after its slot; each minute's p99: %s; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant, %.0f of them writes; peak RSS of the bench process (replicas and receiver) %.0f MB; defining the jobs took %s",
+			note: fmt.Sprintf("p50 %s, last call %s after its slot; each minute's p99: %s; claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %.0f PostgreSQL commits per slot instant, %.0f of them writes; peak RSS of the bench process (replicas and receiver) %.0f MB; CPU of the bench process per 1 000 calls %s; defining the jobs took %s",
 				dur(percentile(d.lateness, 50)), dur(d.last), durs(d.slotP99), dur(d.claimP50), dur(d.claimP99), d.calls, n*run.minutes, d.doubles, d.missing,
-				d.commitsPerSlot, d.writesPerSlot, d.peakRSSMB, dur(d.defining))})
+				d.commitsPerSlot, d.writesPerSlot, d.peakRSSMB, dur(d.cpuPer1000), dur(d.defining))})
 		if !run.main {
 			continue
 		}
@@ -167,6 +168,9 @@ type delivery struct {
 	// counts every read.
 	writesPerSlot float64
 	peakRSSMB     float64
+	// cpuPer1000 is the bench process's CPU time (user + system) over the measured slots
+	// per 1 000 calls: the replicas' and the receiver's together.
+	cpuPer1000 time.Duration
 	// claimP50, claimP99: the claim's commit (job_runs.started_at) − slot
 	claimP50, claimP99 time.Duration
 	// The hand-over (measureHandOver).
@@ -241,6 +245,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 		first = first.Add(time.Minute)
 	}
 	var commitsBefore, xidsBefore int64
+	cpuBefore := processCPU()
 	for k := range slots {
 		slot := first.Add(time.Duration(k) * time.Minute)
 		key := slot.UTC().Format(time.RFC3339)
@@ -293,6 +298,7 @@ func deliver(ctx context.Context, b *bench, n, slots int, bounds bounds, handOve
 	}); err != nil {
 		return d, err
 	}
+	d.cpuPer1000 = (processCPU() - cpuBefore) * 1000 / time.Duration(max(d.calls, 1))
 	var commitsAfter, xidsAfter int64
 	if err := b.admin.QueryRow(ctx, commitsSQL, full).Scan(&commitsAfter, &xidsAfter); err != nil {
 		return d, err
@@ -353,6 +359,15 @@ func sequentialRate(ctx context.Context, calls int) (float64, error) {
 		res.Body.Close()
 	}
 	return float64(calls) / time.Since(start).Seconds(), nil
+}
+
+// processCPU is this process's user and system CPU time so far (rusage).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSSMB is this process's peak resident set (VmHWM), in MB.

@@ -34,6 +34,9 @@ type cluster struct {
 	pool   *pgxpool.Pool
 	procs  []*proc
 	gen    int
+	// env is added to every replica's environment, after the defaults (the partitions
+	// run's SCHEDULER_PARTITIONS and bounds).
+	env []string
 }
 
 func (c *cluster) start(slot int) error {
@@ -56,6 +59,7 @@ func (c *cluster) start(slot int) error {
 	for _, j := range []string{"STATUS_SYNC", "ROUNDS_CREATE", "ROUNDS_OPEN", "ROUNDS_CLOSE", "ABANDON_RECOVERY", "DATA_RETENTION"} {
 		cmd.Env = append(cmd.Env, "SCHEDULER_JOB_"+j+"_ENABLED=false")
 	}
+	cmd.Env = append(cmd.Env, c.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -49,6 +49,9 @@ type Config struct {
 	Notifier   *pglisten.Notifier
 	InstanceID string
 	Log        *slog.Logger
+	// LeaseTimeout is how long a partition's holder may go without renewing it and still
+	// count as its holder in GET /v1/partitions (0: config's default).
+	LeaseTimeout time.Duration
 	// Jobs are the configured jobs, in the order the API lists them.
 	Jobs []config.Job
 	// APIToken, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
@@ -129,6 +132,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.LeaseTimeout <= 0 {
+		cfg.LeaseTimeout = config.LeaseTimeoutDefault
+	}
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = config.MaxJobsDefault
 	}
@@ -189,6 +195,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/whoami", get(s, s.whoami))
 		r.Get("/leader", get(s, s.getLeader))
 		r.Get("/instances", get(s, s.listInstances))
+		r.Get("/partitions", get(s, s.listPartitions))
 		r.With(s.mayRead).Get("/locks", get(s, s.listLocks))
 		r.Get("/runs/{id}", get(s, s.getRun))
 		r.Get("/backfills/{id}", s.getBackfill)

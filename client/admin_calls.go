@@ -23,6 +23,13 @@ func (c *Client) Instances(ctx context.Context) ([]Instance, error) {
 	return list.Instances, err
 }
 
+// Partitions reads who holds each partition and how many each replica holds.
+func (c *Client) Partitions(ctx context.Context) (*Partitions, error) {
+	var p Partitions
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/v1/partitions", out: &p})
+	return &p, err
+}
+
 // StepDown asks the leader to resign now (admin); a follower takes over.
 func (c *Client) StepDown(ctx context.Context, reason string) (*StepDown, error) {
 	var s StepDown

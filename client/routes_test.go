@@ -63,6 +63,7 @@ var clientCalls = map[string]func(ctx context.Context, c *Client) error{
 	"CancelRun":      func(ctx context.Context, c *Client) error { _, err := c.CancelRun(ctx, 7, ""); return err },
 	"RerunRun":       func(ctx context.Context, c *Client) error { _, err := c.RerunRun(ctx, 7, "r"); return err },
 	"Leader":         func(ctx context.Context, c *Client) error { _, err := c.Leader(ctx); return err },
+	"Partitions":     func(ctx context.Context, c *Client) error { _, err := c.Partitions(ctx); return err },
 	"Instances":      func(ctx context.Context, c *Client) error { _, err := c.Instances(ctx); return err },
 	"StepDown":       func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx, ""); return err },
 	"Whoami":         func(ctx context.Context, c *Client) error { _, err := c.Whoami(ctx); return err },

@@ -152,7 +152,7 @@ func New(c Config) (*Replica, error) {
 		identifier = oidc.New(c.OIDC, nil, c.Log)
 	}
 	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
-		Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
+		LeaseTimeout: c.LeaseTimeout, Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
 		Runtime: runtimejob.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()

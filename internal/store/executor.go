@@ -96,6 +96,10 @@ type Executor interface {
 	// scheduler_leader (leader.go)
 	Leader(ctx context.Context) (LeaderRow, error)
 
+	// scheduler_leader and scheduler_partitions as seen by any replica (partitions_view.go)
+	PartitionHoldings(ctx context.Context, lease time.Duration) ([]PartitionHolding, error)
+	PartitionJobs(ctx context.Context) (map[int]int64, error)
+
 	// scheduler_instances (instances.go)
 	Instances(ctx context.Context) ([]Instance, error)
 	HeartbeatInstance(ctx context.Context, in Instance) (dbClock time.Time, err error)

@@ -72,6 +72,7 @@ var clientCommands = []clientCommand{
 	{"pause", "NAME", "stop a job's scheduled runs (Run now still works)", 1, true, pauseFlags(true)},
 	{"resume", "NAME", "start a paused job's scheduled runs again", 1, true, pauseFlags(false)},
 	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},
+	{"partitions", "", "who leads what: each partition's holder and jobs, and how many each replica holds", 0, false, partitionsFlags},
 	{"step-down", "", "make the leader resign now; a follower takes over", 0, false, stepDownFlags},
 	{"apply", "-f FILE", "create or update a YAML file's runtime jobs in their namespaces (--prune deletes the others there)", 0, true, applyFlags},
 	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, true, getFlags},

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -80,6 +81,7 @@ func exercisedExposition(t *testing.T) []byte {
 	m.TargetCall("billing.internal", "2xx", 20*time.Millisecond)
 	m.TargetCall("billing.internal", "error", time.Second)
 	m.ExportCallsWaiting(func() int64 { return 3 })
+	m.ExportPartitions(func(context.Context) (int, map[int]int64, error) { return 1, map[int]int64{1: 2, 2: 0}, nil })
 	m.SlotsUnrecorded("plan-change", 1)
 	m.NotificationSent("failed", "slack")
 	m.NotificationFailed("failed", "webhook")

@@ -110,6 +110,9 @@ func New(c Config) (*Replica, error) {
 	caller := targets.NewCaller(targets.Config{Guard: guard, Concurrency: c.Runtime.HTTPConcurrency,
 		HostConcurrency: c.Runtime.HTTPHostConcurrency, JobConcurrency: c.Runtime.HTTPJobConcurrency, OnCall: c.Metrics.TargetCall})
 	c.Metrics.ExportCallsWaiting(caller.Waiting)
+	c.Metrics.ExportPartitions(func(ctx context.Context) (int, map[int]int64, error) {
+		return c.DB.PartitionGauges(ctx, c.LeaseTimeout)
+	})
 	sqlTargets, err := buildSQLTargets(c)
 	if err != nil {
 		return nil, err

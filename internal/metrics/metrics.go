@@ -66,6 +66,7 @@ type Metrics struct {
 	stepDownsTotal  *prometheus.CounterVec
 
 	runsTotal            *prometheus.CounterVec
+	replicaRunsTotal     prometheus.Counter // partitions_seen.go
 	runDurationSeconds   *prometheus.HistogramVec
 	scheduleDelaySeconds *prometheus.HistogramVec
 	jobsRunning          *prometheus.GaugeVec
@@ -206,6 +207,7 @@ func New() *Metrics {
 			Buckets: httpDurationBuckets,
 		}, []string{"class"}),
 		controlIgnoredTotal: newControlIgnoredTotal(),
+		replicaRunsTotal:    newReplicaRunsTotal(),
 		notifications:       newNotificationCounters(),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
@@ -218,7 +220,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.instanceInfo,
 		m.isLeader, m.clockSkew, m.leaderEpoch, m.electionsTotal, m.failoversTotal, m.handoverSeconds, m.stepDownsTotal,
-		m.runsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
+		m.runsTotal, m.replicaRunsTotal, m.runDurationSeconds, m.scheduleDelaySeconds, m.jobsRunning,
 		m.lastSuccessTimestamp, m.expectedPeriod, m.jobPaused, m.slotsUnrecorded,
 		m.entitiesTotal, m.lockWaitSeconds,
 		m.idempotencyReplaysTotal, m.idempotencyConflictsTotal,
@@ -324,6 +326,7 @@ func (m *Metrics) RunFinished(job, status, trigger string, duration time.Duratio
 	job, own := m.jobs.label(job)
 	m.jobsRunning.WithLabelValues(job, jobns.Of(job)).Dec()
 	m.runsTotal.WithLabelValues(job, jobns.Of(job), status, trigger).Inc()
+	m.replicaRunsTotal.Inc()
 	m.runDurationSeconds.WithLabelValues(job, jobns.Of(job)).Observe(duration.Seconds())
 	if status == "succeeded" && own {
 		m.lastSuccessTimestamp.WithLabelValues(job, jobns.Of(job)).Set(float64(time.Now().UnixNano()) / 1e9)

@@ -93,3 +93,23 @@ func (q queries) PartitionJobs(ctx context.Context) (map[int]int64, error) {
 	}
 	return jobs, nil
 }
+
+// PartitionGauges is what every replica exports of the partitions at each scrape
+// (metrics.PartitionsRead): how many nobody holds within lease, and each partition's
+// hand-overs (1..N-1; the leader row keeps no count).
+func (db *DB) PartitionGauges(ctx context.Context, lease time.Duration) (unheld int, handovers map[int]int64, err error) {
+	list, err := db.PartitionHoldings(ctx, lease)
+	if err != nil {
+		return 0, nil, err
+	}
+	handovers = make(map[int]int64, len(list))
+	for _, p := range list {
+		if !p.Held {
+			unheld++
+		}
+		if p.Partition > 0 {
+			handovers[p.Partition] = p.Handovers
+		}
+	}
+	return unheld, handovers, nil
+}

@@ -92,4 +92,10 @@ func TestPartitionHoldingsSayWhoHoldsWhatNow(t *testing.T) {
 	jobs, err := db.PartitionJobs(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, map[int]int64{0: 1, 1: 2, 2: 1}, jobs)
+
+	// What every replica exports for the alerts: 0, 2 and 3 have no holder.
+	unheld, handovers, err := db.PartitionGauges(ctx, lease)
+	require.NoError(t, err)
+	assert.Equal(t, 3, unheld)
+	assert.Equal(t, map[int]int64{1: 2, 2: 4, 3: 0}, handovers)
 }

@@ -1,7 +1,7 @@
 // Routes and the refresh loop.
 //
 // Pages are hash routes, so every link is a real link and the server serves one page:
-// #/ (the overview), #/jobs/NAME, #/jobs/NAME/edit, #/new-job, #/runs/ID, #/locks and
+// #/ (the overview), #/jobs/NAME, #/jobs/NAME/edit, #/new-job, #/runs/ID, #/partitions, #/locks and
 // #/audit (its filters after a "?"), each of namespace default, or of namespace NS under
 // #/ns/NS/ (session.js). (A job may be named "new", so the new job's form is not under
 // #/jobs/.)
@@ -183,9 +183,10 @@ async function route() {
   else if (parts[0] === "runs" && parts[1]) { view = "run"; page = runPage(ns, parts[1]); title = `run ${parts[1]} · scheduler`; }
   else if (parts[0] === "all") { view = "all"; page = allPage(); title = "All namespaces · scheduler"; }
   else if (parts[0] === "locks") { view = "locks"; page = locksPage(); title = "Locks · scheduler"; }
+  else if (parts[0] === "partitions") { view = "partitions"; page = partitionsPage(); title = "Partitions · scheduler"; }
   else if (parts[0] === "audit") { view = "audit"; page = auditPage(ns, new URLSearchParams(hashQuery || "")); title = "Audit · scheduler"; }
   else page = overviewPage(ns);
-  if (ns !== DEFAULT_NS && view !== "locks" && view !== "all") title = title.replace("scheduler", `${ns} · scheduler`);
+  if (ns !== DEFAULT_NS && view !== "locks" && view !== "partitions" && view !== "all") title = title.replace("scheduler", `${ns} · scheduler`);
   document.title = title;
   currentView = view;
   renderNav();

@@ -206,7 +206,7 @@ const picker = document.getElementById("ns-picker");
 
 // The pages a namespace switch keeps; any other (a job, a run) becomes the new namespace's
 // overview, since the job or run is the old namespace's.
-const KEPT_ON_SWITCH = { "new-job": "new-job", audit: "audit", locks: "locks" };
+const KEPT_ON_SWITCH = { "new-job": "new-job", audit: "audit", locks: "locks", partitions: "partitions" };
 
 // Choosing a namespace opens it. A mouse or a touch chooses once; the arrow keys on a closed
 // list (Chromium on Linux and Windows) change it at each press, and opening a namespace per
@@ -251,7 +251,7 @@ function renderPicker() {
 // renderNav points the header's links at the namespace shown; Locks, the cluster's, is
 // offered to a token that reads namespace default (where GET /v1/locks is read).
 function renderNav() {
-  const href = { overview: hashFor(currentNs, ""), locks: hashFor(currentNs, "locks"), audit: hashFor(currentNs, "audit"), all: "#/all" };
+  const href = { overview: hashFor(currentNs, ""), locks: hashFor(currentNs, "locks"), partitions: hashFor(currentNs, "partitions"), audit: hashFor(currentNs, "audit"), all: "#/all" };
   for (const a of document.querySelectorAll("[data-nav]")) {
     a.setAttribute("href", href[a.dataset.nav]);
     if (a.dataset.nav === currentView) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");

@@ -25,6 +25,9 @@ func TestConsolePartitions(t *testing.T) {
 	shots := screenshotDir(t)
 	axe := axeSource(t)
 	ctx := t.Context()
+	// The attack: an instance id is any printable ASCII an operator (or whoever sets the
+	// variable) gives, markup included. The page must show it as text, never run it.
+	const hostile = `r<img src=x onerror="window.pwned=1">`
 	for _, name := range []string{"invoices", "exports", "reports"} {
 		status, out := call(t, srv.URL, fullToken, "POST", "/v1/jobs", idleJob(name))
 		require.Less(t, status, 300, "%v", out)
@@ -42,7 +45,8 @@ func TestConsolePartitions(t *testing.T) {
 		  FROM generate_series(1, 15) AS g`, []any{srv.InstanceID}},
 		{`INSERT INTO scheduler_instances (instance_id, host, version, http_addr, started_at, last_seen_at, is_leader)
 		  VALUES ('replica-b', 'b', 'dev', '', now() - interval '1 hour', now(), false),
-		         ('replica-c', 'c', 'dev', '', now() - interval '1 hour', now(), false)`, nil},
+		         ('replica-c', 'c', 'dev', '', now() - interval '1 hour', now(), false),
+		         ($1, 'd', 'dev', '', now() - interval '1 hour', now(), false)`, []any{hostile}},
 		{`UPDATE job_definitions SET partition_id = CASE name WHEN 'invoices' THEN 5 WHEN 'exports' THEN 5 ELSE 15 END`, nil},
 	} {
 		_, err := srv.DB.Pool.Exec(ctx, step.sql, step.args...)
@@ -58,7 +62,7 @@ func TestConsolePartitions(t *testing.T) {
 		defer tick.Stop()
 		for {
 			_, _ = srv.DB.Pool.Exec(renewCtx, `UPDATE scheduler_partitions SET renewed_at = now() WHERE holder <> 'replica-gone'`)
-			_, _ = srv.DB.Pool.Exec(renewCtx, `UPDATE scheduler_instances SET last_seen_at = now() WHERE instance_id IN ('replica-b', 'replica-c')`)
+			_, _ = srv.DB.Pool.Exec(renewCtx, `UPDATE scheduler_instances SET last_seen_at = now() WHERE instance_id IN ('replica-b', 'replica-c', $1)`, hostile)
 			select {
 			case <-renewCtx.Done():
 				return
@@ -89,6 +93,10 @@ func TestConsolePartitions(t *testing.T) {
 			waitJS(cell(15)+`.classList.contains("unheld") && `+cell(15)+`.getAttribute("aria-label") === "partition 15: no holder, last replica-gone, 1 job"`),
 			waitJS(`document.querySelector("#partitions-unheld").textContent.startsWith("1 partition has no holder")`),
 			waitJS(`document.querySelector('#partition-list tr[data-key="15"]').textContent.includes("none (was replica-gone)")`),
+			// The hostile id holds nothing, and is text.
+			waitJS(fmt.Sprintf(`[...document.querySelectorAll("#partition-replicas tr")].some((r) => r.dataset.key === %s &&
+				r.querySelector("td").textContent === %s && r.querySelectorAll("td")[2].textContent === "0")`, jsString(hostile), jsString(hostile))),
+			waitJS(`window.pwned === undefined && document.querySelector("main img") === null`),
 			setReload())
 		screenshot(t, tab, shots, "partitions-1366")
 		axeClean(t, tab, axe, "partitions")

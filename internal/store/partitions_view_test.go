@@ -88,6 +88,18 @@ func TestPartitionHoldingsSayWhoHoldsWhatNow(t *testing.T) {
 	list, err = db.PartitionHoldings(ctx, lease)
 	require.NoError(t, err)
 	assert.False(t, held()[0], "a leader that stopped renewing holds the lock, not the partition")
+	_, err = db.Pool.Exec(ctx, `UPDATE scheduler_leader SET renewed_at = now()`)
+	require.NoError(t, err)
+	list, err = db.PartitionHoldings(ctx, lease)
+	require.NoError(t, err)
+	assert.True(t, held()[0], "renewing again")
+	// Its lock session ends (the replica died): the lock goes with it, and the partition.
+	// The server ends the backend a moment after the connection closes: awaited, with a deadline.
+	session.Close()
+	require.Eventually(t, func() bool {
+		list, err = db.PartitionHoldings(ctx, lease)
+		return err == nil && !held()[0]
+	}, 10*time.Second, 20*time.Millisecond, "a fresh renewal without the lock is no holder")
 
 	jobs, err := db.PartitionJobs(ctx)
 	require.NoError(t, err)

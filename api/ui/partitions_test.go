@@ -77,7 +77,9 @@ func TestConsolePartitions(t *testing.T) {
 			const c = [...r.querySelectorAll("td")].map((d) => d.textContent.trim());
 			return c[2] === %q && r.querySelector(".badge.leader") !== null === %t })()`, id, fmt.Sprint(partitions), coordinator)
 	}
-	cell := func(p int) string { return fmt.Sprintf(`document.querySelector('#partition-grid li[data-key="%d"]')`, p) }
+	cell := func(p int) string {
+		return fmt.Sprintf(`document.querySelector('#partition-grid li[data-key="%d"]')`, p)
+	}
 
 	t.Run("a viewer sees who leads what, and a partition nobody renews", func(t *testing.T) {
 		tab := newTab(t, browser)

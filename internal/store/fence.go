@@ -57,12 +57,8 @@ func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error 
 // epoch alone can be named twice after a rollback.
 func (tx *Tx) checkTerm(ctx context.Context, f Fence) error {
 	var current LeaderRow
-	// One query only: a second QueryRow on the transaction's connection before the first is
-	// read fails (conn busy), and a partition's fence must not share-lock the coordinator's row.
-	var row pgx.Row
-	if f.Partition == 0 {
-		row = tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
-	} else {
+	row := tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
+	if f.Partition != 0 {
 		row = tx.QueryRow(ctx, `SELECT `+partitionTermColumns+` FROM scheduler_partitions WHERE partition_id = $1 FOR SHARE`, f.Partition)
 	}
 	if err := scanLeader(row, &current); err != nil {

@@ -46,7 +46,7 @@ const (
 	headerReservedMessage  = "is set by the scheduler on every call and cannot be overridden"
 	durationWant           = `a duration such as "30s", "5m" or "1h30m"`
 	sqlTargetMessage       = "required: the name of an operator's SQL target (SCHEDULER_SQL_TARGET_<NAME>), e.g. APP"
-	notBothTargetsMessage  = `a job has exactly one target: "http" or "sql"`
+	notBothTargetsMessage  = `a job has exactly one target: "http", "sql" or "river"`
 	builtinNameMessageTmpl = "%q is a built-in job's name; choose another"
 )
 
@@ -195,12 +195,14 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	}
 
 	switch {
-	case d.HTTP != nil && d.SQL != nil, d.HTTP == nil && d.SQL == nil:
+	case countSet(d.HTTP != nil, d.SQL != nil, d.River != nil) != 1:
 		c.fail("http", notBothTargetsMessage)
 	case d.HTTP != nil:
 		c.http(j)
-	default:
+	case d.SQL != nil:
 		c.sql(j)
+	default:
+		c.river(j)
 	}
 	if len(c.errs) > 0 {
 		return nil, c.errs
@@ -246,14 +248,7 @@ func (c *checker) labels(labels map[string]string) {
 
 func (c *checker) sql(j *Checked) {
 	s := j.Def.SQL
-	if c.env.SQLTarget != nil {
-		switch err := c.env.SQLTarget(s.Target); {
-		case s.Target == "":
-			c.fail("sql.target", sqlTargetMessage)
-		case err != nil:
-			c.fail("sql.target", "%s", err.Error())
-		}
-	}
+	c.sqlTarget("sql.target", s.Target)
 	switch {
 	case strings.TrimSpace(s.Statements) == "":
 		c.fail("sql.statements", "required: the statements to run, e.g. REFRESH MATERIALIZED VIEW daily_totals")
@@ -268,6 +263,19 @@ func (c *checker) sql(j *Checked) {
 	}
 	if j.Def.Retry != nil {
 		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once per slot, with its marker")
+	}
+}
+
+// sqlTarget checks the SQL target a sql or river job names: declared, and its namespace's.
+func (c *checker) sqlTarget(field, target string) {
+	if c.env.SQLTarget == nil {
+		return
+	}
+	switch err := c.env.SQLTarget(target); {
+	case target == "":
+		c.fail(field, sqlTargetMessage)
+	case err != nil:
+		c.fail(field, "%s", err.Error())
 	}
 }
 

@@ -24,6 +24,8 @@ import (
 const (
 	KindHTTP = "http"
 	KindSQL  = "sql"
+	// KindRiver inserts a River job into a SQL target's database, once per slot.
+	KindRiver = "river"
 )
 
 // Overlap policies: what a slot that comes due while the job still runs becomes.
@@ -71,9 +73,10 @@ type Definition struct {
 	Jitter        string `json:"jitter,omitempty"`
 	Retry         *Retry `json:"retry,omitempty"`
 	// PauseAfterFailures pauses the job after this many failed runs in a row (0: never).
-	PauseAfterFailures int         `json:"pause_after_failures,omitempty"`
-	HTTP               *HTTPTarget `json:"http,omitempty"`
-	SQL                *SQLTarget  `json:"sql,omitempty"`
+	PauseAfterFailures int          `json:"pause_after_failures,omitempty"`
+	HTTP               *HTTPTarget  `json:"http,omitempty"`
+	SQL                *SQLTarget   `json:"sql,omitempty"`
+	River              *RiverTarget `json:"river,omitempty"`
 	// Notify says whom to tell when a run fails, times out or misses its slot, when the job
 	// recovers or is paused (internal/notify).
 	Notify []notify.Rule `json:"notify,omitempty"`
@@ -145,13 +148,41 @@ type SQLTarget struct {
 	Statements string `json:"statements"`
 }
 
-// Kind is KindHTTP or KindSQL (empty when neither target is set).
+// RiverTarget is the River job a river job inserts into a SQL target's database for each
+// slot, in one transaction with the slot's marker (internal/targets, river.go).
+type RiverTarget struct {
+	// Target names an operator's SCHEDULER_SQL_TARGET_<NAME>, as a SQL job's does.
+	Target string `json:"target"`
+	// Kind is the River job's kind: what the worker that takes it is registered for.
+	Kind string `json:"kind"`
+	// Args is the River job's args, a JSON object ({} when left out).
+	Args json.RawMessage `json:"args,omitempty"`
+	// Queue is River's queue ("default" when left out).
+	Queue string `json:"queue,omitempty"`
+	// Unique inserts no job while one of the same kind, args and queue still waits or runs.
+	Unique bool `json:"unique,omitempty"`
+}
+
+// TargetName is the SQL target a sql or river job runs in ("" for an http job).
+func (d *Definition) TargetName() string {
+	switch {
+	case d.SQL != nil:
+		return d.SQL.Target
+	case d.River != nil:
+		return d.River.Target
+	}
+	return ""
+}
+
+// Kind is KindHTTP, KindSQL or KindRiver (empty when no target is set).
 func (d *Definition) Kind() string {
 	switch {
 	case d.HTTP != nil:
 		return KindHTTP
 	case d.SQL != nil:
 		return KindSQL
+	case d.River != nil:
+		return KindRiver
 	}
 	return ""
 }

@@ -50,7 +50,7 @@ func (rt *Runtime) guard(ctx context.Context, c *Checked) (*targets.Guard, error
 
 // Build makes the body the engine runs for a checked definition.
 func (rt *Runtime) Build(c *Checked) jobcontract.Job {
-	if c.Def.SQL != nil {
+	if c.Def.SQL != nil || c.Def.River != nil {
 		return &sqlRunner{rt: rt, def: c}
 	}
 	return &httpRunner{rt: rt, def: c}
@@ -75,7 +75,7 @@ func (j *httpRunner) Run(ctx context.Context, env *jobcontract.Env) (jobcontract
 		body = *env.Params.Body
 	}
 	if env.Params.DryRun {
-		recordDryRun(ctx, env, fmt.Sprintf("dry run: would call %s %s with %d headers of its own and %d of the trigger's, a body of %d bytes, and Idempotency-Key %s; nothing was sent",
+		recordNote(ctx, env, fmt.Sprintf("dry run: would call %s %s with %d headers of its own and %d of the trigger's, a body of %d bytes, and Idempotency-Key %s; nothing was sent",
 			h.Method, h.URL, len(h.Headers), len(env.Params.Headers), len(body), env.Call.IdempotencyKey))
 		return stats, nil
 	}
@@ -192,9 +192,9 @@ func (j *httpRunner) tokens(env *jobcontract.Env, audience string, secrets *[]st
 	}
 }
 
-// recordDryRun keeps what a dry run would have done on the run, as its one attempt's body,
-// so the run says it (GET /v1/runs/{id}) instead of only a log line.
-func recordDryRun(ctx context.Context, env *jobcontract.Env, what string) {
+// recordNote keeps what a run did, or a dry run would have done, on the run, as its one
+// attempt's body, so the run says it (GET /v1/runs/{id}) instead of only a log line.
+func recordNote(ctx context.Context, env *jobcontract.Env, what string) {
 	env.Log.Info(what)
 	a := store.Attempt{Number: 1, StartedAt: time.Now(), Body: &what}
 	if err := env.Call.RecordAttempt(ctx, a); err != nil {
@@ -231,42 +231,68 @@ func (j *sqlRunner) Name() string                   { return j.def.Def.Key() }
 func (j *sqlRunner) Defaults() jobcontract.Defaults { return jobcontract.Defaults{} }
 
 func (j *sqlRunner) Run(ctx context.Context, env *jobcontract.Env) (jobcontract.Stats, error) {
-	s := j.def.Def.SQL
-	if s.Target == "" {
-		return jobcontract.Stats{}, errors.New("this SQL job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in sql.target")
+	if j.def.Def.TargetName() == "" {
+		return jobcontract.Stats{}, fmt.Errorf("this %s job names no target: an operator declares SCHEDULER_SQL_TARGET_<NAME>, and the job's definition names it in %s.target",
+			j.def.Def.Kind(), j.def.Def.Kind())
 	}
 	target, err := j.target(ctx)
 	if err != nil {
 		return jobcontract.Stats{}, err
 	}
-	if env.Params.DryRun { // nothing is changed, and nothing can be counted without running
-		recordDryRun(ctx, env, fmt.Sprintf("dry run: would run %d bytes of statements in SQL target %s with %d vars, under marker key %s; nothing ran",
-			len(s.Statements), target.Name(), len(env.Params.Vars), env.Call.IdempotencyKey))
-		return jobcontract.Stats{}, nil
-	}
-	res, err := target.Run(ctx, targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Key(),
-		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Statements: s.Statements, Vars: env.Params.Vars, Timeout: j.def.Timeout,
+	run := targets.SQLRun{Key: env.Call.IdempotencyKey, Job: j.def.Def.Key(),
+		RunID: env.RunID, ScheduledAt: env.Call.ScheduledAt, Vars: env.Params.Vars, Timeout: j.def.Timeout,
 		Connected: func(ctx context.Context, pid uint32, started time.Time) error {
 			return env.Call.RecordBackend(ctx, store.SQLBackend{Target: target.Name(), PID: pid, BackendStart: started})
-		}})
+		}}
+	what := ""
+	if r := j.def.Def.River; r != nil {
+		run.River = &targets.RiverJob{Kind: r.Kind, Args: r.Args, Queue: r.Queue, Unique: r.Unique}
+		what = fmt.Sprintf("insert a River job of kind %s into queue %s (%d bytes of args)", r.Kind, r.Queue, len(r.Args))
+	} else {
+		run.Statements = j.def.Def.SQL.Statements
+		what = fmt.Sprintf("run %d bytes of statements", len(run.Statements))
+	}
+	if env.Params.DryRun { // nothing is changed, and nothing can be counted without running
+		recordNote(ctx, env, fmt.Sprintf("dry run: would %s in SQL target %s with %d vars, under marker key %s; nothing ran",
+			what, target.Name(), len(env.Params.Vars), env.Call.IdempotencyKey))
+		return jobcontract.Stats{}, nil
+	}
+	res, err := target.Run(ctx, run)
 	env.Call.ForgetBackend(ctx)
 	if err != nil {
 		return jobcontract.Stats{}, err
 	}
 	if res.AppliedBy != 0 {
-		env.Log.Info("the slot's statements already committed in the target; not run again", "applied_by_run_id", res.AppliedBy)
+		env.Log.Info("the slot's marker is already in the target: it committed in an earlier run; not run again", "applied_by_run_id", res.AppliedBy)
 		stats := jobcontract.Stats{}
 		stats.Count("already_applied", 1)
 		return stats, nil
 	}
-	return jobcontract.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}, nil
+	stats := jobcontract.Stats{Processed: int64(res.Statements), Changed: res.RowsAffected}
+	if run.River != nil {
+		j.recordRiver(ctx, env, res.River)
+		if res.River.Duplicate {
+			stats.Count("river_duplicate", 1)
+		}
+	}
+	return stats, nil
+}
+
+// recordRiver keeps the River job's id on the run, as its one attempt's body, so that the
+// run names the job a worker got (GET /v1/runs/{id}).
+func (j *sqlRunner) recordRiver(ctx context.Context, env *jobcontract.Env, ins targets.RiverInserted) {
+	what := fmt.Sprintf("inserted River job %d", ins.JobID)
+	if ins.Duplicate {
+		what = fmt.Sprintf("inserted no River job: job %d of the same kind, args and queue still waits or runs (unique)", ins.JobID)
+	}
+	recordNote(ctx, env, what)
 }
 
 // target is the SQL target the job names, if its namespace may use it now: a definition
 // stored before an admin took the target from the namespace (or bound its login elsewhere)
 // fails its run, nothing run, with what to do.
 func (j *sqlRunner) target(ctx context.Context) (*targets.SQLTarget, error) {
-	name := j.def.Def.SQL.Target
+	name := j.def.Def.TargetName()
 	if j.rt.Outbound == nil {
 		return j.rt.SQLTargets.Lookup(name)
 	}

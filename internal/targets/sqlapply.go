@@ -155,8 +155,8 @@ func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLRes
 	if t.beforeStatements != nil {
 		t.beforeStatements()
 	}
-	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
-		return res, fmt.Errorf("the statements failed: %w", err)
+	if err := t.runBody(ctx, tx, conn, r, &res); err != nil {
+		return res, err
 	}
 	if err := t.checkTransaction(ctx, conn, began); err != nil {
 		return res, err
@@ -185,6 +185,27 @@ func (t *SQLTarget) apply(ctx context.Context, conn *pgx.Conn, r SQLRun) (SQLRes
 		return res, fmt.Errorf("SQL target %s: commit: %w", t.conf.Name, err)
 	}
 	return res, nil
+}
+
+// runBody runs what the run commits with its marker: the job's statements, or its River
+// job's insert.
+func (t *SQLTarget) runBody(ctx context.Context, tx pgx.Tx, conn *pgx.Conn, r SQLRun, res *SQLResult) error {
+	if r.River != nil {
+		var err error
+		if res.River, err = t.insertRiver(ctx, tx, r); err != nil {
+			return err
+		}
+		res.Statements, res.RowsAffected = 1, 1
+		if res.River.Duplicate {
+			res.RowsAffected = 0
+		}
+		return nil
+	}
+	var err error
+	if res.Statements, res.RowsAffected, err = execStatements(ctx, conn.PgConn(), r.Statements); err != nil {
+		return fmt.Errorf("the statements failed: %w", err)
+	}
+	return nil
 }
 
 // checkTransaction fails a run whose statements left the transaction the runner began

@@ -141,6 +141,9 @@ type SQLRun struct {
 	// server as one text; this package only refuses those that would end the run's
 	// transaction (TransactionControl).
 	Statements string
+	// River, when set, is what runs instead of Statements: River's insert of one job, with
+	// the slot in its metadata (river.go).
+	River *RiverJob
 	// Vars are a trigger's inputs, read by the statements as
 	// current_setting('scheduler.var.<name>') (names checked by the API).
 	Vars map[string]string
@@ -161,6 +164,8 @@ type SQLResult struct {
 	// AppliedBy is set when the slot's marker was already there: the statements committed
 	// in an earlier run (this one, AppliedBy), and ran no second time.
 	AppliedBy int64
+	// River is what a River run's insert did.
+	River RiverInserted
 }
 
 // Run runs r in the target and returns once its backend is gone or idle: when ctx ends
@@ -169,7 +174,7 @@ type SQLResult struct {
 // success even if ctx ended just after.
 func (t *SQLTarget) Run(ctx context.Context, r SQLRun) (SQLResult, error) {
 	// A definition stored before the check existed is read again here.
-	if err := TransactionControlError(r.Statements); err != nil {
+	if err := TransactionControlError(r.Statements); r.River == nil && err != nil {
 		return SQLResult{}, fmt.Errorf("SQL target %s refuses the statements: %w", t.conf.Name, err)
 	}
 	select {

@@ -62,6 +62,8 @@ func targetLine(d *runtimejob.Definition) string {
 		line = method + " " + d.HTTP.URL
 	case d.SQL != nil:
 		line = "SQL on " + d.SQL.Target + ": " + strings.Join(strings.Fields(d.SQL.Statements), " ")
+	case d.River != nil:
+		line = "River " + d.River.Kind + " on " + d.River.Target + " (queue " + d.River.Queue + ")"
 	}
 	if utf8.RuneCountInString(line) <= targetRunes {
 		return line

@@ -208,9 +208,9 @@ function status(s) {
 }
 
 // The kind of a job, as a word: built-in jobs are compiled in, the others defined at runtime.
-const KIND_WORD = { builtin: "built-in", http: "HTTP", sql: "SQL" };
+const KIND_WORD = { builtin: "built-in", http: "HTTP", sql: "SQL", river: "River" };
 
-function isRuntime(job) { return !!job && (job.kind === "http" || job.kind === "sql"); }
+function isRuntime(job) { return !!job && (job.kind === "http" || job.kind === "sql" || job.kind === "river"); }
 
 function kindTag(job) {
   if (!job.kind) return null; // a replica older than runtime jobs

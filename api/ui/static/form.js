@@ -104,7 +104,7 @@ function jobFormPage(ns, name) {
   const tzIn = text({ list: "jf-zones", placeholder: "empty: UTC" });
   const descIn = area({ rows: 2, maxlength: 1000, spellcheck: "true" });
   const labelsIn = area({ rows: 2, class: "mono", placeholder: "e.g. team=billing" });
-  const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"]]);
+  const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"], ["river", "River job"]]);
   const enabledIn = h("input", { type: "checkbox", checked: true });
   const timeoutIn = text({ placeholder: "empty: 1m", class: "short" });
   const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"],
@@ -127,6 +127,11 @@ function jobFormPage(ns, name) {
   const maxBackoffIn = text({ placeholder: "empty: 1m", class: "short" });
   const sqlTargetIn = text({ class: "mono short", placeholder: "e.g. APP" });
   const statementsIn = area({ class: "mono", rows: 6, placeholder: "e.g. REFRESH MATERIALIZED VIEW daily_totals" });
+  const riverTargetIn = text({ class: "mono short", placeholder: "e.g. APP" });
+  const riverKindIn = text({ class: "mono", placeholder: "e.g. send_invoices" });
+  const riverQueueIn = text({ class: "mono short", placeholder: "empty: default" });
+  const riverArgsIn = area({ class: "mono", rows: 4, placeholder: "e.g. {\"region\": \"eu\"}" });
+  const riverUniqueIn = h("input", { type: "checkbox" });
   const catchupIn = text({ placeholder: "empty: one period", class: "short" });
   const minGapIn = text({ placeholder: "empty: 0s", class: "short" });
   const jitterIn = text({ placeholder: "empty: 0s", class: "short" });
@@ -157,6 +162,14 @@ function jobFormPage(ns, name) {
       field("sql.target", "Target", sqlTargetIn, { hint: "The database and login an operator declared for SQL jobs (SCHEDULER_SQL_TARGET_<NAME>), such as APP." }),
       field("sql.statements", "Statements", statementsIn, { full: true,
         hint: "Run in the target with its login, in one transaction; each slot commits once." })));
+  const riverSet = h("fieldset", { class: "kind-fields", id: "jf-river", hidden: true }, h("legend", {}, "River job"),
+    h("div", { class: "grid" },
+      field("river.target", "Target", riverTargetIn, { hint: "The SQL target whose database holds River's tables, such as APP; the job is inserted with its login." }),
+      field("river.kind", "Kind", riverKindIn, { hint: "What the River worker is registered for: its args type's Kind()." }),
+      field("river.queue", "Queue", riverQueueIn, { optional: true, hint: "River's queue. Empty: default." }),
+      field("river.args", "Args", riverArgsIn, { full: true, optional: true, hint: "The River job's args, a JSON object. Empty: {}." }),
+      field("river.unique", "Unique: no job while a like one waits or runs", riverUniqueIn, { optional: true,
+        hint: "Each slot inserts one River job, once, with its key in the job's metadata; unique also skips a slot whose job would wait beside one of the same kind, args and queue." })));
   const more = h("details", { class: "more" }, h("summary", {}, "More settings: catch-up, gap, jitter, automatic pause"),
     h("div", { class: "grid" },
       field("catchup", "Catch-up window", catchupIn, { hint: "Slots missed while no replica led run late if still this recent; 0s: never. Empty: one period of the schedule." }),
@@ -179,7 +192,7 @@ function jobFormPage(ns, name) {
       field("name", "Name", nameIn, { hint: editing
         ? "A job's name cannot change: to rename it, create a job under the new name and delete this one."
         : "1 to 63 lower-case letters, digits and -, e.g. daily-report." }),
-      field("kind", "Kind", kindIn, { aliases: ["http", "sql"] }),
+      field("kind", "Kind", kindIn, { aliases: ["http", "sql", "river"] }),
       field("schedule", "Schedule", scheduleIn, { hint: "Cron (\"0 2 * * *\"; 6 fields with seconds first), \"@every 10m\", or \"@at 2026-12-01T09:00:00Z\" for one run; several separated by \";\" run at each." }),
       field("time_zone", "Time zone", tzIn, { optional: true, hint: "The zone of the schedule's times, e.g. Europe/Paris. Empty: UTC." }),
       field("description", "Description", descIn, { full: true, optional: true }),
@@ -188,7 +201,7 @@ function jobFormPage(ns, name) {
       field("overlap", "When a slot comes while a run is still running", overlapIn),
       field("max_concurrent", "Runs at once", maxConcurrentIn, { optional: true, hint: "With \"run it too\" only: how many runs at once, 1 to 50; the slot past them is skipped." }),
       field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
-    httpSet, sqlSet, more,
+    httpSet, sqlSet, riverSet, more,
     h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
     h("div", { class: "field form-reason" },
       h("label", { for: "jf-reason" }, "Reason", h("span", { class: "muted" }, " (optional)")), reasonIn,
@@ -213,6 +226,7 @@ function jobFormPage(ns, name) {
   function showKind() {
     httpSet.hidden = kindIn.value !== "http";
     sqlSet.hidden = kindIn.value !== "sql";
+    riverSet.hidden = kindIn.value !== "river";
     authHeaderBox.hidden = authIn.value !== "header";
     authSecretBox.hidden = authIn.value === "" || authIn.value === "oidc";
     authAudienceBox.hidden = authIn.value !== "oidc";
@@ -227,7 +241,7 @@ function jobFormPage(ns, name) {
     tzIn.value = d.time_zone || "";
     descIn.value = d.description || "";
     labelsIn.value = Object.keys(d.labels || {}).sort().map((k) => `${k}=${d.labels[k]}`).join("\n");
-    kindIn.value = d.sql ? "sql" : "http";
+    kindIn.value = d.sql ? "sql" : d.river ? "river" : "http";
     enabledIn.checked = d.enabled !== false;
     timeoutIn.value = d.timeout || "";
     overlapIn.value = d.overlap || "skip";
@@ -255,6 +269,12 @@ function jobFormPage(ns, name) {
     maxBackoffIn.value = r.max_backoff || "";
     sqlTargetIn.value = (d.sql && d.sql.target) || "";
     statementsIn.value = (d.sql && d.sql.statements) || "";
+    const rv = d.river || {};
+    riverTargetIn.value = rv.target || "";
+    riverKindIn.value = rv.kind || "";
+    riverQueueIn.value = rv.queue || "";
+    riverArgsIn.value = rv.args && Object.keys(rv.args).length ? JSON.stringify(rv.args, null, 2) : "";
+    riverUniqueIn.checked = !!rv.unique;
     if (d.catchup || d.min_gap || d.jitter || d.pause_after_failures) more.open = true;
     showKind();
   }
@@ -283,6 +303,7 @@ function jobFormPage(ns, name) {
     set(d, "pause_after_failures", wholeNumber(pauseAfterIn.value, "pause_after_failures", errors));
     if (kindIn.value === "http") {
       delete d.sql;
+      delete d.river;
       const hp = { ...(d.http || {}) };
       hp.method = methodIn.value;
       hp.url = urlIn.value.trim();
@@ -312,10 +333,26 @@ function jobFormPage(ns, name) {
         set(d.retry, "initial_backoff", initial);
         set(d.retry, "max_backoff", longest);
       }
-    } else {
+    } else if (kindIn.value === "sql") {
       delete d.http;
+      delete d.river;
       delete d.retry; // a SQL job commits once: it has no retries
       d.sql = { target: sqlTargetIn.value.trim(), statements: statementsIn.value };
+    } else {
+      delete d.http;
+      delete d.sql;
+      delete d.retry; // a River job's insert commits once: River retries the job itself
+      d.river = { target: riverTargetIn.value.trim(), kind: riverKindIn.value.trim() };
+      set(d.river, "queue", riverQueueIn.value.trim());
+      if (riverArgsIn.value.trim()) {
+        try {
+          d.river.args = JSON.parse(riverArgsIn.value);
+        } catch (e) {
+          d.river.args = riverArgsIn.value; // sent as text, which the server refuses on river.args
+          errors.push({ field: "river.args", detail: `not JSON: ${e.message}; write an object such as {"region": "eu"}` });
+        }
+      }
+      if (riverUniqueIn.checked) d.river.unique = true;
     }
     return { def: d, errors };
   }

@@ -101,6 +101,10 @@ function definitionCard(job, bodyShown, showBody) {
         dt("Success", (http.success || []).length ? http.success.join(", ") : "any 2xx status"),
         dt("Attempts", d.retry ? `${d.retry.max_attempts}, backing off ${d.retry.initial_backoff} to ${d.retry.max_backoff}` : "—"),
         dt("Attempt timeout", http.timeout || "—"),
+      ] : null,
+      d.river ? [
+        dt("River args", h("pre", { class: "mono" }, JSON.stringify(d.river.args || {}, null, 2)), "job-river-args"),
+        dt("Unique", d.river.unique ? "yes: no job while one of the same kind, args and queue waits or runs" : "no: one job every slot"),
       ] : null));
 }
 

@@ -196,6 +196,13 @@ func definitionLines(j *client.Job) [][2]string {
 	if d.SQL != nil {
 		add("SQL target", d.SQL.Target)
 	}
+	if r := d.River; r != nil {
+		add("SQL target", r.Target)
+		add("River job", fmt.Sprintf("kind %s, queue %s, args %s", r.Kind, cmp.Or(r.Queue, "default"), cmp.Or(string(r.Args), "{}")))
+		if r.Unique {
+			add("Unique", "no job while one of the same kind, args and queue waits or runs")
+		}
+	}
 	add("Overlap", cmp.Or(j.Overlap, d.Overlap))
 	if d.MaxConcurrent > 0 {
 		add("Max concurrent", strconv.Itoa(d.MaxConcurrent))

@@ -171,3 +171,19 @@ func TestRiverRunWithoutRiverSchemaSaysWhatToDo(t *testing.T) {
 	require.ErrorContains(t, err, "migrate-up")
 	assert.Zero(t, f.count(t, `SELECT count(*) FROM `+f.target.markers))
 }
+
+// The attack of a team that owns the River table its job inserts into: a trigger on
+// river_job that changes the job's login (its password here), so that the next run finds it
+// changed. The insert's transaction is checked as a SQL job's statements are: the run fails,
+// and neither the job, the change nor the marker commits.
+func TestRiverInsertThatChangesTheLoginCommitsNothing(t *testing.T) {
+	f := newRiverFixture(t)
+	f.exec(t, `CREATE FUNCTION hostile_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN EXECUTE 'ALTER ROLE ' || quote_ident(current_user) || ' SET lock_timeout = 0'; RETURN NULL; END $$`)
+	f.exec(t, `CREATE TRIGGER hostile_insert AFTER INSERT ON river_job FOR EACH ROW EXECUTE FUNCTION hostile_insert()`)
+	_, err := f.target.Run(sqlTestCtx(t), riverRun("slot-1", time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC), false))
+	require.ErrorContains(t, err, "changed a role")
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM river_job`))
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM `+f.target.markers))
+	assert.Zero(t, f.count(t, `SELECT count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = $1`, f.login))
+}

@@ -16,7 +16,6 @@ package targets
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -120,7 +119,7 @@ func (t *SQLTarget) insertRiver(ctx context.Context, tx pgx.Tx, r SQLRun) (River
 	case err != nil:
 		return RiverInserted{}, fmt.Errorf("SQL target %s: insert the River job: %w", t.conf.Name, err)
 	case res == nil || res.Job == nil:
-		return RiverInserted{}, errors.New("River inserted no job and said nothing of it")
+		return RiverInserted{}, fmt.Errorf("SQL target %s: the River insert returned no job and no error", t.conf.Name)
 	}
 	return RiverInserted{JobID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}, nil
 }

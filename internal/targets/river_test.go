@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/tracing/tracingtest"
 )
 
 // invoiceArgs is what a team's River worker declares for the kind the scheduler inserts.
@@ -186,4 +188,26 @@ func TestRiverInsertThatChangesTheLoginCommitsNothing(t *testing.T) {
 	assert.Zero(t, f.count(t, `SELECT count(*) FROM river_job`))
 	assert.Zero(t, f.count(t, `SELECT count(*) FROM `+f.target.markers))
 	assert.Zero(t, f.count(t, `SELECT count(*) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname = $1`, f.login))
+}
+
+// A traced River insert is the run's SQL span, naming the River job it inserted.
+func TestRiverInsertIsASpanNamingTheJob(t *testing.T) {
+	tr, receiver := startTracing(t)
+	f := newRiverFixture(t)
+	ctx, run := tr.Tracer().Start(sqlTestCtx(t), "test.run")
+	res, err := f.target.Run(ctx, riverRun("slot-1", time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC), false))
+	require.NoError(t, err)
+	run.End()
+	require.NoError(t, tr.Shutdown(context.Background()))
+	spans := receiver.Await(t, 5*time.Second, "the insert's span", func(s []tracingtest.Span) bool { return len(s) >= 2 })
+	var sql *tracingtest.Span
+	for i := range spans {
+		if spans[i].Name == "scheduler.sql" {
+			sql = &spans[i]
+		}
+	}
+	require.NotNil(t, sql)
+	assert.Equal(t, strconv.FormatInt(res.River.JobID, 10), sql.Attrs["scheduler.river.job_id"])
+	assert.Equal(t, "false", sql.Attrs["scheduler.river.duplicate"])
+	assert.NotContains(t, fmt.Sprint(sql.Attrs), "customer_id", "a River job's args are the team's, not the trace's")
 }

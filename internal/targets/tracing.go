@@ -93,6 +93,9 @@ func endSQL(span trace.Span, res SQLResult, err error) {
 	if res.AppliedBy != 0 {
 		span.SetAttributes(attribute.Int64("scheduler.sql.applied_by_run_id", res.AppliedBy))
 	}
+	if res.River.JobID != 0 {
+		span.SetAttributes(attribute.Int64("scheduler.river.job_id", res.River.JobID), attribute.Bool("scheduler.river.duplicate", res.River.Duplicate))
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}

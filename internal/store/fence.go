@@ -45,7 +45,7 @@ func (f Fence) String() string {
 // still commit. fn's error rolls the transaction back and is returned as is.
 func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
-		tx := newTx(ptx, f.Epoch)
+		tx := newTx(ptx, f)
 		if err := tx.checkTerm(ctx, f); err != nil {
 			return err
 		}
@@ -57,8 +57,12 @@ func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error 
 // epoch alone can be named twice after a rollback.
 func (tx *Tx) checkTerm(ctx context.Context, f Fence) error {
 	var current LeaderRow
-	row := tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
-	if f.Partition != 0 {
+	// One statement: pgx sends a QueryRow at once, so a second one before the first is
+	// scanned finds the connection busy.
+	var row pgx.Row
+	if f.Partition == 0 {
+		row = tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
+	} else {
 		row = tx.QueryRow(ctx, `SELECT `+partitionTermColumns+` FROM scheduler_partitions WHERE partition_id = $1 FOR SHARE`, f.Partition)
 	}
 	if err := scanLeader(row, &current); err != nil {

@@ -90,10 +90,11 @@ func (q queries) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	return b, nil
 }
 
-// RunningBackfills returns the backfills the leader works on, oldest first (by created_at:
-// ids are random).
-func (q queries) RunningBackfills(ctx context.Context) ([]Backfill, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+backfillColumns+` FROM scheduler_backfills WHERE state = 'running' ORDER BY created_at, id`)
+// RunningBackfills returns the backfills the leader of partition works on (of its jobs),
+// oldest first (by created_at: ids are random).
+func (q queries) RunningBackfills(ctx context.Context, partition int) ([]Backfill, error) {
+	rows, err := q.q.Query(ctx, `SELECT `+backfillColumns+` FROM scheduler_backfills
+		WHERE state = 'running' AND job_run_partition(job) = $1 ORDER BY created_at, id`, partition)
 	if err != nil {
 		return nil, fmt.Errorf("list running backfills: %w", err)
 	}

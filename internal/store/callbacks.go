@@ -83,7 +83,7 @@ SELECT id,
            WHEN coalesce($1::timestamptz, now()) >= callback_deadline THEN 'timed out: the target did not complete the run within the job''s timeout'
            ELSE 'timed out: no heartbeat from the target within ' || callback_heartbeat_timeout::text END
 FROM job_runs
-WHERE status = 'running' AND callback_accepted_at IS NOT NULL
+WHERE status = 'running' AND callback_accepted_at IS NOT NULL AND partition_id = $2
   AND (cancel_requested OR coalesce($1::timestamptz, now()) >= callback_deadline
        OR coalesce($1::timestamptz, now()) >= callback_heartbeat_at + callback_heartbeat_timeout)
 ORDER BY id -- locks taken in one order by every statement that ends several runs
@@ -93,7 +93,7 @@ FOR UPDATE`
 // were cancelled, went without a heartbeat too long, or reached their deadline, by now (nil
 // but in tests: the database's clock), which is also their end's time.
 func (tx *Tx) ExpireCallbacks(ctx context.Context, now *time.Time) ([]Ended, error) {
-	rows, err := tx.Query(ctx, expiringCallbacksSQL, now)
+	rows, err := tx.Query(ctx, expiringCallbacksSQL, now, tx.partition)
 	if err != nil {
 		return nil, fmt.Errorf("end expired callback runs: %w", err)
 	}

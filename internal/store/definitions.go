@@ -26,6 +26,8 @@ type StoredDefinition struct {
 	Definition json.RawMessage
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Partition is the partition whose leader runs the job (scheduler_partition_of its name).
+	Partition int `db:"partition_id"`
 }
 
 // Errors of definition writes the API answers with their own status.
@@ -38,22 +40,29 @@ var (
 	ErrTooManyJobs = errors.New("the scheduler holds its maximum number of runtime jobs")
 )
 
-const definitionColumns = `name, version, kind, definition, created_at, updated_at`
+const definitionColumns = `name, version, kind, definition, created_at, updated_at, partition_id`
 
 func scanDefinition(row pgx.Row) (StoredDefinition, error) {
 	var d StoredDefinition
-	err := row.Scan(&d.Name, &d.Version, &d.Kind, &d.Definition, &d.CreatedAt, &d.UpdatedAt)
+	err := row.Scan(&d.Name, &d.Version, &d.Kind, &d.Definition, &d.CreatedAt, &d.UpdatedAt, &d.Partition)
 	return d, err
 }
 
-// CreateDefinition stores a new runtime job at version 1, unless the name is taken
+// definitionPartitionSQL is the partition of the job named $1: its key's hash over the
+// cluster's partitions, 0 in a cluster that has not written its number yet (one partition).
+// The key is the name as stored ("ns/name" outside namespace default), so every replica and
+// version places a job in the same partition.
+const definitionPartitionSQL = `coalesce(scheduler_partition_of($1, (SELECT partitions FROM scheduler_cluster WHERE id = 1)), 0)`
+
+// CreateDefinition stores a new runtime job at version 1, in its partition
+// (definitionPartitionSQL), unless the name is taken
 // (ErrDefinitionExists) or maxJobs runtime jobs exist (ErrTooManyJobs). Creates lock the
 // row definitionsLock of scheduler_locks, so concurrent creates on several replicas cannot
 // pass the limit together; run it inside Atomically so the lock lasts until commit.
 func (q queries) CreateDefinition(ctx context.Context, name, kind string, def json.RawMessage, maxJobs int) (StoredDefinition, error) {
 	const count = `SELECT count(*) FROM job_definitions`
 	const insert = `
-		INSERT INTO job_definitions (name, kind, definition) VALUES ($1, $2, $3)
+		INSERT INTO job_definitions (name, kind, definition, partition_id) VALUES ($1, $2, $3, ` + definitionPartitionSQL + `)
 		RETURNING ` + definitionColumns
 	if err := lockRow(ctx, q.q, definitionsLock); err != nil {
 		return StoredDefinition{}, err
@@ -171,7 +180,16 @@ func (q queries) Definition(ctx context.Context, name string) (StoredDefinition,
 
 // Definitions returns every runtime job, by name.
 func (q queries) Definitions(ctx context.Context) ([]StoredDefinition, error) {
-	rows, err := q.q.Query(ctx, `SELECT `+definitionColumns+` FROM job_definitions ORDER BY name`)
+	return q.definitions(ctx, `SELECT `+definitionColumns+` FROM job_definitions ORDER BY name`)
+}
+
+// PartitionDefinitions returns the runtime jobs of partition, by name: what its leader runs.
+func (q queries) PartitionDefinitions(ctx context.Context, partition int) ([]StoredDefinition, error) {
+	return q.definitions(ctx, `SELECT `+definitionColumns+` FROM job_definitions WHERE partition_id = $1 ORDER BY name`, partition)
+}
+
+func (q queries) definitions(ctx context.Context, sql string, args ...any) ([]StoredDefinition, error) {
+	rows, err := q.q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runtime jobs: %w", err)
 	}
@@ -236,10 +254,10 @@ func (q queries) DefinitionsNamed(ctx context.Context, names []string) ([]Stored
 	return list, nil
 }
 
-// DefinitionVersions returns every runtime job's current version, by name: what the
-// leader's poll compares with what it runs, so it reloads only what changed.
-func (q queries) DefinitionVersions(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions`)
+// DefinitionVersions returns the current version of every runtime job of partition, by name:
+// what its leader's poll compares with what it runs, so it reloads only what changed.
+func (q queries) DefinitionVersions(ctx context.Context, partition int) (map[string]int64, error) {
+	rows, err := q.q.Query(ctx, `SELECT name, version FROM job_definitions WHERE partition_id = $1`, partition)
 	if err != nil {
 		return nil, fmt.Errorf("list runtime job versions: %w", err)
 	}

@@ -30,8 +30,8 @@ type Executor interface {
 	QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error)
 	QueueSlotRun(ctx context.Context, job string, scheduledAt time.Time, trigger string, reason *string, params []byte) (run *Run, created bool, err error)
 	CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, error)
-	CancelRequested(ctx context.Context, epoch int64) ([]int64, error)
-	RunningRuns(ctx context.Context, epoch int64) ([]int64, error)
+	CancelRequested(ctx context.Context, partition int, epoch int64) ([]int64, error)
+	RunningRuns(ctx context.Context, partition int, epoch int64) ([]int64, error)
 
 	SlotRuns(ctx context.Context, job string, since, until time.Time) ([]*Run, error)
 	FirstSlot(ctx context.Context, job string) (time.Time, error)
@@ -49,7 +49,8 @@ type Executor interface {
 	DeleteDefinition(ctx context.Context, name string, ifVersion int64) (StoredDefinition, error)
 	Definition(ctx context.Context, name string) (StoredDefinition, error)
 	Definitions(ctx context.Context) ([]StoredDefinition, error)
-	DefinitionVersions(ctx context.Context) (map[string]int64, error)
+	PartitionDefinitions(ctx context.Context, partition int) ([]StoredDefinition, error)
+	DefinitionVersions(ctx context.Context, partition int) (map[string]int64, error)
 	Attempts(ctx context.Context, runID int64) ([]Attempt, error)
 	CallKeySource(ctx context.Context, runID int64) (CallKeySource, error)
 	Deployment(ctx context.Context) (uuid.UUID, error)
@@ -89,7 +90,7 @@ type Executor interface {
 	// scheduler_backfills (backfills.go)
 	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
 	Backfill(ctx context.Context, id int64) (Backfill, error)
-	RunningBackfills(ctx context.Context) ([]Backfill, error)
+	RunningBackfills(ctx context.Context, partition int) ([]Backfill, error)
 	AdvanceBackfill(ctx context.Context, id int64, next int, runID *int64) (ok bool, err error)
 	EndBackfill(ctx context.Context, id int64, state string) (Backfill, error)
 
@@ -175,6 +176,12 @@ type Tx struct {
 	// epoch is the term the transaction is fenced by: the leader's writes (ClaimSlot,
 	// RecordMissed, PickQueued, AbandonRuns) stamp it, so callers never say it twice.
 	epoch int64
+	// partition is the partition of that term (store.Fence): the runs those writes insert
+	// carry it, and the leader's reads across jobs (the queue, the rescue, the callback
+	// watch) see only its runs, so that one partition's term never takes another's.
+	partition int
 }
 
-func newTx(tx pgx.Tx, epoch int64) *Tx { return &Tx{Tx: tx, queries: queries{tx}, epoch: epoch} }
+func newTx(tx pgx.Tx, f Fence) *Tx {
+	return &Tx{Tx: tx, queries: queries{tx}, epoch: f.Epoch, partition: f.Partition}
+}

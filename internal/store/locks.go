@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,8 +46,22 @@ var KnownLocks = []KnownLock{
 // claims, manual runs, re-runs and recoveries. A job has a bound of active runs (overlap.go),
 // which no index can hold: it is a count, and across the day partitions of job_runs. Under
 // this lock each writer's count reads every earlier writer's commit; the trigger
-// job_runs_active_bound (migration 0021) takes it too, to count again after the insert.
+// job_runs_active_bound (migrations 0021, 0030) takes it too, to count again after the insert.
+//
+// The bound is a job's, and a job lives in one partition, so the lock is a partition's
+// (activeRunsLockOf): this row is partition 0's, partition p's is "scheduler:active_runs:p".
+// One row for all would make every partition's claims wait for each other's, on whatever
+// replica leads them.
 const activeRunsLock = "scheduler:active_runs"
+
+// activeRunsLockOf is the lock row of partition p's active runs (the SQL function
+// scheduler_active_runs_lock, migration 0030, names the same rows).
+func activeRunsLockOf(p int) string {
+	if p == 0 {
+		return activeRunsLock
+	}
+	return activeRunsLock + ":" + strconv.Itoa(p)
+}
 
 // definitionsLock serialises the creates of runtime jobs, so concurrent creates on several
 // replicas cannot pass the cap on their number together.
@@ -67,8 +83,21 @@ func lockRow(ctx context.Context, q dbtx, name string) error {
 	return nil
 }
 
-// lockActiveRuns takes activeRunsLock until the transaction ends.
-func lockActiveRuns(ctx context.Context, q dbtx) error { return lockRow(ctx, q, activeRunsLock) }
+// lockActiveRuns takes the active runs' lock of the transaction's partition until it ends.
+func (tx *Tx) lockActiveRuns(ctx context.Context) error {
+	return lockRow(ctx, tx, activeRunsLockOf(tx.partition))
+}
+
+// lockActiveRunsOf takes the active runs' lock of job's partition (its definition's; 0 for a
+// built-in job) until the transaction ends: the API's writers of queued runs, which run on
+// any replica, outside a term.
+func lockActiveRunsOf(ctx context.Context, q dbtx, job string) error {
+	var p int
+	if err := q.QueryRow(ctx, `SELECT job_run_partition($1)`, job).Scan(&p); err != nil {
+		return fmt.Errorf("read the partition of %s: %w", job, err)
+	}
+	return lockRow(ctx, q, activeRunsLockOf(p))
+}
 
 // Lock is one lock held or awaited in this database: an advisory lock, or a row of
 // scheduler_locks.
@@ -172,8 +201,12 @@ func (q queries) Locks(ctx context.Context) ([]Lock, error) {
 		}
 		l.ClassID, l.ObjID = uint32(classID), uint32(objID)
 		if known != nil {
+			name := *known
+			if strings.HasPrefix(name, activeRunsLock+":") {
+				name = activeRunsLock // a partition's row of the same lock
+			}
 			for i := range KnownLocks {
-				if KnownLocks[i].Name == *known && KnownLocks[i].Kind == l.Kind {
+				if KnownLocks[i].Name == name && KnownLocks[i].Kind == l.Kind {
 					l.Known = &KnownLocks[i]
 				}
 			}

@@ -114,7 +114,7 @@ func TestReplaceCancelsTheActiveRun(t *testing.T) {
 	out = f.claims(t, replace(2))
 	assert.True(t, out[0].Busy)
 	assert.Equal(t, []int64{running.ID}, out[0].Cancelling)
-	ids, err := f.db.CancelRequested(ctx, 1)
+	ids, err := f.db.CancelRequested(ctx, 0, 1)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{running.ID}, ids, "the leader's cancel path sees it")
 	out = f.claims(t, f.slot("swap", 3))

@@ -298,7 +298,7 @@ func TestClaimReadsActiveRunsWithoutBitmapScan(t *testing.T) {
 	_, err = tx.Exec(ctx, store.ClaimSettings)
 	require.NoError(t, err)
 	rows, err := tx.Query(ctx, `EXPLAIN `+store.ClaimSQL([]int64{0}, []int64{0}, false),
-		[]string{"j"}, []string{"schedule"}, []time.Time{time.Now().Truncate(time.Minute)}, []*int64{nil}, []int64{0}, []int64{0}, "a", int64(1), []int64{0}, nil)
+		[]string{"j"}, []string{"schedule"}, []time.Time{time.Now().Truncate(time.Minute)}, []*int64{nil}, []int64{0}, []int64{0}, "a", int64(1), []int64{0}, nil, 0)
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

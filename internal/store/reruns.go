@@ -25,9 +25,10 @@ const queueSlotRunSQL = `
 WITH active AS (
 	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')
 ), queued AS (
-	INSERT INTO job_runs (id, job, trigger, status, scheduled_at, rerun, reason, params)
+	INSERT INTO job_runs (id, job, trigger, status, scheduled_at, rerun, reason, params, partition_id)
 	SELECT job_run_id($2), $1, $3, 'queued', $2,
-	       1 + coalesce((SELECT max(rerun) FROM job_runs WHERE job = $1 AND scheduled_at = $2), 0), $4, $5
+	       1 + coalesce((SELECT max(rerun) FROM job_runs WHERE job = $1 AND scheduled_at = $2), 0), $4, $5,
+	       job_run_partition($1)
 	WHERE (SELECT count(*) FROM active) < job_run_bound($1)
 	RETURNING ` + runColumns + `
 )
@@ -44,7 +45,7 @@ func (q queries) QueueSlotRun(ctx context.Context, job string, scheduledAt time.
 		params = []byte(`{}`)
 	}
 	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
-		if err := lockActiveRuns(ctx, tx); err != nil {
+		if err := lockActiveRunsOf(ctx, tx, job); err != nil {
 			return err
 		}
 		row := tx.QueryRow(ctx, queueSlotRunSQL, job, scheduledAt, trigger, reason, params)

@@ -115,8 +115,8 @@ const queueManualRunSQL = `
 WITH active AS (
 	SELECT ` + runColumns + ` FROM job_runs WHERE job = $1 AND status IN ('queued', 'running')
 ), queued AS (
-	INSERT INTO job_runs (job, trigger, status, reason, params, traceparent)
-	SELECT $1, 'manual', 'queued', $2, $3, nullif($4, '')
+	INSERT INTO job_runs (job, trigger, status, reason, params, traceparent, partition_id)
+	SELECT $1, 'manual', 'queued', $2, $3, nullif($4, ''), job_run_partition($1)
 	WHERE (SELECT count(*) FROM active) < job_run_bound($1)
 	RETURNING ` + runColumns + `
 )
@@ -127,8 +127,8 @@ UNION ALL
 // QueueManualRun inserts a queued manual run of job, unless the job already has its bound of
 // queued or running runs (one, but for overlap allow's max_concurrent): then it returns the
 // newest (as it was when seen: it may have finished since) with created=false. A manual run
-// never replaces a run (overlap replace): the operator cancels it first. Under
-// activeRunsLock, concurrent triggers on any replicas create no run past the bound: a
+// never replaces a run (overlap replace): the operator cancels it first. The run is queued in
+// the job's partition, whose leader runs it. Under its partition's activeRunsLock, concurrent triggers on any replicas create no run past the bound: a
 // second one waits for the first to commit and then counts its run.
 func (q queries) QueueManualRun(ctx context.Context, job string, reason *string, params []byte) (run *Run, created bool, err error) {
 	return q.queueManualRun(ctx, job, reason, params, "")
@@ -137,7 +137,7 @@ func (q queries) QueueManualRun(ctx context.Context, job string, reason *string,
 // queueManualRun is QueueManualRun of a trigger that brought a traceparent ("": none).
 func (q queries) queueManualRun(ctx context.Context, job string, reason *string, params []byte, traceparent string) (run *Run, created bool, err error) {
 	err = inTx(ctx, q.q, func(tx pgx.Tx) error {
-		if err := lockActiveRuns(ctx, tx); err != nil {
+		if err := lockActiveRunsOf(ctx, tx, job); err != nil {
 			return err
 		}
 		var r Run
@@ -236,21 +236,23 @@ func recentIDFloor(cursor int64, now time.Time) int64 {
 // dayIDShift places a run's day in its id (job_run_id in migration 0013).
 const dayIDShift = 37
 
-// CancelRequested lists the running runs of epoch whose cancellation was requested.
-func (q queries) CancelRequested(ctx context.Context, epoch int64) ([]int64, error) {
+// CancelRequested lists the running runs of partition's term epoch whose cancellation was
+// requested.
+func (q queries) CancelRequested(ctx context.Context, partition int, epoch int64) ([]int64, error) {
 	rows, err := q.q.Query(ctx,
-		`SELECT id FROM job_runs WHERE status = 'running' AND cancel_requested AND epoch = $1`, epoch)
+		`SELECT id FROM job_runs WHERE status = 'running' AND cancel_requested AND partition_id = $1 AND epoch = $2`, partition, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("list cancel requests: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// RunningRuns lists the running runs of epoch: the rescuer compares them with the runs the
-// leader owns. An accepted callback run is owned by no goroutine on purpose (its target
-// completes it), so it is not listed.
-func (q queries) RunningRuns(ctx context.Context, epoch int64) ([]int64, error) {
-	rows, err := q.q.Query(ctx, `SELECT id FROM job_runs WHERE status = 'running' AND epoch = $1 AND callback_accepted_at IS NULL`, epoch)
+// RunningRuns lists the running runs of partition's term epoch: the rescuer compares them
+// with the runs the leader owns. An accepted callback run is owned by no goroutine on purpose
+// (its target completes it), so it is not listed.
+func (q queries) RunningRuns(ctx context.Context, partition int, epoch int64) ([]int64, error) {
+	rows, err := q.q.Query(ctx, `SELECT id FROM job_runs
+		WHERE status = 'running' AND partition_id = $1 AND epoch = $2 AND callback_accepted_at IS NULL`, partition, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("list running runs: %w", err)
 	}

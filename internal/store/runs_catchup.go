@@ -76,11 +76,11 @@ func (tx *Tx) RecordedSlotsIn(ctx context.Context, ranges []SlotRange) (map[stri
 // records their notifications in the same transaction). now is nil but in tests (NowOr).
 func (tx *Tx) RecordMissedSlots(ctx context.Context, now *time.Time, jobs []string, slots []time.Time, instanceID string) (map[string][]int64, error) {
 	rows, err := tx.Query(ctx, `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, `+nowSQL(5)+`, $3, $4
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, partition_id)
+		SELECT job_run_id(c.slot), c.job, 'schedule', 'missed', c.slot, `+nowSQL(5)+`, $3, $4, $6
 		FROM unnest($1::text[], $2::timestamptz[]) AS c (job, slot)
 		ON CONFLICT DO NOTHING
-		RETURNING id, job`, jobs, slots, instanceID, tx.epoch, now)
+		RETURNING id, job`, jobs, slots, instanceID, tx.epoch, now, tx.partition)
 	if err != nil {
 		return nil, fmt.Errorf("record %d missed slots: %w", len(slots), err)
 	}

@@ -97,12 +97,12 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 	// ON CONFLICT without a target: an existing slot row leaves no row. (No active run of
 	// the job is inserted since the check above: every writer of one takes activeRunsLock.)
 	insert := `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-		VALUES (job_run_id($3), $1, $2, 'running', $3, ` + nowSQL(7) + `, $4, $5, $6)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version, partition_id)
+		VALUES (job_run_id($3), $1, $2, 'running', $3, ` + nowSQL(7) + `, $4, $5, $6, $8)
 		ON CONFLICT DO NOTHING
 		RETURNING ` + runColumns
 
-	if err := lockActiveRuns(ctx, tx); err != nil {
+	if err := tx.lockActiveRuns(ctx); err != nil {
 		return ClaimOutcome{}, err
 	}
 	var ahead time.Duration
@@ -170,7 +170,7 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 			return skip(ReasonMinGap)
 		}
 	}
-	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, c.DefinitionVersion, c.Now))
+	run, err := scanRun(tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, c.DefinitionVersion, c.Now, tx.partition))
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := tx.QueryRow(ctx, taken, c.Job, c.ScheduledAt).Scan(&exists); err != nil {
 			return ClaimOutcome{}, fmt.Errorf("check slot: %w", err)
@@ -194,12 +194,12 @@ func (tx *Tx) ClaimSlot(ctx context.Context, c Claim) (ClaimOutcome, error) {
 // recordSkip writes the slot's skipped row and returns its id; 0 if the slot already had one.
 func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, error) {
 	insert := `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-		VALUES (job_run_id($3), $1, $2, 'skipped', $3, ` + nowSQL(7) + `, $4, $5, $6)
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason, partition_id)
+		VALUES (job_run_id($3), $1, $2, 'skipped', $3, ` + nowSQL(7) + `, $4, $5, $6, $8)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
 	var id int64
-	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, reason, c.Now).Scan(&id)
+	err := tx.QueryRow(ctx, insert, c.Job, c.Trigger, c.ScheduledAt, c.InstanceID, tx.epoch, reason, c.Now, tx.partition).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
@@ -214,12 +214,12 @@ func (tx *Tx) recordSkip(ctx context.Context, c Claim, reason string) (int64, er
 // the rows it wrote. now is nil but in tests (NowOr).
 func (tx *Tx) RecordMissed(ctx context.Context, now *time.Time, job string, slots []time.Time, instanceID string) ([]int64, error) {
 	insert := `
-		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch)
-		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, ` + nowSQL(5) + `, $3, $4
+		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, partition_id)
+		SELECT job_run_id(slot), $1, 'schedule', 'missed', slot, ` + nowSQL(5) + `, $3, $4, $6
 		FROM unnest($2::timestamptz[]) AS slot
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	rows, err := tx.Query(ctx, insert, job, slots, instanceID, tx.epoch, now)
+	rows, err := tx.Query(ctx, insert, job, slots, instanceID, tx.epoch, now, tx.partition)
 	if err != nil {
 		return nil, fmt.Errorf("record missed slots of %s: %w", job, err)
 	}
@@ -250,16 +250,16 @@ func (tx *Tx) FinishRun(ctx context.Context, id int64, status string, stats json
 // reached the server while its answer was lost, or by a leader that abandoned the run.
 var ErrNotRunning = errors.New("the run is no longer running")
 
-// PickQueued moves the oldest queued run to running under the transaction's epoch and
-// returns it, or nil when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
+// PickQueued moves the oldest queued run of the transaction's partition to running under its
+// epoch and returns it, or nil when none is queued. SKIP LOCKED leaves a row another transaction is changing (the API
 // cancelling it) for the next pass instead of waiting for it.
 func (tx *Tx) PickQueued(ctx context.Context, instanceID string) (*Run, error) {
 	const pick = `
 		UPDATE job_runs SET status = 'running', started_at = now(), instance_id = $1, epoch = $2
-		WHERE id = (SELECT id FROM job_runs WHERE status = 'queued' ORDER BY id
+		WHERE id = (SELECT id FROM job_runs WHERE status = 'queued' AND partition_id = $3 ORDER BY id
 		            FOR UPDATE SKIP LOCKED LIMIT 1)
 		RETURNING ` + runColumns
-	run, err := scanRun(tx.QueryRow(ctx, pick, instanceID, tx.epoch))
+	run, err := scanRun(tx.QueryRow(ctx, pick, instanceID, tx.epoch, tx.partition))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -279,8 +279,9 @@ type Abandoned struct {
 	RecoveryID int64
 }
 
-// AbandonRuns marks as abandoned the runs left running by epochs other than the
-// transaction's, and the runs of its own epoch listed in orphans, and queues one recovery
+// AbandonRuns marks as abandoned the runs of the transaction's partition left running by
+// epochs other than the transaction's (epochs count per partition: another partition's runs
+// are its own term's business), and the runs of its own epoch listed in orphans, and queues one recovery
 // run for each (docs/design.md guarantees 5, 10 and 14). Only a leader calls it, inside its
 // fenced transaction: after the epoch bump no older epoch can write, so those runs are
 // certainly dead. A run of a higher epoch is a lost term's, after a rollback of the database
@@ -301,7 +302,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 		            THEN 'its term (epoch ' || epoch || ') was lost with a failover of the database; a recovery run re-runs the job'
 		            ELSE 'the leader (epoch ' || epoch || ') lost track of it; a recovery run re-runs the job' END
 		FROM job_runs
-		WHERE status = 'running' AND (epoch <> $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
+		WHERE status = 'running' AND partition_id = $3 AND (epoch <> $1 OR (epoch = $1 AND id = ANY($2::bigint[])))
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
 		ORDER BY id
 		FOR UPDATE`
@@ -309,16 +310,16 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 	// its bound of active runs (overlap.go) gets none: those do the recovering. A recovery
 	// never replaces a run.
 	const recover = `
-		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id)
-		SELECT $1, 'recovery', 'queued', $2, $3
+		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id, partition_id)
+		SELECT $1, 'recovery', 'queued', $2, $3, $4
 		WHERE (` + activeSQL + `) < job_run_bound($1)
 		  AND NOT EXISTS (SELECT 1 FROM job_runs WHERE recovers_run_id = $3)
 		ON CONFLICT DO NOTHING
 		RETURNING id`
-	if err := lockActiveRuns(ctx, tx); err != nil {
+	if err := tx.lockActiveRuns(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans)
+	rows, err := tx.Query(ctx, abandon, tx.epoch, orphans, tx.partition)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs nobody runs: %w", err)
 	}
@@ -344,7 +345,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 	}
 	out := make([]Abandoned, 0, len(runs))
 	for _, l := range runs {
-		err := tx.QueryRow(ctx, recover, l.Job, l.params, l.ID).Scan(&l.RecoveryID)
+		err := tx.QueryRow(ctx, recover, l.Job, l.params, l.ID, tx.partition).Scan(&l.RecoveryID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("queue recovery of run %d: %w", l.ID, err)
 		}

@@ -32,8 +32,8 @@ import (
 // activeRunsLock no other transaction adds an active run meanwhile.
 const claimSlotsSQL = `
 WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs WHERE status IN ('queued', 'running') GROUP BY job)
-INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(coalesce($10::timestamptz, now()), c.slot), $7, $8, c.version
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version, partition_id)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(coalesce($10::timestamptz, now()), c.slot), $7, $8, c.version, $11
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[], $9::bigint[])
      AS c (job, trigger, slot, version, min_gap, max_runs, ahead)
 LEFT JOIN job_settings s ON s.job = c.job
@@ -108,8 +108,8 @@ ORDER BY c.i`
 
 // skipSlotsSQL records the skipped slots.
 const skipSlotsSQL = `
-INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason)
-SELECT job_run_id(c.slot), c.job, c.trigger, 'skipped', c.slot, coalesce($7::timestamptz, now()), $5, $6, c.reason
+INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, instance_id, epoch, reason, partition_id)
+SELECT job_run_id(c.slot), c.job, c.trigger, 'skipped', c.slot, coalesce($7::timestamptz, now()), $5, $6, c.reason, $8
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[]) AS c (job, trigger, slot, reason)
 ON CONFLICT DO NOTHING
 RETURNING id, job, scheduled_at`
@@ -236,10 +236,10 @@ func (tx *Tx) insertWinners(ctx context.Context, claims []Claim) (map[int]*Run, 
 	if _, err := tx.Exec(ctx, claimSettings); err != nil {
 		return nil, err
 	}
-	if err := lockActiveRuns(ctx, tx); err != nil {
+	if err := tx.lockActiveRuns(ctx); err != nil {
 		return nil, err
 	}
-	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch, ahead, claims[0].Now}
+	args := []any{jobs, triggers, slots, versions, gaps, maxRuns, claims[0].InstanceID, tx.epoch, ahead, claims[0].Now, tx.partition}
 	runs, err := claimWinners(ctx, tx, claimSQL(gaps, maxRuns, false), args)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
@@ -354,7 +354,7 @@ func (tx *Tx) recordSkips(ctx context.Context, claims []Claim, skips []slotSkip)
 		jobs[k], triggers[k], slots[k], reasons[k] = c.Job, c.Trigger, c.ScheduledAt, s.reason
 		at[slotKey{c.Job, c.ScheduledAt.Unix()}] = s.i
 	}
-	rows, err := tx.Query(ctx, skipSlotsSQL, jobs, triggers, slots, reasons, claims[0].InstanceID, tx.epoch, claims[0].Now)
+	rows, err := tx.Query(ctx, skipSlotsSQL, jobs, triggers, slots, reasons, claims[0].InstanceID, tx.epoch, claims[0].Now, tx.partition)
 	if err != nil {
 		return nil, err
 	}

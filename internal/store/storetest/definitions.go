@@ -37,7 +37,7 @@ func Definition(ctx context.Context, t testing.TB, db DBTX, o DefinitionOpts) st
 
 func insertDefinition(ctx context.Context, db DBTX, o DefinitionOpts) (store.StoredDefinition, error) {
 	rows, err := db.Query(ctx, `INSERT INTO job_definitions (name, kind, definition) VALUES ($1, $2, $3)
-		RETURNING name, version, kind, definition, created_at, updated_at`, o.Name, o.Kind, string(o.Definition))
+		RETURNING name, version, kind, definition, created_at, updated_at, partition_id`, o.Name, o.Kind, string(o.Definition))
 	if err != nil {
 		return store.StoredDefinition{}, err
 	}

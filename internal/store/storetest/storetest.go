@@ -59,6 +59,8 @@ type RunOpts struct {
 	CallbackHeartbeatAt      time.Time
 	CallbackHeartbeatTimeout time.Duration
 	CallbackDeadline         time.Time
+	// Partition is the run's partition_id (0, the coordinator's, by default).
+	Partition int
 }
 
 // Run inserts one run and returns it as stored; the test fails on an error.
@@ -127,20 +129,20 @@ const insertRunsSQL = `
 	INSERT INTO job_runs (id, job, trigger, status, scheduled_at, created_at, started_at, finished_at,
 	                      instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested,
 	                      definition_version, rerun, next_attempt_at, callback_token_hash, callback_accepted_at,
-	                      callback_heartbeat_at, callback_heartbeat_timeout, callback_deadline)
+	                      callback_heartbeat_at, callback_heartbeat_timeout, callback_deadline, partition_id)
 	SELECT job_run_id(coalesce(scheduled_at, created_at, now())), job, trigger, status, scheduled_at,
 	       coalesce(created_at, now()), started_at, finished_at, instance_id, epoch, coalesce(stats, '{}'),
 	       error, reason, coalesce(params, '{}'), recovers_run_id, cancel_requested, definition_version,
 	       rerun, next_attempt_at, cb_hash, cb_accepted_at, cb_heartbeat_at,
-	       cb_timeout_us * interval '1 microsecond', cb_deadline
+	       cb_timeout_us * interval '1 microsecond', cb_deadline, partition_id
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::timestamptz[],
 	            $7::timestamptz[], $8::text[], $9::bigint[], $10::jsonb[], $11::text[], $12::text[], $13::jsonb[],
 	            $14::bigint[], $15::boolean[], $16::bigint[], $17::int[], $18::timestamptz[], $19::bytea[],
-	            $20::timestamptz[], $21::timestamptz[], $22::bigint[], $23::timestamptz[])
+	            $20::timestamptz[], $21::timestamptz[], $22::bigint[], $23::timestamptz[], $24::int[])
 	     WITH ORDINALITY AS r (job, trigger, status, scheduled_at, created_at, started_at, finished_at,
 	                           instance_id, epoch, stats, error, reason, params, recovers_run_id, cancel_requested,
 	                           definition_version, rerun, next_attempt_at, cb_hash, cb_accepted_at,
-	                           cb_heartbeat_at, cb_timeout_us, cb_deadline, n)
+	                           cb_heartbeat_at, cb_timeout_us, cb_deadline, partition_id, n)
 	ORDER BY n
 	%s
 	RETURNING id, job, trigger, status, scheduled_at, created_at, started_at, finished_at, instance_id, epoch,
@@ -159,6 +161,7 @@ type runColumns struct {
 	nextAttemptAt, cbAccepted, cbHeartbeat, cbDeadline []*time.Time
 	cbHash                                             [][]byte
 	cbTimeoutUS                                        []*int64
+	partition                                          []int32
 }
 
 func (c *runColumns) add(o RunOpts) {
@@ -195,13 +198,14 @@ func (c *runColumns) add(o RunOpts) {
 	c.cbHeartbeat = append(c.cbHeartbeat, at(o.CallbackHeartbeatAt))
 	c.cbTimeoutUS = append(c.cbTimeoutUS, number(o.CallbackHeartbeatTimeout.Microseconds()))
 	c.cbDeadline = append(c.cbDeadline, at(o.CallbackDeadline))
+	c.partition = append(c.partition, int32(o.Partition))
 }
 
 func (c *runColumns) args() []any {
 	return []any{c.job, c.trigger, c.status, c.scheduledAt, c.createdAt, c.startedAt, c.finishedAt,
 		c.instanceID, c.epoch, c.stats, c.errors, c.reasons, c.params, c.recovers, c.cancelRequested,
 		c.definitionVersion, c.rerun, c.nextAttemptAt, c.cbHash, c.cbAccepted, c.cbHeartbeat,
-		c.cbTimeoutUS, c.cbDeadline}
+		c.cbTimeoutUS, c.cbDeadline, c.partition}
 }
 
 func at(t time.Time) *time.Time {

@@ -73,12 +73,13 @@ func (e *Engine) runtimeEntry(sd store.StoredDefinition) (*entry, error) {
 	return &entry{job: e.conf.Runtime.Build(c), conf: c.Config(), def: c, version: sd.Version, since: sd.UpdatedAt}, nil
 }
 
-// loadDefinitions replaces the runtime entries with the stored definitions.
+// loadDefinitions replaces the runtime entries with the stored definitions of the engine's
+// partition.
 func (e *Engine) loadDefinitions(ctx context.Context, log *slog.Logger) {
 	if e.conf.Runtime == nil {
 		return
 	}
-	stored, err := e.conf.DB.Definitions(ctx)
+	stored, err := e.conf.DB.PartitionDefinitions(ctx, e.conf.Partition)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Error("loading the runtime jobs failed; they run once a reload succeeds", "error", err)
@@ -105,7 +106,7 @@ func (e *Engine) loadDefinitions(ctx context.Context, log *slog.Logger) {
 
 // syncDefinitions reloads every definition whose version differs from the one running.
 func (e *Engine) syncDefinitions(ctx context.Context, log *slog.Logger, t *timers) error {
-	versions, err := e.conf.DB.DefinitionVersions(ctx)
+	versions, err := e.conf.DB.DefinitionVersions(ctx, e.conf.Partition)
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,9 @@ func (e *Engine) syncDefinitions(ctx context.Context, log *slog.Logger, t *timer
 }
 
 // reloadDefinition makes the named runtime job follow its stored definition: a new timer for
-// a new or changed one, none for a deleted or disabled one.
+// a new or changed one, none for a deleted or disabled one. A job of another partition is
+// not this engine's: the notifications name every partition's changes, and only the job's
+// own partition's engine runs it.
 func (e *Engine) reloadDefinition(ctx context.Context, log *slog.Logger, t *timers, name string) error {
 	e.reloading.Lock()
 	defer e.reloading.Unlock()
@@ -140,6 +143,10 @@ func (e *Engine) reloadDefinition(ctx context.Context, log *slog.Logger, t *time
 	case errors.Is(err, store.ErrDefinitionNotFound):
 	case err != nil:
 		return err
+	case sd.Partition != e.conf.Partition:
+		if e.entry(name) == nil {
+			return nil // another partition's job, never run here
+		}
 	default:
 		if en, err = e.runtimeEntry(sd); err != nil {
 			log.Error("a stored runtime job is invalid and does not run; replace it through the API", "job", name, "version", sd.Version, "error", err)

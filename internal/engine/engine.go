@@ -38,13 +38,23 @@ const (
 	// a slot missed and to record a run's end, while the database does not answer.
 	retryMin = 100 * time.Millisecond
 	retryMax = 5 * time.Second
+	// maxPartition is the highest partition (scheduler_partitions' check; config's
+	// SCHEDULER_PARTITIONS is at most 1024).
+	maxPartition = 1023
 )
 
 // Config configures an Engine.
 type Config struct {
-	DB       *store.DB
-	Notifier *pglisten.Notifier // wakes the queue and the definition watch
-	Registry *jobcontract.Registry
+	// Partition is the partition the engine leads: it leads the terms whose Partition it is
+	// (docs/design.md, "Partitions"). Partition 0's engine, the coordinator's, runs the
+	// built-in jobs (Jobs) and the cluster-wide duties (the day partitions of job_runs, the
+	// notifications' delivery) besides partition 0's runtime jobs; an engine of p ≥ 1 runs
+	// only the runtime jobs of partition p, and Jobs must be empty. A one-partition cluster
+	// has only partition 0's.
+	Partition int
+	DB        *store.DB
+	Notifier  *pglisten.Notifier // wakes the queue and the definition watch
+	Registry  *jobcontract.Registry
 	// Jobs is the validated per-job configuration; every name must be in Registry.
 	Jobs       []config.Job
 	InstanceID string
@@ -167,6 +177,12 @@ func New(conf Config) (*Engine, error) {
 	if conf.InstanceID == "" {
 		return nil, errors.New("engine: Config.InstanceID is required")
 	}
+	if conf.Partition < 0 || conf.Partition > maxPartition {
+		return nil, fmt.Errorf("engine: Config.Partition %d must be from 0 to %d (SCHEDULER_PARTITIONS less one)", conf.Partition, maxPartition)
+	}
+	if conf.Partition != 0 && len(conf.Jobs) > 0 {
+		return nil, fmt.Errorf("engine: partition %d's engine was given %d built-in jobs; they run on partition 0's engine only", conf.Partition, len(conf.Jobs))
+	}
 	if conf.Log == nil {
 		conf.Log = slog.Default()
 	}
@@ -264,12 +280,23 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	log := e.log.With("epoch", term.Epoch)
+	if term.Partition != e.conf.Partition {
+		// A wiring bug: this engine's services would read and write another partition's runs.
+		log.Error("a term of another partition was handed to this engine; it is not led here",
+			"term_partition", term.Partition, "engine_partition", e.conf.Partition)
+		return
+	}
+	if e.conf.Partition != 0 {
+		log = log.With("partition", e.conf.Partition)
+	}
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
 	e.loadDefinitions(termCtx, log)
 	e.loadJobHistories(termCtx, log)
 	svc := e.services(term, log)
-	svc.runDays.pass(termCtx)
+	if svc.runDays != nil {
+		svc.runDays.pass(termCtx)
+	}
 	svc.rescuer.first(termCtx)
 	caughtUpTo, repairs := svc.catchUp.run(termCtx)
 	timers, err := e.startTimers(termCtx, term, log, caughtUpTo)

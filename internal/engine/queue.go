@@ -102,7 +102,7 @@ func (e *Engine) pickQueued(ctx context.Context, term leader.Term) (run *store.R
 // applyCancelRequests cancels the running runs whose cancellation was requested; they end
 // cancelled.
 func (e *Engine) applyCancelRequests(ctx context.Context, term leader.Term, log *slog.Logger) {
-	ids, err := e.conf.DB.CancelRequested(ctx, term.Epoch)
+	ids, err := e.conf.DB.CancelRequested(ctx, term.Partition, term.Epoch)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("reading cancel requests failed; retrying at the next poll", "error", err)

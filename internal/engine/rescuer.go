@@ -119,7 +119,7 @@ func (r *rescuer) orphans(ctx context.Context) ([]int64, error) {
 	e := r.e
 	e.claiming.Lock()
 	defer e.claiming.Unlock()
-	ids, err := e.conf.DB.RunningRuns(ctx, r.term.Epoch)
+	ids, err := e.conf.DB.RunningRuns(ctx, r.term.Partition, r.term.Epoch)
 	if err != nil {
 		return nil, err
 	}

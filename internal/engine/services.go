@@ -23,7 +23,8 @@ func (f serviceFunc) run(ctx context.Context) { f(ctx) }
 // termServices are one term's services.
 type termServices struct {
 	// runDays and rescuer pass once at the term's start (the rescuer tried again after
-	// a failover: rescuer.first), before the catch-up, which runs once.
+	// a failover: rescuer.first), before the catch-up, which runs once. runDays is a
+	// cluster-wide duty: nil but on partition 0's engine.
 	runDays *runDays
 	rescuer *rescuer
 	catchUp *catchUp
@@ -34,23 +35,35 @@ type termServices struct {
 // services builds term's services. timers is nil when they failed to start: the
 // definitions watch, which adds and removes timers, is then left out.
 func (e *Engine) services(term leader.Term, log *slog.Logger) *termServices {
-	return &termServices{
-		runDays: &runDays{db: e.conf.DB, log: log, interval: runDaysIntervalDefault, passed: &e.testSignals.runDays},
+	s := &termServices{
 		rescuer: &rescuer{e: e, term: term, log: log, interval: e.conf.RescueInterval},
 		catchUp: &catchUp{e: e, term: term, log: log},
 	}
+	if e.coordinator() {
+		s.runDays = &runDays{db: e.conf.DB, log: log, interval: runDaysIntervalDefault, passed: &e.testSignals.runDays}
+	}
+	return s
 }
+
+// coordinator reports whether this engine is partition 0's, which also does the cluster's
+// duties: the day partitions of job_runs and the delivery of notifications. The partitions'
+// services (the rescue, the catch-up, the queue, the callback watch, the backfills, the slot
+// audit, the failover repair, the definitions watch) run on every engine, each over its own
+// partition's jobs and runs.
+func (e *Engine) coordinator() bool { return e.conf.Partition == 0 }
 
 // withLoops lists the services that run for the whole term once the timers run.
 func (s *termServices) withLoops(e *Engine, term leader.Term, log *slog.Logger, t *timers) *termServices {
 	s.loops = []service{
 		s.rescuer,
-		s.runDays,
 		&callbackWatch{e: e, term: term, log: log, interval: callbackWatchIntervalDefault, passed: &e.testSignals.callbackWatch},
 		&backfiller{e: e, log: log, interval: backfillIntervalDefault},
 		&slotAuditor{e: e, log: log, interval: e.conf.SlotAuditInterval, grace: e.conf.SlotAuditGrace},
 	}
-	if e.conf.Notifications != nil {
+	if s.runDays != nil {
+		s.loops = append(s.loops, s.runDays)
+	}
+	if e.conf.Notifications != nil && e.coordinator() {
 		s.loops = append(s.loops, &delivery{s: e.conf.Notifications, term: term, log: log, rules: e.NotifyRules})
 	}
 	if t != nil && e.conf.Runtime != nil {

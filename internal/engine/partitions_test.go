@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/jobcontract"
+	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/store/storetest"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// partitionEngine starts, on its own pool, the engine of partition p leading the term of
+// fence (storetest.ElectPartition), as a replica holding that partition runs it.
+func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtimejob.Runtime) *Engine {
+	t.Helper()
+	db := testdb.Connect(t, url, store.Options{InstanceID: id})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	notes := pglisten.New(db.DB, log)
+	en, err := New(Config{Partition: fence.Partition, DB: db.DB, Notifier: notes, Registry: jobcontract.NewRegistry(),
+		InstanceID: id, Log: log, PollInterval: 200 * time.Millisecond, RescueInterval: 200 * time.Millisecond, Runtime: rt})
+	require.NoError(t, err)
+	en.testSignals.init()
+	ctx, cancel := context.WithCancel(context.Background())
+	terms := make(chan leader.Term, 1)
+	terms <- leader.Term{Partition: fence.Partition, Epoch: fence.Epoch, TermID: fence.TermID, Since: time.Now(), Ctx: ctx}
+	var wg sync.WaitGroup
+	wg.Go(func() { notes.Run(ctx) })
+	wg.Go(func() { en.Run(ctx, terms) })
+	t.Cleanup(func() {
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Errorf("the engine of partition %d did not stop within %s", fence.Partition, waitTimeout)
+		}
+	})
+	return en
+}
+
+// jobsOf returns n job names that hash onto partition p of a cluster of partitions.
+func jobsOf(t *testing.T, db *testdb.DB, partitions, p, n int) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT name FROM (SELECT 'job-' || i AS name, i FROM generate_series(1, 1000) AS i) AS c
+		WHERE scheduler_partition_of(name, $1) = $2 ORDER BY i LIMIT $3`, partitions, p, n)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, names, n)
+	return names
+}
+
+// calls is a target that counts its calls by path (the job's name).
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func callsServer(t *testing.T) (*calls, *httptest.Server) {
+	c := &calls{n: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.n[strings.TrimPrefix(r.URL.Path, "/")]++
+		c.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return c, srv
+}
+
+func (c *calls) of(job string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[job]
+}
+
+// defineJob stores a runtime job calling srv at /<name>, as the API does, and checks that
+// it was placed in partition p.
+func defineJob(t *testing.T, db *testdb.DB, srv *httptest.Server, name, schedule string, p int) {
+	t.Helper()
+	createDefinition(t, db, `{"name": "`+name+`", "schedule": "`+schedule+`", "http": {"url": "`+srv.URL+`/`+name+`"}}`)
+	sd, err := db.Definition(context.Background(), name)
+	require.NoError(t, err)
+	require.Equal(t, p, sd.Partition, "%s is stored in its hash's partition", name)
+}
+
+// Two engines, of partitions 1 and 2 on one database, each claim only their own jobs'
+// slots, and a manual run of a job of partition 2 is run by partition 2's engine only.
+// Partition 0's job, whose engine does not run here, never runs.
+func TestPartitionEnginesRunOnlyTheirOwnJobs(t *testing.T) {
+	db, url := newDB(t)
+	ctx := context.Background()
+	storetest.Cluster(ctx, t, db.Pool, 3)
+	got, srv := callsServer(t)
+	own := map[int][]string{0: jobsOf(t, db, 3, 0, 1), 1: jobsOf(t, db, 3, 1, 2), 2: jobsOf(t, db, 3, 2, 3)}
+	for p, names := range own {
+		for _, name := range names[:min(2, len(names))] {
+			defineJob(t, db, srv, name, "@every 1s", p)
+		}
+	}
+	manual := own[2][2]
+	defineJob(t, db, srv, manual, "0 0 1 1 *", 2)
+
+	rt := runtimeFor(t, "127.0.0.1/32")
+	partitionEngine(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), rt)
+	partitionEngine(t, url, "e2", storetest.ElectPartition(ctx, t, db.Pool, 2, "e2"), rt)
+
+	for _, name := range append(own[1], own[2][:2]...) {
+		require.Eventually(t, func() bool {
+			return count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND status = 'succeeded'`, name) >= 2
+		}, waitTimeout, 20*time.Millisecond, "%s's slots run", name)
+	}
+	run, created, err := db.QueueManualRun(ctx, manual, nil, []byte(`{}`))
+	require.NoError(t, err)
+	require.True(t, created)
+	r := awaitFinished(t, db, run.ID)
+	assert.Equal(t, store.StatusSucceeded, r.Status)
+	require.NotNil(t, r.InstanceID)
+	assert.Equal(t, "e2", *r.InstanceID, "partition 2's engine ran the manual run of its job")
+	assert.Equal(t, 1, got.of(manual))
+
+	for p, names := range own {
+		wrong := count(t, db, `SELECT count(*) FROM job_runs
+			WHERE job = ANY($1) AND (partition_id <> $2 OR instance_id IS DISTINCT FROM 'e' || $2)`, names, p)
+		assert.Zero(t, wrong, "every run of partition %d's jobs is its engine's, in its partition", p)
+	}
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1`, own[0][0]),
+		"partition 0's job has no engine here and never ran")
+	assert.Zero(t, got.of(own[0][0]))
+}
+
+// A write under a partition's replaced term fails with store.ErrNotLeader: the engine that
+// still believes it leads partition 1 starts no queued run of it once another replica was
+// elected there, and its fence is refused.
+func TestPartitionTermReplacedWritesNothing(t *testing.T) {
+	db, url := newDB(t)
+	ctx := context.Background()
+	storetest.Cluster(ctx, t, db.Pool, 3)
+	got, srv := callsServer(t)
+	job := jobsOf(t, db, 3, 1, 1)[0]
+	defineJob(t, db, srv, job, "0 0 1 1 *", 1)
+	old := storetest.ElectPartition(ctx, t, db.Pool, 1, "e1")
+	en := partitionEngine(t, url, "e1", old, runtimeFor(t, "127.0.0.1/32"))
+	awaitSignal(t, &en.testSignals.leading, "partition 1 led")
+
+	// Before the new election the term runs its queued runs.
+	run, _, err := db.QueueManualRun(ctx, job, nil, []byte(`{}`))
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusSucceeded, awaitFinished(t, db, run.ID).Status)
+
+	storetest.ElectPartition(ctx, t, db.Pool, 1, "e2")
+	run, _, err = db.QueueManualRun(ctx, job, nil, []byte(`{}`))
+	require.NoError(t, err)
+	// A pass that starts after the run was queued, and the start of the next one, so the
+	// first has tried to pick it.
+	drain(en.testSignals.queuePass.C()) // notify_flood_test.go's
+	awaitSignal(t, &en.testSignals.queuePass, "a queue pass")
+	awaitSignal(t, &en.testSignals.queuePass, "the next queue pass")
+	assert.Equal(t, store.StatusQueued, getRun(t, db, run.ID).Status, "the replaced term did not start the run")
+	assert.Equal(t, 1, got.of(job), "only the run of the term's time was called")
+
+	err = db.Fenced(ctx, old, func(*store.Tx) error { return nil })
+	require.ErrorIs(t, err, store.ErrNotLeader)
+}
+
+// The rescuer of partition 1 abandons the runs its partition's earlier terms left running,
+// and never touches partition 2's: those belong to partition 2's terms, whose epochs count
+// apart from partition 1's.
+func TestPartitionRescuerLeavesOtherPartitionsRuns(t *testing.T) {
+	db, url := newDB(t)
+	ctx := context.Background()
+	storetest.Cluster(ctx, t, db.Pool, 3)
+	_, srv := callsServer(t)
+	mine, theirs := jobsOf(t, db, 3, 1, 1)[0], jobsOf(t, db, 3, 2, 1)[0]
+	defineJob(t, db, srv, mine, "0 0 1 1 *", 1)
+	defineJob(t, db, srv, theirs, "0 0 1 1 *", 2)
+	left := storetest.Runs(ctx, t, db.Pool,
+		storetest.RunOpts{Job: mine, Status: store.StatusRunning, StartedAt: time.Now(), InstanceID: "dead", Epoch: storetest.Ptr(int64(7)), Partition: 1},
+		storetest.RunOpts{Job: theirs, Status: store.StatusRunning, StartedAt: time.Now(), InstanceID: "alive", Epoch: storetest.Ptr(int64(7)), Partition: 2},
+	)
+
+	en := partitionEngine(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), runtimeFor(t, "127.0.0.1/32"))
+	assert.Equal(t, 1, awaitSignal(t, &en.testSignals.rescued, "the term's first rescue"), "one run abandoned")
+	assert.Equal(t, 0, awaitSignal(t, &en.testSignals.rescued, "the next rescue"))
+	assert.Equal(t, store.StatusAbandoned, getRun(t, db, left[0].ID).Status)
+	assert.Equal(t, store.StatusRunning, getRun(t, db, left[1].ID).Status, "partition 2's run is left to partition 2")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE recovers_run_id = $1 AND partition_id = 1`, left[0].ID),
+		"the recovery run is queued in partition 1")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE recovers_run_id = $1`, left[1].ID))
+}

@@ -25,14 +25,15 @@ import (
 )
 
 // partitionEngine starts, on its own pool, the engine of partition p leading the term of
-// fence (storetest.ElectPartition), as a replica holding that partition runs it.
-func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtimejob.Runtime) *Engine {
+// fence (storetest.ElectPartition), as a replica holding that partition runs it; its queue
+// and definitions are polled every 200 ms, or every poll given.
+func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtimejob.Runtime, poll ...time.Duration) *Engine {
 	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	notes := pglisten.New(db.DB, log)
 	en, err := New(Config{Partition: fence.Partition, DB: db.DB, Notifier: notes, Registry: jobcontract.NewRegistry(),
-		InstanceID: id, Log: log, PollInterval: 200 * time.Millisecond, RescueInterval: 200 * time.Millisecond, Runtime: rt})
+		InstanceID: id, Log: log, PollInterval: append(poll, 200*time.Millisecond)[0], RescueInterval: 200 * time.Millisecond, Runtime: rt})
 	require.NoError(t, err)
 	en.testSignals.init()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,4 +204,28 @@ func TestPartitionRescuerLeavesOtherPartitionsRuns(t *testing.T) {
 	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE recovers_run_id = $1 AND partition_id = 1`, left[0].ID),
 		"the recovery run is queued in partition 1")
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE recovers_run_id = $1`, left[1].ID))
+}
+
+// A partition's engine follows only its own jobs' definitions: a new job of partition 2,
+// and a NOTIFY any login may send naming it, leave partition 1's engine without it, while a
+// new job of partition 1 is loaded.
+func TestPartitionEngineIgnoresOtherPartitionsDefinitions(t *testing.T) {
+	db, url := newDB(t)
+	ctx := context.Background()
+	storetest.Cluster(ctx, t, db.Pool, 3)
+	_, srv := callsServer(t)
+	// No poll: the notifications alone drive the watch, in the order they were sent.
+	en := partitionEngine(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), runtimeFor(t, "127.0.0.1/32"), time.Hour)
+	awaitSignal(t, &en.testSignals.leading, "partition 1 led")
+
+	theirs, mine := jobsOf(t, db, 3, 2, 1)[0], jobsOf(t, db, 3, 1, 1)[0]
+	defineJob(t, db, srv, theirs, "@every 1s", 2)
+	_, err := db.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, store.DefinitionsChannel, theirs)
+	require.NoError(t, err)
+	defineJob(t, db, srv, mine, "@every 1s", 1)
+	// The read that loaded partition 1's job has read every name notified before it.
+	for en.entry(mine) == nil {
+		awaitSignal(t, &en.testSignals.definitionsRead, "a read of the notified definitions")
+	}
+	assert.Nil(t, en.entry(theirs), "partition 2's job is not run by partition 1's engine")
 }

@@ -89,8 +89,8 @@ WHERE status = 'running' AND callback_accepted_at IS NOT NULL AND partition_id =
 ORDER BY id -- locks taken in one order by every statement that ends several runs
 FOR UPDATE`
 
-// ExpireCallbacks ends, in the leader's fenced transaction, the accepted callback runs that
-// were cancelled, went without a heartbeat too long, or reached their deadline, by now (nil
+// ExpireCallbacks ends, in the leader's fenced transaction, the accepted callback runs of its
+// partition that were cancelled, went without a heartbeat too long, or reached their deadline, by now (nil
 // but in tests: the database's clock), which is also their end's time.
 func (tx *Tx) ExpireCallbacks(ctx context.Context, now *time.Time) ([]Ended, error) {
 	rows, err := tx.Query(ctx, expiringCallbacksSQL, now, tx.partition)

@@ -306,12 +306,14 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 		  AND callback_accepted_at IS NULL -- its target has it; the watcher ends it (callbacks.go)
 		ORDER BY id
 		FOR UPDATE`
-	// Queued, so the leader's queue picks it up like a manual run. A job that already has
-	// its bound of active runs (overlap.go) gets none: those do the recovering. A recovery
-	// never replaces a run.
+	// Queued, so the leader's queue picks it up like a manual run: the leader of the job's
+	// partition, as for a manual run (the run's own partition but for a run left from before
+	// the cluster's number of partitions changed). A job that already has its bound of
+	// active runs (overlap.go) gets none: those do the recovering. A recovery never replaces
+	// a run.
 	const recover = `
 		INSERT INTO job_runs (job, trigger, status, params, recovers_run_id, partition_id)
-		SELECT $1, 'recovery', 'queued', $2, $3, $4
+		SELECT $1, 'recovery', 'queued', $2, $3, job_run_partition($1)
 		WHERE (` + activeSQL + `) < job_run_bound($1)
 		  AND NOT EXISTS (SELECT 1 FROM job_runs WHERE recovers_run_id = $3)
 		ON CONFLICT DO NOTHING
@@ -345,7 +347,7 @@ func (tx *Tx) AbandonRuns(ctx context.Context, now *time.Time, orphans []int64) 
 	}
 	out := make([]Abandoned, 0, len(runs))
 	for _, l := range runs {
-		err := tx.QueryRow(ctx, recover, l.Job, l.params, l.ID, tx.partition).Scan(&l.RecoveryID)
+		err := tx.QueryRow(ctx, recover, l.Job, l.params, l.ID).Scan(&l.RecoveryID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("queue recovery of run %d: %w", l.ID, err)
 		}

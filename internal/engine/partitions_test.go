@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/pglisten"
@@ -101,9 +102,9 @@ func defineJob(t *testing.T, db *testdb.DB, srv *httptest.Server, name, schedule
 	require.Equal(t, p, sd.Partition, "%s is stored in its hash's partition", name)
 }
 
-// Two engines, of partitions 1 and 2 on one database, each claim only their own jobs'
-// slots, and a manual run of a job of partition 2 is run by partition 2's engine only.
-// Partition 0's job, whose engine does not run here, never runs.
+// Three engines on one database, the coordinator's (partition 0, elected as today) and
+// those of partitions 1 and 2, each claim only their own jobs' slots, and a manual run of a
+// job of partition 2 is run by partition 2's engine only.
 func TestPartitionEnginesRunOnlyTheirOwnJobs(t *testing.T) {
 	db, url := newDB(t)
 	ctx := context.Background()
@@ -119,10 +120,11 @@ func TestPartitionEnginesRunOnlyTheirOwnJobs(t *testing.T) {
 	defineJob(t, db, srv, manual, "0 0 1 1 *", 2)
 
 	rt := runtimeFor(t, "127.0.0.1/32")
+	startNode(t, url, "e0", nodeOptions{runtime: rt})
 	partitionEngine(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), rt)
 	partitionEngine(t, url, "e2", storetest.ElectPartition(ctx, t, db.Pool, 2, "e2"), rt)
 
-	for _, name := range append(own[1], own[2][:2]...) {
+	for _, name := range append(append(own[0], own[1]...), own[2][:2]...) {
 		require.Eventually(t, func() bool {
 			return count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1 AND status = 'succeeded'`, name) >= 2
 		}, waitTimeout, 20*time.Millisecond, "%s's slots run", name)
@@ -141,9 +143,6 @@ func TestPartitionEnginesRunOnlyTheirOwnJobs(t *testing.T) {
 			WHERE job = ANY($1) AND (partition_id <> $2 OR instance_id IS DISTINCT FROM 'e' || $2)`, names, p)
 		assert.Zero(t, wrong, "every run of partition %d's jobs is its engine's, in its partition", p)
 	}
-	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = $1`, own[0][0]),
-		"partition 0's job has no engine here and never ran")
-	assert.Zero(t, got.of(own[0][0]))
 }
 
 // A write under a partition's replaced term fails with store.ErrNotLeader: the engine that
@@ -228,4 +227,21 @@ func TestPartitionEngineIgnoresOtherPartitionsDefinitions(t *testing.T) {
 		awaitSignal(t, &en.testSignals.definitionsRead, "a read of the notified definitions")
 	}
 	assert.Nil(t, en.entry(theirs), "partition 2's job is not run by partition 1's engine")
+}
+
+// An engine of a partition other than 0 refuses the built-in jobs (they are the
+// coordinator's), and a partition outside 0..1023 is refused, each with what to do.
+func TestPartitionEngineConfigIsChecked(t *testing.T) {
+	db, _ := newDB(t)
+	notes := pglisten.New(db.DB, slog.Default())
+	conf := Config{DB: db.DB, Notifier: notes, Registry: registry, InstanceID: "e",
+		PollInterval: time.Second, Jobs: []config.Job{jobConfig(t, "tick", "@every 1s", time.Minute)}}
+	_, err := New(conf)
+	require.NoError(t, err, "partition 0's engine runs the built-in jobs")
+	conf.Partition = 1
+	_, err = New(conf)
+	require.ErrorContains(t, err, "they run on partition 0's engine only")
+	conf.Jobs, conf.Partition = nil, 1024
+	_, err = New(conf)
+	require.ErrorContains(t, err, "must be from 0 to 1023")
 }

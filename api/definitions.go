@@ -72,7 +72,7 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d runti
 			s.databaseProblem(w, r, err)
 			return nil, false
 		}
-		env.SQLTarget, env.CheckURL = surface.CheckSQLTarget, surface.Guard().CheckURL
+		env.SQLTarget, env.CheckURL, env.CheckNATSURL = surface.CheckSQLTarget, surface.Guard().CheckURL, surface.Guard().CheckNATSURL
 	}
 	if s.cfg.Secrets != nil && namespace.Valid(ns) {
 		// The namespace's secrets, read once for every field that names one.

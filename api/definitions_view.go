@@ -64,6 +64,13 @@ func targetLine(d *runtimejob.Definition) string {
 		line = "SQL on " + d.SQL.Target + ": " + strings.Join(strings.Fields(d.SQL.Statements), " ")
 	case d.River != nil:
 		line = "River " + d.River.Kind + " on " + d.River.Target + " (queue " + d.River.Queue + ")"
+	case d.NATS != nil:
+		// The server stays out when it is a secret's: the line is for every viewer.
+		server := d.NATS.URL
+		if server == "" {
+			server = "secret " + d.NATS.URLSecret
+		}
+		line = "NATS publish to " + d.NATS.Subject + " on " + server
 	}
 	if utf8.RuneCountInString(line) <= targetRunes {
 		return line

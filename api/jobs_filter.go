@@ -28,7 +28,7 @@ const jobListDefault = 100
 // abandoned), running (the last run is queued or running), paused, disabled.
 var jobHealths = []string{"failing", "running", "paused", "disabled"}
 
-var jobKinds = []string{"builtin", "http", "sql", "river"}
+var jobKinds = []string{"builtin", "http", "sql", "nats", "river"}
 
 // jobListQuery is GET …/jobs's parameters.
 type jobListQuery struct {
@@ -194,7 +194,7 @@ func (f *jobListQuery) matches(jv *jobView, h jobHealth) bool {
 }
 
 // kindWords are the kinds as the console says them, which ?q also finds.
-var kindWords = map[string]string{"builtin": "built-in builtin", "http": "http", "sql": "sql", "river": "river"}
+var kindWords = map[string]string{"builtin": "built-in builtin", "http": "http", "sql": "sql", "nats": "nats", "river": "river"}
 
 // listFilteredJobs answers GET …/jobs with filters or counts: every job of namespace ns
 // (everyNamespace: of all of them) with its state, the page of those that match after

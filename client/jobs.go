@@ -41,7 +41,7 @@ type Job struct {
 	// (from its start_at when that is later), one per change it meets.
 	Warnings []string `json:"warnings"`
 	LastRun  *Run     `json:"last_run"`
-	// Kind is "builtin" for a compiled job, else the runtime job's kind ("http", "sql", "river").
+	// Kind is "builtin" for a compiled job, else the runtime job's kind ("http", "sql", "nats", "river").
 	Kind string `json:"kind"`
 
 	// The rest is a runtime job's only (absent for a built-in job).

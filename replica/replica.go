@@ -157,7 +157,7 @@ func New(c Config) (*Replica, error) {
 	handler := api.NewServer(api.Config{OIDC: identifier, DB: c.DB, Notifier: notes, InstanceID: c.InstanceID, Log: apiLog(c.Log, c.InstanceID),
 		LeaseTimeout: c.LeaseTimeout, Jobs: c.Jobs, APIToken: c.APIToken, APITokenNext: c.APITokenNext, ReadToken: c.ReadToken, MetricsToken: c.MetricsToken,
 		APIHosts: c.APIHosts, IdempotencyTTL: c.IdempotencyTTL, Recorder: c.Metrics, Secrets: secretSource,
-		Runtime: runtimejob.Env{CheckURL: guard.CheckURL, SQLTarget: sqlTargets.Check},
+		Runtime: runtimejob.Env{CheckURL: guard.CheckURL, CheckNATSURL: guard.CheckNATSURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),

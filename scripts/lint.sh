@@ -51,11 +51,11 @@ fi
 
 # deadcode lists functions no main package reaches. Code that exists only for tests is
 # reached from tests alone by design: the test harness packages (testdb, testmetrics, testpace,
-# testsignal, jobstest, replicatest, storetest, tracingtest), the test-signal hooks, and
+# testsignal, jobstest, replicatest, storetest, tracingtest, natstest), the test-signal hooks, and
 # Replica.Listen (a test awaits the first term of the replica it started).
 echo "deadcode" >&2
 # In tools/ the roots are the bench and chaos commands (helmtest is a test alone).
-dead=$({ "$tools/deadcode" ./... && (cd tools && "$tools/deadcode" ./bench ./chaos); } | grep -Ev '^internal/(testdb|testmetrics|testpace|testsignal|jobs/jobstest|store/storetest|tracing/tracingtest)/|^replica/replicatest/|unreachable func: (testSignals\.init|Replica\.Listen)$' || true)
+dead=$({ "$tools/deadcode" ./... && (cd tools && "$tools/deadcode" ./bench ./chaos); } | grep -Ev '^internal/(testdb|testmetrics|testpace|testsignal|jobs/jobstest|store/storetest|tracing/tracingtest|targets/natstest)/|^replica/replicatest/|unreachable func: (testSignals\.init|Replica\.Listen)$' || true)
 if [ -n "$dead" ]; then
   echo "$dead"
   echo "lint.sh: unreachable code above: delete it, or use it" >&2

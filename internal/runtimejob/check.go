@@ -46,7 +46,7 @@ const (
 	headerReservedMessage  = "is set by the scheduler on every call and cannot be overridden"
 	durationWant           = `a duration such as "30s", "5m" or "1h30m"`
 	sqlTargetMessage       = "required: the name of an operator's SQL target (SCHEDULER_SQL_TARGET_<NAME>), e.g. APP"
-	notBothTargetsMessage  = `a job has exactly one target: "http", "sql" or "river"`
+	notBothTargetsMessage  = `a job has exactly one target: "http", "sql", "nats" or "river"`
 	builtinNameMessageTmpl = "%q is a built-in job's name; choose another"
 )
 
@@ -73,6 +73,8 @@ type Env struct {
 	Secret func(ns, name string) (allowedHosts []string, ok bool)
 	// CheckURL is the outbound guard's check of a target URL (scheme, host, allowed address).
 	CheckURL func(raw string) error
+	// CheckNATSURL is the same guard's check of a NATS server URL (targets.Guard.CheckNATSURL).
+	CheckNATSURL func(raw string) error
 	// SQLTarget reports why a SQL job may not name target (unknown, or refused), or nil.
 	// Nil checks no target: a stored definition, whose target is checked when it runs.
 	SQLTarget func(target string) error
@@ -195,12 +197,14 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 	}
 
 	switch {
-	case countSet(d.HTTP != nil, d.SQL != nil, d.River != nil) != 1:
+	case countSet(d.HTTP != nil, d.SQL != nil, d.NATS != nil, d.River != nil) != 1:
 		c.fail("http", notBothTargetsMessage)
 	case d.HTTP != nil:
 		c.http(j)
 	case d.SQL != nil:
 		c.sql(j)
+	case d.NATS != nil:
+		c.nats(j)
 	default:
 		c.river(j)
 	}
@@ -262,7 +266,7 @@ func (c *checker) sql(j *Checked) {
 		}
 	}
 	if j.Def.Retry != nil {
-		c.fail("retry", "applies to http jobs only: a SQL job's statements commit once per slot, with its marker")
+		c.fail("retry", "applies to http and nats jobs only: a SQL job's statements commit once per slot, with its marker")
 	}
 }
 

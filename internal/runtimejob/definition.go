@@ -26,6 +26,8 @@ const (
 	KindSQL  = "sql"
 	// KindRiver inserts a River job into a SQL target's database, once per slot.
 	KindRiver = "river"
+	// KindNATS publishes a message to a NATS JetStream stream, once per slot.
+	KindNATS = "nats"
 )
 
 // Overlap policies: what a slot that comes due while the job still runs becomes.
@@ -76,6 +78,7 @@ type Definition struct {
 	PauseAfterFailures int          `json:"pause_after_failures,omitempty"`
 	HTTP               *HTTPTarget  `json:"http,omitempty"`
 	SQL                *SQLTarget   `json:"sql,omitempty"`
+	NATS               *NATSTarget  `json:"nats,omitempty"`
 	River              *RiverTarget `json:"river,omitempty"`
 	// Notify says whom to tell when a run fails, times out or misses its slot, when the job
 	// recovers or is paused (internal/notify).
@@ -174,13 +177,28 @@ func (d *Definition) TargetName() string {
 	return ""
 }
 
-// Kind is KindHTTP, KindSQL or KindRiver (empty when no target is set).
+// NATSTarget is the message a NATS job publishes to a JetStream stream, once per slot.
+type NATSTarget struct {
+	// URL is the server (nats://host:4222 or tls://host:4222), without credentials; or
+	// URLSecret names a secret whose value is the URL, credentials included, sent only to
+	// the hosts the secret is bound to. Exactly one of the two.
+	URL       string `json:"url,omitempty"`
+	URLSecret string `json:"url_secret,omitempty"`
+	// Subject is where the message goes: a literal subject, no wildcard, that a stream
+	// captures.
+	Subject string `json:"subject"`
+	Body    string `json:"body,omitempty"`
+}
+
+// Kind is KindHTTP, KindSQL, KindNATS or KindRiver (empty when no target is set).
 func (d *Definition) Kind() string {
 	switch {
 	case d.HTTP != nil:
 		return KindHTTP
 	case d.SQL != nil:
 		return KindSQL
+	case d.NATS != nil:
+		return KindNATS
 	case d.River != nil:
 		return KindRiver
 	}
@@ -199,9 +217,13 @@ func (d *Definition) Secrets() []string {
 	return append(notify.Secrets(d.Notify), d.CallSecrets()...)
 }
 
-// CallSecrets lists the secrets an HTTP job's own call uses (its auth and signing
-// secrets), in a stable order: what its runs resolve and hold to the call's host.
+// CallSecrets lists the secrets a job's own call uses (an HTTP job's auth and signing
+// secrets, a NATS job's url_secret), in a stable order: what its runs resolve and hold to
+// the call's host.
 func (d *Definition) CallSecrets() []string {
+	if d.NATS != nil && d.NATS.URLSecret != "" {
+		return []string{d.NATS.URLSecret}
+	}
 	if d.HTTP == nil {
 		return nil
 	}

@@ -53,6 +53,9 @@ func (rt *Runtime) Build(c *Checked) jobcontract.Job {
 	if c.Def.SQL != nil || c.Def.River != nil {
 		return &sqlRunner{rt: rt, def: c}
 	}
+	if c.Def.NATS != nil {
+		return &natsRunner{rt: rt, def: c}
+	}
 	return &httpRunner{rt: rt, def: c}
 }
 
@@ -147,18 +150,7 @@ func (j *httpRunner) Run(ctx context.Context, env *jobcontract.Env) (jobcontract
 			}
 			env.Log.Info("call attempt", attrs...)
 		},
-		OnWait: func(next time.Time) {
-			if env.Call.RecordNextAttempt == nil {
-				return
-			}
-			var at *time.Time
-			if !next.IsZero() {
-				at = &next
-			}
-			if err := env.Call.RecordNextAttempt(ctx, at); err != nil {
-				env.Log.Warn("recording the next attempt's time failed", "error", err)
-			}
-		},
+		OnWait: func(next time.Time) { recordNextAttempt(ctx, env, next) },
 	}
 	res := j.rt.Caller.Do(ctx, req)
 	stats.Processed = int64(len(res.Attempts))
@@ -202,12 +194,29 @@ func recordNote(ctx context.Context, env *jobcontract.Env, what string) {
 	}
 }
 
-// attemptRecord is a call attempt as run_attempts stores it.
+// recordNextAttempt records when a retrying run tries again (zero: the wait is over).
+func recordNextAttempt(ctx context.Context, env *jobcontract.Env, next time.Time) {
+	if env.Call.RecordNextAttempt == nil {
+		return
+	}
+	var at *time.Time
+	if !next.IsZero() {
+		at = &next
+	}
+	if err := env.Call.RecordNextAttempt(ctx, at); err != nil {
+		env.Log.Warn("recording the next attempt's time failed", "error", err)
+	}
+}
+
+// attemptRecord is a call attempt as run_attempts stores it: an HTTP answer's status and
+// body, or a NATS publish's acknowledgement in words (no status).
 func attemptRecord(a targets.Attempt) store.Attempt {
 	r := store.Attempt{Number: a.Number, StartedAt: a.StartedAt, Duration: a.Duration}
 	if a.StatusCode != 0 {
 		code := a.StatusCode
 		r.StatusCode = &code
+	}
+	if a.StatusCode != 0 || a.Body != "" {
 		body := a.Body
 		r.Body = &body
 	}

@@ -139,7 +139,11 @@ type Request struct {
 	// is refused before anything is sent. Empty: no secret restricts the call.
 	AllowedHosts []AllowedHosts
 	// Guard is the outbound guard of the job's namespace (Guard.Narrow); nil: the caller's.
-	Guard          *Guard
+	Guard *Guard
+	// Subject makes the call a NATS JetStream publish to it (Caller.Publish): URL is then
+	// the server's (nats:// or tls://), Body the message; Method, Header and Success are
+	// not used.
+	Subject        string
 	Method, URL    string
 	Header         http.Header // the user's headers plus auth, already resolved; never logged
 	Body           []byte
@@ -198,7 +202,14 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 		return Result{Err: fmt.Errorf("not attempted: %w", err)}
 	}
 	u, _ := url.Parse(r.URL) // CheckURL parsed it already
-	host := normalHost(u.Hostname())
+	return c.try(ctx, &r, normalHost(u.Hostname()), c.attempt)
+}
+
+// try makes the attempts of r to host, each by attempt once it holds its concurrency slots,
+// retrying as r.Retry allows: the one loop of every kind of call (an HTTP request, a NATS
+// publish), so every kind is bounded, retried, recorded and counted the same way.
+func (c *Caller) try(ctx context.Context, r *Request, host string,
+	attempt func(ctx context.Context, r *Request, n int) (Attempt, time.Duration)) Result {
 	maxAttempts := max(r.Retry.MaxAttempts, 1)
 	initial := cmpOr(r.Retry.InitialBackoff, initialBackoffDefault)
 	delays := backoff.New(initial, max(cmpOr(r.Retry.MaxBackoff, maxBackoffDefault), initial))
@@ -220,11 +231,11 @@ func (c *Caller) Do(ctx context.Context, r Request) Result {
 			}
 			return res
 		}
-		a, retryAfter := c.attempt(ctx, &r, n)
+		a, retryAfter := attempt(ctx, r, n)
 		release()
 		res.Attempts = append(res.Attempts, a)
 		if c.onCall != nil {
-			c.onCall(host, StatusClass(a.StatusCode), a.Duration)
+			c.onCall(host, attemptClass(r, a), a.Duration)
 		}
 		if r.OnAttempt != nil {
 			r.OnAttempt(a)
@@ -283,4 +294,19 @@ func cmpOr(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// PublishAcked is the class of a NATS publish the stream acknowledged (a duplicate too).
+const PublishAcked = "ack"
+
+// attemptClass is the class an attempt is counted under: StatusClass for an HTTP call;
+// PublishAcked or NoAnswer for a NATS publish.
+func attemptClass(r *Request, a Attempt) string {
+	if r.Subject == "" {
+		return StatusClass(a.StatusCode)
+	}
+	if a.Error == "" {
+		return PublishAcked
+	}
+	return NoAnswer
 }

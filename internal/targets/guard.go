@@ -166,6 +166,13 @@ func (g *Guard) CheckURL(raw string) error {
 		// Credentials in the URL end up in logs and run listings; headers are kept secret.
 		return errors.New("url must not contain user:password@: put credentials in a header instead")
 	}
+	return g.checkURLHost(u)
+}
+
+// checkURLHost is the static check of a URL's host, whatever its scheme: a host is
+// required; a literal IP host, or the names "localhost"/"*.localhost", refused unless
+// allowed.
+func (g *Guard) checkURLHost(u *url.URL) error {
 	host := normalHost(u.Hostname())
 	if host == "" {
 		return errors.New("url has no host: write it as https://host/path")

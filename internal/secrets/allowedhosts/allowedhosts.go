@@ -74,7 +74,7 @@ func Match(allowed []string, host, port string) bool {
 }
 
 // FromURL returns the host and port a URL's call connects to: the port written, or the
-// scheme's (80, 443).
+// scheme's (80, 443, NATS's 4222).
 func FromURL(raw string) (host, port string, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -87,6 +87,8 @@ func FromURL(raw string) (host, port string, err error) {
 			port = "80"
 		case "https":
 			port = "443"
+		case "nats", "tls": // a NATS server's (internal/targets.NATSPortDefault)
+			port = "4222"
 		}
 	}
 	return host, port, nil

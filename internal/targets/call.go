@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -36,6 +37,8 @@ type Config struct {
 	// OnCall, when set, is told of every attempt that got an answer or failed: host,
 	// StatusClass, duration. For metrics.
 	OnCall func(host, class string, d time.Duration)
+	// NATSRootCAs are what a NATS server's certificate must chain to; nil: the system's.
+	NATSRootCAs *x509.CertPool
 }
 
 // Caller makes the HTTP calls of runtime jobs. It is safe for concurrent use; one Caller

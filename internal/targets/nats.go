@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -111,7 +112,7 @@ func (c *Caller) publish(ctx context.Context, r *Request, n int) (a Attempt, ret
 	a = Attempt{Number: n, StartedAt: time.Now()}
 	defer func() { a.Duration = time.Since(a.StartedAt); endAttempt(span, a) }()
 
-	d := &natsDialer{ctx: attemptCtx, guard: r.Guard, allowed: r.AllowedHosts}
+	d := &natsDialer{ctx: attemptCtx, guard: r.Guard, allowed: r.AllowedHosts, roots: c.conf.NATSRootCAs}
 	nc, err := nats.Connect(r.URL, nats.Name("scheduler"), nats.SetCustomDialer(d),
 		// The dialer resolves and checks; a server's advertised peers and a reconnection
 		// would be connections the definition did not name.
@@ -166,18 +167,24 @@ type natsDialer struct {
 	guard   *Guard
 	allowed []AllowedHosts
 
-	mu  sync.Mutex
-	err error
+	roots *x509.CertPool
+
+	mu   sync.Mutex
+	err  error
+	conn *natsConn // the last connection made
+	addr string    // and the host:port it was dialled as
 }
 
 func (d *natsDialer) Dial(network, addr string) (net.Conn, error) {
 	conn, err := d.dial(network, addr)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err != nil {
-		d.mu.Lock()
 		d.err = err
-		d.mu.Unlock()
+		return nil, err
 	}
-	return conn, err
+	d.conn, d.addr = &natsConn{Conn: conn}, addr
+	return d.conn, nil
 }
 
 func (d *natsDialer) dial(network, addr string) (net.Conn, error) {
@@ -192,9 +199,16 @@ func (d *natsDialer) dial(network, addr string) (net.Conn, error) {
 func (d *natsDialer) describe(ctx, attemptCtx context.Context, err error, timeout time.Duration) (string, bool) {
 	d.mu.Lock()
 	dialErr := d.err
+	var connErr error
+	if d.conn != nil {
+		connErr = d.conn.failed()
+	}
 	d.mu.Unlock()
 	if dialErr != nil {
 		return describeError(ctx, attemptCtx, dialErr, timeout)
+	}
+	if connErr != nil { // a server that broke the protocol, or a TLS session not made
+		return cleanUTF8([]byte(connErr.Error())), !errors.Is(connErr, ErrNATSProtocol)
 	}
 	var apiErr *jetstream.APIError
 	switch {

@@ -21,6 +21,8 @@ const readyTimeout = 10 * time.Second
 type Server struct {
 	*server.Server
 	URL string // nats://127.0.0.1:PORT
+	// ClientOptions are given to every client the test's helpers make (a TLS server's roots).
+	ClientOptions []nats.Option
 }
 
 // Start starts a server with JetStream, its store in the test's temporary directory.
@@ -44,7 +46,7 @@ func Start(t testing.TB, opts ...func(*server.Options)) *Server {
 // (credentials).
 func (s *Server) Connect(t testing.TB, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, opts...)
+	nc, err := nats.Connect(s.URL, append(append([]nats.Option{}, s.ClientOptions...), opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -1,0 +1,66 @@
+package targets
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hostileNATS is a server that speaks NATS until the client publishes, then answers with
+// what it is given: a job's target is anyone's server.
+func hostileNATS(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				conn.Write([]byte(`INFO {"server_id":"hostile","version":"2.10.0","proto":1,"headers":true,"max_payload":1048576}` + "\r\n"))
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					switch {
+					case strings.HasPrefix(line, "PING"):
+						conn.Write([]byte("PONG\r\n"))
+					case strings.HasPrefix(line, "HPUB"), strings.HasPrefix(line, "PUB"):
+						conn.Write([]byte(answer))
+					}
+				}
+			}()
+		}
+	}()
+	return "nats://" + ln.Addr().String()
+}
+
+// The attack: a server announces a message of 2^62 bytes. The NATS client sizes its buffer
+// by the announcement, which would end the whole replica (a panic in the client's reader,
+// or memory exhausted); the attempt fails instead, saying why.
+func TestPublishRefusesAnOversizedAnswer(t *testing.T) {
+	for name, answer := range map[string]string{
+		"message":    "MSG _INBOX.x 1 4611686018427387904\r\nabc",
+		"header msg": "HMSG _INBOX.x 1 10 4611686018427387904\r\nabc",
+		"long line":  "+OK " + strings.Repeat("x", 1<<20) + "\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			url := hostileNATS(t, answer)
+			r := natsRequest(url, "k")
+			r.Retry = RetryPolicy{MaxAttempts: 1}
+			res := loopbackCaller(t, Config{}).Publish(testCtx(t), r)
+			require.Error(t, res.Err)
+			assert.Contains(t, res.Attempts[0].Error, "the server broke the NATS protocol")
+		})
+	}
+}

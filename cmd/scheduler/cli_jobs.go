@@ -203,6 +203,10 @@ func definitionLines(j *client.Job) [][2]string {
 			add("Unique", "no job while one of the same kind, args and queue waits or runs")
 		}
 	}
+	if n := d.NATS; n != nil {
+		add("NATS server", cmp.Or(n.URL, "the URL in secret "+n.URLSecret))
+		add("NATS subject", n.Subject+" (Nats-Msg-Id: the slot's key)")
+	}
 	add("Overlap", cmp.Or(j.Overlap, d.Overlap))
 	if d.MaxConcurrent > 0 {
 		add("Max concurrent", strconv.Itoa(d.MaxConcurrent))

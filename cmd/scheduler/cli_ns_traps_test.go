@@ -240,3 +240,34 @@ func TestJobShowsOIDCAuth(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	assert.Regexp(t, `(?m)^Auth: +OIDC token signed by the scheduler for audience billing$`, out)
 }
+
+// A NATS job says its server (or the secret holding it, never the URL's credentials) and
+// the subject it publishes to.
+func TestJobShowsNATSTarget(t *testing.T) {
+	t.Parallel()
+	_, u := startFakeAPI(t, `{"admin":true}`, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/jobs/orders":
+			_, _ = w.Write([]byte(`{"name":"orders","namespace":"default","enabled":true,"schedule":"@every 1m","kind":"nats","version":1,
+				"target":"NATS publish to orders.daily on secret ORDERS_NATS","next_runs":[],
+				"definition":{"name":"orders","schedule":"@every 1m","overlap":"skip","retry":{"max_attempts":3,"initial_backoff":"1s","max_backoff":"1m"},
+				"nats":{"url_secret":"ORDERS_NATS","subject":"orders.daily"}}}`))
+		case "/v1/jobs/orders/runs":
+			_, _ = w.Write([]byte(`{"runs":[],"next_cursor":null}`))
+		default:
+			return false
+		}
+		return true
+	})
+	code, out, stderr := runCLI(t, []string{"SCHEDULER_URL=" + u}, "job", "orders")
+	require.Equal(t, exitOK, code, stderr)
+	for _, want := range []string{
+		`(?m)^Kind: +nats$`,
+		`(?m)^NATS server: +the URL in secret ORDERS_NATS$`,
+		`(?m)^NATS subject: +orders.daily \(Nats-Msg-Id: the slot's key\)$`,
+		`(?m)^Retries: +up to 3 attempts`,
+	} {
+		assert.Regexp(t, want, out)
+	}
+}

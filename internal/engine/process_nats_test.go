@@ -1,7 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +21,8 @@ import (
 )
 
 // A NATS job due every second, through two SIGKILLs of the leader among three real
-// processes, each killed the moment a message reached the stream, before its run could
-// record the ack (docs/design.md guarantee 11): every slot ends with one row; every slot
+// processes, each killed once a message is in the stream and its ack held back by a proxy,
+// so its run cannot record success (docs/design.md guarantee 11): every slot ends with one row; every slot
 // done has its message in the stream exactly once, under the slot's key as Nats-Msg-Id
 // (a recovery's publish is the duplicate the stream drops); no key names two slots. And a
 // job of a namespace not allowed to reach the server's private address is refused at run,
@@ -38,9 +43,13 @@ func TestNATSJobOncePerSlotThroughLeaderKills(t *testing.T) {
 	_, err = nc.ChanSubscribe("ticks.>", arrived)
 	require.NoError(t, err)
 
+	// The replicas reach the server through a proxy that can hold back what the server
+	// answers, so a leader is killed after its message is in the stream and before its ack
+	// reaches it: its run cannot have recorded success.
+	proxy := newHoldProxy(t, srv.Addr().String())
 	createDefinition(t, db, `{"name": "publish-every-second", "schedule": "@every 1s", "timeout": "10s",
 		"retry": {"max_attempts": 3, "initial_backoff": "100ms", "max_backoff": "200ms"},
-		"nats": {"url": "`+srv.URL+`", "subject": "ticks.every-second", "body": "{\"hello\":1}"}}`)
+		"nats": {"url": "nats://`+proxy.addr+`", "subject": "ticks.every-second", "body": "{\"hello\":1}"}}`)
 	_, err = db.Pool.Exec(ctx, `INSERT INTO scheduler_namespaces (name) VALUES ('ops')`)
 	require.NoError(t, err)
 	createDefinition(t, db, `{"name": "publish-refused", "namespace": "ops", "schedule": "@every 1s",
@@ -56,8 +65,9 @@ func TestNATSJobOncePerSlotThroughLeaderKills(t *testing.T) {
 		l := awaitLeader(t, db, procs, epoch)
 		epoch = l.Epoch
 		awaitSuccesses(t, db, "publish-every-second", epoch, 3)
+		proxy.hold()
 		drainMessages(arrived)
-		select { // killed as a message reaches the stream, before its ack is recorded
+		select { // killed once a message is in the stream, its ack held back
 		case <-arrived:
 		case <-time.After(waitTimeout):
 			t.Fatal("no message arrived")
@@ -65,6 +75,7 @@ func TestNATSJobOncePerSlotThroughLeaderKills(t *testing.T) {
 		p := procs[l.InstanceID]
 		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 		_ = p.cmd.Wait()
+		proxy.release()
 	}
 	l := awaitLeader(t, db, procs, epoch)
 	awaitSuccesses(t, db, "publish-every-second", l.Epoch, 3)
@@ -119,7 +130,10 @@ func TestNATSJobOncePerSlotThroughLeaderKills(t *testing.T) {
 	duplicates := count(t, db, `SELECT count(*) FROM run_attempts a JOIN job_runs r ON r.id = a.run_id
 		WHERE r.job = $1 AND a.body LIKE 'acknowledged as a duplicate%'`, job)
 	t.Logf("%d slots done, %d messages, %d recoveries, %d duplicate acks", len(done), len(keyOfSlot), recoveries, duplicates)
+	// Each kill leaves a slot to recover, unless an ack passed the proxy in the instant
+	// before it held (then that run recorded its success): at least one did.
 	assert.Positive(t, recoveries, "a kill left a slot to recover")
+	assert.Positive(t, duplicates, "a recovery published its slot's message again, which the stream dropped")
 
 	assert.Zero(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'ops/publish-refused' AND status = 'succeeded'`))
 	assert.Positive(t, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'ops/publish-refused' AND status = 'failed'
@@ -142,4 +156,83 @@ func drainMessages(c chan *nats.Msg) {
 			return
 		}
 	}
+}
+
+// holdProxy forwards TCP connections to a NATS server; while held, what the server
+// answers on a connection that has published is kept back (the connection's handshake, and
+// what the client sends, still go through).
+type holdProxy struct {
+	addr string
+	mu   sync.Mutex
+	gate chan struct{} // closed while answers flow
+}
+
+func newHoldProxy(t *testing.T, target string) *holdProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p := &holdProxy{addr: ln.Addr().String(), gate: make(chan struct{})}
+	close(p.gate)
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			published := &atomic.Bool{}
+			go func() { _, _ = io.Copy(server, publishSeen{client, published}); server.Close() }()
+			go func() { _, _ = io.Copy(client, gatedReader{p, server, published}); client.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *holdProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate = make(chan struct{})
+}
+
+func (p *holdProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.gate)
+}
+
+// publishSeen notes when the client sends a publish (PUB or HPUB).
+type publishSeen struct {
+	r    io.Reader
+	seen *atomic.Bool
+}
+
+func (s publishSeen) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	if bytes.Contains(b[:n], []byte("PUB ")) {
+		s.seen.Store(true)
+	}
+	return n, err
+}
+
+// gatedReader passes on what the server sent after a publish only once the gate is open.
+type gatedReader struct {
+	p         *holdProxy
+	r         io.Reader
+	published *atomic.Bool
+}
+
+func (g gatedReader) Read(b []byte) (int, error) {
+	n, err := g.r.Read(b)
+	if g.published.Load() {
+		g.p.mu.Lock()
+		gate := g.p.gate
+		g.p.mu.Unlock()
+		<-gate
+	}
+	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func (g *Guard) checkNATSURL(raw string) (*url.URL, error) {
 		return nil, errors.New("the url does not parse: write it as nats://host:4222")
 	}
 	switch {
-	case !slicesContainsFold(natsSchemes, scheme):
+	case !slices.ContainsFunc(natsSchemes, func(s string) bool { return strings.EqualFold(s, scheme) }):
 		return nil, fmt.Errorf("url scheme %q is not a NATS one: use nats:// or tls://", truncate(scheme, 16))
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "", u.Opaque != "":
 		return nil, errors.New("a NATS url is a server and a port only, without a path or a query: nats://host:4222")
@@ -224,15 +225,6 @@ func (d *natsDialer) describe(ctx, attemptCtx context.Context, err error, timeou
 	}
 	words, retryable := describeError(ctx, attemptCtx, err, timeout)
 	return cleanUTF8([]byte(words)), retryable
-}
-
-func slicesContainsFold(list []string, s string) bool {
-	for _, v := range list {
-		if strings.EqualFold(v, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func truncate(s string, n int) string {

@@ -208,9 +208,10 @@ function status(s) {
 }
 
 // The kind of a job, as a word: built-in jobs are compiled in, the others defined at runtime.
-const KIND_WORD = { builtin: "built-in", http: "HTTP", sql: "SQL", river: "River" };
+const KIND_WORD = { builtin: "built-in", http: "HTTP", sql: "SQL", river: "River", nats: "NATS" };
 
-function isRuntime(job) { return !!job && (job.kind === "http" || job.kind === "sql" || job.kind === "river"); }
+// A runtime job is any kind but a compiled one: a replica's newer kinds included.
+function isRuntime(job) { return !!job && !!job.kind && job.kind !== "builtin"; }
 
 function kindTag(job) {
   if (!job.kind) return null; // a replica older than runtime jobs

@@ -104,7 +104,7 @@ function jobFormPage(ns, name) {
   const tzIn = text({ list: "jf-zones", placeholder: "empty: UTC" });
   const descIn = area({ rows: 2, maxlength: 1000, spellcheck: "true" });
   const labelsIn = area({ rows: 2, class: "mono", placeholder: "e.g. team=billing" });
-  const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"], ["river", "River job"]]);
+  const kindIn = select([["http", "HTTP call"], ["sql", "SQL statements"], ["river", "River job"], ["nats", "NATS JetStream message"]]);
   const enabledIn = h("input", { type: "checkbox", checked: true });
   const timeoutIn = text({ placeholder: "empty: 1m", class: "short" });
   const overlapIn = select([["skip", "skip the slot"], ["queue-one", "queue one run behind it"],
@@ -132,6 +132,10 @@ function jobFormPage(ns, name) {
   const riverQueueIn = text({ class: "mono short", placeholder: "empty: default" });
   const riverArgsIn = area({ class: "mono", rows: 4, placeholder: "e.g. {\"region\": \"eu\"}" });
   const riverUniqueIn = h("input", { type: "checkbox" });
+  const natsURLIn = text({ class: "mono", placeholder: "e.g. nats://nats.internal:4222" });
+  const natsSecretIn = text({ class: "mono", placeholder: "e.g. ORDERS_NATS" });
+  const natsSubjectIn = text({ class: "mono", placeholder: "e.g. orders.daily-report" });
+  const natsBodyIn = area({ class: "mono", rows: 4 });
   const catchupIn = text({ placeholder: "empty: one period", class: "short" });
   const minGapIn = text({ placeholder: "empty: 0s", class: "short" });
   const jitterIn = text({ placeholder: "empty: 0s", class: "short" });
@@ -170,6 +174,15 @@ function jobFormPage(ns, name) {
       field("river.args", "Args", riverArgsIn, { full: true, optional: true, hint: "The River job's args, a JSON object. Empty: {}." }),
       field("river.unique", "Unique: no job while a like one waits or runs", riverUniqueIn, { optional: true,
         hint: "Each slot inserts one River job, once, with its key in the job's metadata; unique also skips a slot whose job would wait beside one of the same kind, args and queue." })));
+  // A NATS job publishes one message per slot, its Nats-Msg-Id the slot's key.
+  const natsSet = h("fieldset", { class: "kind-fields", id: "jf-nats", hidden: true }, h("legend", {}, "NATS JetStream message"),
+    h("div", { class: "grid" },
+      field("nats.url", "Server URL", natsURLIn, { full: true, optional: true,
+        hint: "nats:// or tls://, without credentials. Private and loopback addresses are refused unless an operator allows them (SCHEDULER_HTTP_ALLOW)." }),
+      field("nats.url_secret", "Or: secret holding the URL", natsSecretIn, { optional: true,
+        hint: "For a URL with credentials (nats://user:password@host:4222). " + SECRET_HINT }),
+      field("nats.subject", "Subject", natsSubjectIn, { hint: "One literal subject a stream captures; no * or >." }),
+      field("nats.body", "Message", natsBodyIn, { full: true, optional: true })));
   const more = h("details", { class: "more" }, h("summary", {}, "More settings: catch-up, gap, jitter, automatic pause"),
     h("div", { class: "grid" },
       field("catchup", "Catch-up window", catchupIn, { hint: "Slots missed while no replica led run late if still this recent; 0s: never. Empty: one period of the schedule." }),
@@ -201,7 +214,7 @@ function jobFormPage(ns, name) {
       field("overlap", "When a slot comes while a run is still running", overlapIn),
       field("max_concurrent", "Runs at once", maxConcurrentIn, { optional: true, hint: "With \"run it too\" only: how many runs at once, 1 to 50; the slot past them is skipped." }),
       field("enabled", "Enabled: its slots run", enabledIn, { hint: "Unchecked, the job is kept but does not run." })),
-    httpSet, sqlSet, riverSet, more,
+    httpSet, sqlSet, riverSet, natsSet, more,
     h("datalist", { id: "jf-zones" }, timeZones().map((z) => h("option", { value: z }))),
     h("div", { class: "field form-reason" },
       h("label", { for: "jf-reason" }, "Reason", h("span", { class: "muted" }, " (optional)")), reasonIn,
@@ -227,6 +240,7 @@ function jobFormPage(ns, name) {
     httpSet.hidden = kindIn.value !== "http";
     sqlSet.hidden = kindIn.value !== "sql";
     riverSet.hidden = kindIn.value !== "river";
+    natsSet.hidden = kindIn.value !== "nats";
     authHeaderBox.hidden = authIn.value !== "header";
     authSecretBox.hidden = authIn.value === "" || authIn.value === "oidc";
     authAudienceBox.hidden = authIn.value !== "oidc";
@@ -241,7 +255,7 @@ function jobFormPage(ns, name) {
     tzIn.value = d.time_zone || "";
     descIn.value = d.description || "";
     labelsIn.value = Object.keys(d.labels || {}).sort().map((k) => `${k}=${d.labels[k]}`).join("\n");
-    kindIn.value = d.sql ? "sql" : d.river ? "river" : "http";
+    kindIn.value = d.sql ? "sql" : d.river ? "river" : d.nats ? "nats" : "http";
     enabledIn.checked = d.enabled !== false;
     timeoutIn.value = d.timeout || "";
     overlapIn.value = d.overlap || "skip";
@@ -275,6 +289,11 @@ function jobFormPage(ns, name) {
     riverQueueIn.value = rv.queue || "";
     riverArgsIn.value = rv.args && Object.keys(rv.args).length ? JSON.stringify(rv.args, null, 2) : "";
     riverUniqueIn.checked = !!rv.unique;
+    const np = d.nats || {};
+    natsURLIn.value = np.url || "";
+    natsSecretIn.value = np.url_secret || "";
+    natsSubjectIn.value = np.subject || "";
+    natsBodyIn.value = np.body || "";
     if (d.catchup || d.min_gap || d.jitter || d.pause_after_failures) more.open = true;
     showKind();
   }
@@ -301,8 +320,18 @@ function jobFormPage(ns, name) {
     set(d, "min_gap", minGapIn.value.trim());
     set(d, "jitter", jitterIn.value.trim());
     set(d, "pause_after_failures", wholeNumber(pauseAfterIn.value, "pause_after_failures", errors));
-    if (kindIn.value === "http") {
+    if (kindIn.value === "nats") {
+      delete d.http;
       delete d.sql;
+      delete d.river;
+      const np = { subject: natsSubjectIn.value.trim() };
+      set(np, "url", natsURLIn.value.trim());
+      set(np, "url_secret", natsSecretIn.value.trim());
+      set(np, "body", natsBodyIn.value);
+      d.nats = np; // its retries are kept as they were (the defaults for a new job)
+    } else if (kindIn.value === "http") {
+      delete d.sql;
+      delete d.nats;
       delete d.river;
       const hp = { ...(d.http || {}) };
       hp.method = methodIn.value;
@@ -336,11 +365,13 @@ function jobFormPage(ns, name) {
     } else if (kindIn.value === "sql") {
       delete d.http;
       delete d.river;
+      delete d.nats;
       delete d.retry; // a SQL job commits once: it has no retries
       d.sql = { target: sqlTargetIn.value.trim(), statements: statementsIn.value };
     } else {
       delete d.http;
       delete d.sql;
+      delete d.nats;
       delete d.retry; // a River job's insert commits once: River retries the job itself
       d.river = { target: riverTargetIn.value.trim(), kind: riverKindIn.value.trim() };
       set(d.river, "queue", riverQueueIn.value.trim());

@@ -105,6 +105,13 @@ function definitionCard(job, bodyShown, showBody) {
       d.river ? [
         dt("River args", h("pre", { class: "mono" }, JSON.stringify(d.river.args || {}, null, 2)), "job-river-args"),
         dt("Unique", d.river.unique ? "yes: no job while one of the same kind, args and queue waits or runs" : "no: one job every slot"),
+      ] : null,
+      d.nats ? [
+        dt("Subject", h("span", { class: "mono" }, d.nats.subject), "job-nats-subject"),
+        dt("Server", d.nats.url ? h("span", { class: "mono" }, d.nats.url) : `the URL in secret ${d.nats.url_secret}`),
+        dt("Message", bodyView(d.nats.body, bodyShown, showBody)),
+        dt("Message id", "the slot's key (Nats-Msg-Id), so the stream keeps one message per slot"),
+        dt("Attempts", d.retry ? `${d.retry.max_attempts}, backing off ${d.retry.initial_backoff} to ${d.retry.max_backoff}` : "—"),
       ] : null));
 }
 

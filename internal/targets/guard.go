@@ -206,6 +206,7 @@ func (g *Guard) loopbackNameRefusal(u *url.URL, host string) error {
 		for _, p := range g.allowPrefixes {
 			if p.Contains(a) {
 				at := *u
+				at.User = nil // a NATS URL from a secret may hold a password
 				at.Host = a.String()
 				if a.Is6() {
 					at.Host = "[" + at.Host + "]"

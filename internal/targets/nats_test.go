@@ -97,6 +97,13 @@ func TestPublishGuarded(t *testing.T) {
 	assert.Contains(t, res.Err.Error(), "secret NATS_URL may be sent only to nats.example.com")
 	assert.NotContains(t, res.Err.Error(), "u:p")
 
+	// A secret's URL on a localhost name: the refusal names the address to use, not the
+	// URL's password.
+	res = loopbackCaller(t, Config{}).Publish(testCtx(t), natsRequest("nats://u:pw-in-url@localhost:"+port, "k"))
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "use the address it names: nats://127.0.0.1:"+port)
+	assert.NotContains(t, res.Err.Error(), "pw-in-url")
+
 	assert.Equal(t, before, connections(), "no connection reached the server")
 }
 

@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -139,4 +140,31 @@ func TestCheckNATSURL(t *testing.T) {
 	}
 	assert.NoError(t, g.CheckNATSURL("nats://nats.example.com"))
 	assert.NoError(t, g.CheckNATSURL("tls://nats.example.com:4443"))
+}
+
+// A NATS job's publishes share its namespace's max_concurrent_calls with its HTTP calls:
+// with billing's one slot held by a call, a publish waits, and at its run's deadline fails
+// saying the bound was reached, nothing published.
+func TestPublishSharesTheNamespaceBound(t *testing.T) {
+	srv := natstest.Start(t)
+	st := srv.AddStream(t, "TICKS", "ticks.>")
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	httpSrv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	})
+	c := loopbackCaller(t, Config{})
+	c.SetNamespaceLimits(map[string]int{"billing": 1})
+	done := make(chan error, 1)
+	go func() { done <- c.Do(testCtx(t), Request{Namespace: "billing", URL: httpSrv.URL}).Err }()
+	<-arrived
+
+	r := natsRequest(srv.URL, "k")
+	r.Namespace, r.Deadline = "billing", time.Now().Add(200*time.Millisecond)
+	res := c.Publish(testCtx(t), r)
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "namespace billing's max_concurrent_calls (1) was reached")
+	assert.Empty(t, natstest.Messages(t, st))
+	close(release)
+	require.NoError(t, <-done)
 }

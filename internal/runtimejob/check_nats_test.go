@@ -65,7 +65,7 @@ func TestCheckNATSRefusesEveryProblemAtOnce(t *testing.T) {
 		"nats": {"url": "nats://10.0.0.5", "subject": "$SYS.x"}}`), natsEnv(t))
 	got := fields(errs)
 	assert.Contains(t, got, "name")
-	assert.Contains(t, got["http"], `exactly one target: "http", "sql" or "nats"`)
+	assert.Contains(t, got["http"], `exactly one target: "http", "sql", "nats" or "river"`)
 
 	_, errs = runtimejob.Check(decode(t, `{"name": "tick", "schedule": "@every 1s",
 		"nats": {"url": "nats://10.0.0.5", "subject": "$SYS.x", "body": "a\u0000"}}`), natsEnv(t))

@@ -34,7 +34,7 @@ func TestCheckRiverRefusesEveryWrongFieldAtOnce(t *testing.T) {
 
 	_, errs = runtimejob.Check(decode(t, `{"name": "two", "schedule": "@every 1m",
 		"sql": {"target": "APP", "statements": "SELECT 1"}, "river": {"target": "APP", "kind": "k1"}}`), env())
-	assert.Contains(t, fields(errs)["http"], `exactly one target: "http", "sql" or "river"`)
+	assert.Contains(t, fields(errs)["http"], `exactly one target: "http", "sql", "nats" or "river"`)
 }
 
 // A river job's normal form: queue and args filled in, args compacted; Kind says river.

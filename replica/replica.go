@@ -146,7 +146,7 @@ func New(c Config) (*Replica, error) {
 	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
 		Runtime:       &runtimejob.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
-		Notifications: notifications, Tracing: c.Tracing})
+		Notifications: notifications, Tracing: c.Tracing, Gate: engine.NewGate(c.Runtime.RunConcurrency, c.Metrics)})
 	if err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
 	}

@@ -39,6 +39,9 @@ type Runtime struct {
 	// HTTPHostConcurrency bounds them per target host, HTTPJobConcurrency per job (so one
 	// job's slow targets cannot hold the whole bound for their timeout).
 	HTTPConcurrency, HTTPHostConcurrency, HTTPJobConcurrency int
+	// RunConcurrency bounds the run bodies a replica runs at once, every partition it leads
+	// together (SCHEDULER_RUN_CONCURRENCY); one namespace holds at most half of them.
+	RunConcurrency int
 }
 
 // SQLTarget is one SCHEDULER_SQL_TARGET_<NAME>.
@@ -55,6 +58,7 @@ const (
 	HTTPHostConcurrencyDefault = 64
 	HTTPJobConcurrencyDefault  = 16
 	SQLConnectionsDefault      = 4
+	RunConcurrencyDefault      = 1024
 	// OIDCKeyRotationDefault is SCHEDULER_OIDC_KEY_ROTATION's default; the bounds keep a
 	// rotation longer than a next key's pre-publication and a token's life (minutes).
 	OIDCKeyRotationDefault = 30 * 24 * time.Hour
@@ -63,6 +67,7 @@ const (
 	maxJobsLimit           = 1000000
 	maxHTTPConcurrency     = 65536
 	maxSQLConnections      = 100
+	maxRunConcurrency      = 1 << 20
 	secretPrefix           = "SCHEDULER_SECRET_"
 	sqlTargetPrefix        = "SCHEDULER_SQL_TARGET_"
 	// passwordSecretParam names, in a target's URL, the secret that holds its password.
@@ -77,6 +82,7 @@ func loadRuntime(env *Env) Runtime {
 		HTTPHostConcurrency: env.Int("SCHEDULER_HTTP_HOST_CONCURRENCY", HTTPHostConcurrencyDefault),
 		HTTPJobConcurrency:  env.Int("SCHEDULER_HTTP_JOB_CONCURRENCY", HTTPJobConcurrencyDefault),
 		SQLConnections:      env.Int("SCHEDULER_SQL_CONNECTIONS", SQLConnectionsDefault),
+		RunConcurrency:      env.Int("SCHEDULER_RUN_CONCURRENCY", RunConcurrencyDefault),
 	}
 	for _, entry := range strings.Split(env.String("SCHEDULER_HTTP_ALLOW", ""), ",") {
 		if entry = strings.TrimSpace(entry); entry == "" {
@@ -100,6 +106,9 @@ func loadRuntime(env *Env) Runtime {
 		if n := env.Int(name, 1); n < 1 || n > maxHTTPConcurrency {
 			env.Fail(name, strconv.Itoa(n), fmt.Sprintf("a whole number from 1 to %d", maxHTTPConcurrency))
 		}
+	}
+	if r.RunConcurrency < 1 || r.RunConcurrency > maxRunConcurrency {
+		env.Fail("SCHEDULER_RUN_CONCURRENCY", strconv.Itoa(r.RunConcurrency), fmt.Sprintf("a whole number from 1 to %d such as 1024", maxRunConcurrency))
 	}
 	if r.SQLConnections < 1 || r.SQLConnections > maxSQLConnections {
 		env.Fail("SCHEDULER_SQL_CONNECTIONS", strconv.Itoa(r.SQLConnections), fmt.Sprintf("a whole number from 1 to %d such as 4", maxSQLConnections))

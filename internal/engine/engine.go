@@ -23,6 +23,7 @@ import (
 	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/notify/deliver"
 	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/runtimejob"
@@ -82,6 +83,9 @@ type Config struct {
 	Notifications *deliver.Service
 	// Tracing exports the spans of claims and runs (tracing.go); nil: off.
 	Tracing *tracing.Tracing
+	// Gate bounds the run bodies of the replica, shared by its engines (bodies.go); nil:
+	// the engine makes its own, of config.RunConcurrencyDefault places.
+	Gate *Gate
 }
 
 // entry is one configured job: a built-in job, or one version of a runtime job's
@@ -115,6 +119,15 @@ func (en *entry) overlap() string {
 // (queue-one), or ends it and waits (replace), rather than being skipped.
 func (en *entry) waitsForIdle() bool {
 	return en.overlap() == runtimejob.OverlapQueueOne || en.overlap() == runtimejob.OverlapReplace
+}
+
+// gateNamespace is the namespace whose share of the replica's run bodies the job's runs
+// take (bodies.go): its own for a runtime job, "" for the built-in jobs.
+func (en *entry) gateNamespace() string {
+	if en.def == nil {
+		return ""
+	}
+	return namespace.Of(en.def.Def.Key())
 }
 
 // runningRun is a run executing on this replica: its job, for the log, and how to cancel it.
@@ -200,6 +213,9 @@ func New(conf Config) (*Engine, error) {
 	}
 	if conf.SlotAuditGrace <= 0 {
 		conf.SlotAuditGrace = slotAuditGraceDefault
+	}
+	if conf.Gate == nil {
+		conf.Gate = NewGate(0, conf.Metrics)
 	}
 	e := &Engine{
 		claimAheadFrom: claimAheadFrom,

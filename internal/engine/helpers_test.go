@@ -198,6 +198,8 @@ type nodeOptions struct {
 	claimAheadFrom time.Duration
 	// now, when set, stops the leader services' clock there (clock): Go's and SQL's time.
 	now time.Time
+	// gate bounds the node's run bodies; nil: the engine's own (bodies.go).
+	gate *Gate
 }
 
 // set stops c at now, for the services' Go code and their statements alike.
@@ -239,7 +241,7 @@ func startNode(t *testing.T, url, id string, opts nodeOptions) *node {
 	en, err = New(Config{Notifications: sender, DB: db.DB, Notifier: notes, Registry: nodeRegistry(db.DB, &en), Jobs: opts.jobs, InstanceID: id, Log: log,
 		PollInterval: opts.pollInterval, MaxMissed: opts.maxMissed, RescueInterval: opts.rescueInterval, Metrics: opts.metrics,
 		SlotAuditInterval: opts.slotAudit, SlotAuditGrace: cmp.Or(opts.slotAuditGrace, opts.slotAudit),
-		Runtime: opts.runtime})
+		Runtime: opts.runtime, Gate: opts.gate})
 	require.NoError(t, err)
 	en.testSignals.init()
 	if !opts.now.IsZero() {

@@ -74,14 +74,16 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 	release := term.Hold()
 	x := e.newExecution(ctx, term, en, run)
 	x.notBefore = notBefore
-	go func() {
+	// The body waits for a place of the replica's bound as a value, not a goroutine; the
+	// run stays owned (tracked, held) meanwhile, and its end is recorded as any other's.
+	e.conf.Gate.Go(runCtx, en.gateNamespace(), func() {
 		defer e.runs.Done()
 		defer release()
 		defer e.untrack(run.ID)
 		defer cancel(nil)
 		defer endRun(span, x)
 		x.execute(runCtx)
-	}()
+	})
 }
 
 // execution is one run on this replica, from its start to its recorded end. It holds what
@@ -98,6 +100,8 @@ type execution struct {
 	started time.Time
 	// notBefore, when set, is when the body may begin: the slot of a run claimed ahead.
 	notBefore time.Time
+	// gated is how long the run waited for a place in the replica's bound (bodies.go).
+	gated time.Duration
 
 	// version is the definition version recorded with the run's end.
 	version *int64
@@ -122,6 +126,8 @@ func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, 
 // request, then finishes the run under the term's ctx.
 func (x *execution) execute(runCtx context.Context) {
 	e, en, run := x.e, x.en, x.run
+	// The run's time counts from its place in the gate, not from its claim.
+	x.gated, x.started = time.Since(x.started), time.Now()
 	// The timeout counts from when the body may begin: the slot, for a run claimed ahead.
 	// What does not need the slot to have come is done before it, while such a run waits:
 	// when 10 000 runs share a slot, every microsecond of work after it delays the calls.
@@ -138,7 +144,9 @@ func (x *execution) execute(runCtx context.Context) {
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, x.startDelay())
 	switch {
 	case ended != nil:
-		x.finish(jobcontract.Stats{}, nil, ended)
+		// The body never began: a term that ended leaves the run to the next leader's
+		// recovery, a cancel request ends it cancelled (finish), never succeeded.
+		x.finish(jobcontract.Stats{}, ended, ended)
 		return
 	case paramsErr != nil:
 		x.finish(jobcontract.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, paramsErr), nil)

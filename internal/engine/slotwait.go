@@ -13,6 +13,9 @@ import (
 // awaitSlot waits, for a run claimed ahead, until its slot has come, and then counts the
 // run's time from there; it returns what ended runCtx first, if anything did.
 func (x *execution) awaitSlot(runCtx context.Context) error {
+	if runCtx.Err() != nil {
+		return context.Cause(runCtx) // ended while the run waited for its place
+	}
 	wait := time.Until(x.notBefore)
 	if wait <= 0 {
 		return nil
@@ -47,7 +50,8 @@ func growStack(i int) byte {
 
 // startDelay is how late the body of a scheduled run begins after its slot: for a run
 // claimed ahead, now against the slot (its started_at is the slot); for any other, its
-// started_at, less a jittered job's offset (it starts late on purpose).
+// started_at, less a jittered job's offset (it starts late on purpose), plus its wait for a
+// place in the replica's bound (started_at is the claim's).
 func (x *execution) startDelay() time.Duration {
 	run := x.run
 	switch {
@@ -56,7 +60,7 @@ func (x *execution) startDelay() time.Duration {
 	case !x.notBefore.IsZero():
 		return time.Since(x.notBefore)
 	}
-	delay := run.StartedAt.Sub(*run.ScheduledAt)
+	delay := run.StartedAt.Sub(*run.ScheduledAt) + x.gated
 	if x.en.def != nil {
 		delay -= x.en.def.Offset()
 	}

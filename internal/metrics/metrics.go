@@ -91,6 +91,7 @@ type Metrics struct {
 
 	controlIgnoredTotal *prometheus.CounterVec // control.go
 	notifications       notificationCounters   // notify.go
+	bodies              bodyGauges             // bodies.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -228,6 +229,7 @@ func New() *Metrics {
 		m.targetCallsTotal, m.targetCallDuration,
 		m.controlIgnoredTotal, m.notifications.sent, m.notifications.failed,
 	)
+	m.bodies = newBodyGauges(m.registry)
 	return m
 }
 

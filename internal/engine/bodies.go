@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/metrics"
+)
+
+// Gate bounds the run bodies a replica runs at once, every engine (one per partition it
+// leads) together, so that a slot of 10 000 jobs costs at most limit goroutines, not 10 000
+// with grown stacks. A claimed run that finds no place waits as a small value in its
+// namespace's queue; it gets a goroutine only when a place frees, and the goroutine of a
+// body that ends runs the next waiting one, so its grown stack serves again instead of a
+// new goroutine growing its own.
+//
+// Fairness: the waiting runs are served round-robin across namespaces, and a namespace
+// holds at most share places (half the limit) at once, even while no other namespace waits: a namespace
+// whose target hangs holds its share until its runs time out, and the other namespaces
+// always have the rest. The built-in jobs are a namespace of their own ("").
+//
+// A waiting run whose context ends (its term ended, or its cancel was requested) leaves
+// the queue at once and runs outside the bound: its body sees the context ended and does
+// not begin (execution.execute), so it costs no place.
+type Gate struct {
+	limit, share int
+	metrics      *metrics.Metrics
+
+	mu      sync.Mutex
+	running int
+	inUse   map[string]int    // places held, by namespace
+	queues  map[string]*queue // waiting runs, by namespace
+	waiting int               // runs waiting, every namespace together
+	// ring are the namespaces with waiting runs in the order they are served; next is the
+	// one served first when a place frees.
+	ring []string
+	next int
+}
+
+// queue is one namespace's waiting runs, oldest first. A run whose context ended while it
+// waited stays in bodies, no longer queued, until it reaches the front: taking it out of
+// the middle would cost a scan per run, and a term's end abandons thousands at once.
+type queue struct {
+	bodies []*body
+	live   int // the bodies still queued
+}
+
+// body is one run waiting for, or holding, a place.
+type body struct {
+	ns     string
+	run    func()
+	queued bool        // in its namespace's queue (under Gate.mu)
+	stop   func() bool // stops the wake-up on its context's end
+}
+
+// NewGate returns a gate of limit places (0: config.RunConcurrencyDefault), of which one
+// namespace holds at most half (at least 1).
+func NewGate(limit int, m *metrics.Metrics) *Gate {
+	if limit <= 0 {
+		limit = config.RunConcurrencyDefault
+	}
+	g := &Gate{limit: limit, share: max(limit/2, 1), metrics: m, inUse: map[string]int{}, queues: map[string]*queue{}}
+	g.metrics.RunBodies(0, 0, limit)
+	return g
+}
+
+// Go runs run in a goroutine once a place of namespace ns is free: at once, or when a
+// body ends. When ctx ends before then, run is called at once, outside the bound, and must
+// see ctx ended and return without doing the run's work.
+func (g *Gate) Go(ctx context.Context, ns string, run func()) {
+	b := &body{ns: ns, run: run}
+	g.mu.Lock()
+	if g.running < g.limit && g.inUse[ns] < g.share {
+		g.admitLocked(b)
+		g.mu.Unlock()
+		go g.work(b)
+		return
+	}
+	b.queued = true
+	q := g.queues[ns]
+	if q == nil {
+		q = &queue{}
+		g.queues[ns] = q
+		g.ring = append(g.ring, ns)
+	}
+	q.bodies = append(q.bodies, b)
+	q.live++
+	g.waiting++
+	g.observeLocked()
+	// Registered under mu, so the body cannot be admitted before stop is set.
+	b.stop = context.AfterFunc(ctx, func() { g.abandon(b) })
+	g.mu.Unlock()
+}
+
+// work runs b and, while waiting bodies may take the place b frees, the next one.
+func (g *Gate) work(b *body) {
+	for b != nil {
+		b.run()
+		g.mu.Lock()
+		g.running--
+		if g.inUse[b.ns]--; g.inUse[b.ns] == 0 {
+			delete(g.inUse, b.ns)
+		}
+		b = g.pickLocked()
+		if b != nil {
+			g.admitLocked(b)
+			b.stop() // admitted: its context's end is the body's business now
+		} else {
+			g.observeLocked()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// pickLocked takes the next waiting body that may run, round-robin across namespaces;
+// nil when the bound is reached or every waiting namespace holds its share.
+func (g *Gate) pickLocked() *body {
+	if g.running >= g.limit {
+		return nil
+	}
+	for range len(g.ring) {
+		if g.next >= len(g.ring) {
+			g.next = 0
+		}
+		ns := g.ring[g.next]
+		if g.inUse[ns] >= g.share {
+			g.next++
+			continue
+		}
+		q := g.queues[ns]
+		b := q.pop()
+		g.unqueueLocked(q, b)
+		if g.queues[ns] != nil {
+			g.next++ // else ns left the ring, and next is already the following one
+		}
+		return b
+	}
+	return nil
+}
+
+// pop takes the oldest body still queued; q.live is above 0.
+func (q *queue) pop() *body {
+	for {
+		b := q.bodies[0]
+		q.bodies[0] = nil // the array must not keep a run's closure alive
+		q.bodies = q.bodies[1:]
+		if b.queued {
+			return b
+		}
+	}
+}
+
+// unqueueLocked counts b, of q, out of the waiting runs; a namespace left without any
+// leaves the ring.
+func (g *Gate) unqueueLocked(q *queue, b *body) {
+	b.queued = false
+	g.waiting--
+	if q.live--; q.live > 0 {
+		return
+	}
+	delete(g.queues, b.ns)
+	i := slices.Index(g.ring, b.ns)
+	g.ring = slices.Delete(g.ring, i, i+1)
+	if i < g.next {
+		g.next--
+	}
+}
+
+func (g *Gate) admitLocked(b *body) {
+	g.running++
+	g.inUse[b.ns]++
+	g.observeLocked()
+}
+
+// abandon takes b out of its queue when its context ended while it waited, and runs it
+// outside the bound so that it records its end without waiting for a place.
+func (g *Gate) abandon(b *body) {
+	g.mu.Lock()
+	if !b.queued {
+		g.mu.Unlock()
+		return
+	}
+	g.unqueueLocked(g.queues[b.ns], b)
+	g.observeLocked()
+	g.mu.Unlock()
+	b.run()
+}
+
+// observeLocked reports the gate's state to the metrics; g.mu is held, so the gauges
+// follow the changes in their order.
+func (g *Gate) observeLocked() { g.metrics.RunBodies(g.running, g.waiting, g.limit) }

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// awaitClosed waits for ch to close, failing the test after waitTimeout.
+func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// The attack: one namespace's runs hang (a target that never answers) and keep coming. It
+// holds at most its share of the gate; the other namespaces' runs, due after it filled
+// that share, all run.
+func TestGateHoldsANamespaceToItsShare(t *testing.T) {
+	g := NewGate(8, nil)
+	require.Equal(t, 4, g.share)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	var holding, most atomic.Int64
+	slowStarted := make(chan struct{}, 12)
+	for range 12 {
+		g.Go(context.Background(), "slow", func() {
+			n := holding.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			slowStarted <- struct{}{}
+			<-hang
+			holding.Add(-1)
+		})
+	}
+	for range 4 {
+		<-slowStarted
+	}
+	var others sync.WaitGroup
+	for i := range 40 {
+		others.Add(1)
+		g.Go(context.Background(), fmt.Sprint("team-", i%2), others.Done)
+	}
+	done := make(chan struct{})
+	go func() { others.Wait(); close(done) }()
+	awaitClosed(t, done, "the other namespaces' runs")
+	assert.Equal(t, int64(4), most.Load(), "the hanging namespace held its share, no more")
+	assert.Len(t, slowStarted, 0, "no fifth run of the hanging namespace began")
+}
+
+// Waiting runs are served round-robin across namespaces, each namespace's oldest first.
+func TestGateServesWaitingNamespacesRoundRobin(t *testing.T) {
+	g := NewGate(1, nil)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	g.Go(context.Background(), "x", func() { close(started); <-release })
+	<-started
+	var mu sync.Mutex
+	var order []string
+	var all sync.WaitGroup
+	for _, name := range []string{"a1", "a2", "a3", "b1", "b2", "c1"} {
+		all.Add(1)
+		g.Go(context.Background(), name[:1], func() {
+			defer all.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, name)
+		})
+	}
+	close(release)
+	done := make(chan struct{})
+	go func() { all.Wait(); close(done) }()
+	awaitClosed(t, done, "the waiting runs")
+	assert.Equal(t, []string{"a1", "b1", "c1", "a2", "b2", "a3"}, order)
+}
+
+// A waiting run whose context ends (its term ended, its cancel was requested) is called at
+// once, outside the bound, to record its end; the runs behind it keep their order, and the
+// place it never took stays the next run's.
+func TestGateCallsAWaitingRunAtOnceWhenItsContextEnds(t *testing.T) {
+	g := NewGate(1, nil)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	g.Go(context.Background(), "x", func() { close(started); <-release })
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	abandoned := make(chan struct{})
+	g.Go(ctx, "a", func() {
+		assert.Error(t, ctx.Err(), "called only once its context ended")
+		close(abandoned)
+	})
+	next := make(chan struct{})
+	g.Go(context.Background(), "a", func() { close(next) })
+	cancel()
+	awaitClosed(t, abandoned, "the abandoned run")
+	select {
+	case <-next:
+		t.Fatal("the run behind it began while the place was still held")
+	default:
+	}
+	close(release)
+	awaitClosed(t, next, "the run behind the abandoned one")
+}

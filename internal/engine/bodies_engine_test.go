@@ -16,6 +16,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/metrics"
+	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/testdb"
 	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
@@ -154,6 +155,31 @@ func TestRunsOfOneSlotWaitWithoutGoroutines(t *testing.T) {
 // testpaceLead is how far ahead of the node's start the slot of TestRunsOfOneSlotWaitWithoutGoroutines
 // lies: the node must start and load 2 000 definitions before it.
 func testpaceLead() time.Duration { return max(8*time.Second, waitTimeout/2) }
+
+// A cancel request reaches a run that waits for a place: it ends cancelled at once, its
+// body never begun, while the run holding the place goes on.
+func TestCancelledWaitingRunEndsWithoutItsBody(t *testing.T) {
+	db, url := newDB(t)
+	gate := NewGate(2, nil) // the built-in jobs' share is one place, which slow holds
+	n := startNode(t, url, "a", nodeOptions{jobs: []config.Job{jobConfig(t, "slow", "@every 1s", time.Hour), jobConfig(t, "tick", "@every 1s", time.Minute)},
+		gate: gate})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	for _, waiting := gate.counts(); waiting == 0; _, waiting = gate.counts() {
+		awaitSignal(t, &n.en.testSignals.claimBatch, "a batch of claims")
+	}
+	// tick's one running run (its later slots overlap it) is the one waiting.
+	var id int64
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT id FROM job_runs WHERE job = 'tick' AND status = 'running'`).Scan(&id))
+	_, outcome, err := db.CancelRun(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, store.CancelRequested, outcome)
+	run := awaitFinished(t, db, id)
+	assert.Equal(t, store.StatusCancelled, run.Status)
+	require.NotNil(t, run.Error)
+	assert.Contains(t, *run.Error, "before its body began")
+	assert.Zero(t, count(t, db, `SELECT count(*) FROM test_calls WHERE run_id = $1`, id), "its body never began")
+	assert.Equal(t, 1, count(t, db, `SELECT count(*) FROM job_runs WHERE job = 'slow' AND status = 'running'`), "the run holding the place goes on")
+}
 
 // A term that ends while runs wait for a place ends them as runs whose body never began:
 // left running, without a call, for the next leader's recovery, never recorded succeeded.

@@ -146,7 +146,7 @@ func (x *execution) execute(runCtx context.Context) {
 	case ended != nil:
 		// The body never began: a term that ended leaves the run to the next leader's
 		// recovery, a cancel request ends it cancelled (finish), never succeeded.
-		x.finish(jobcontract.Stats{}, ended, ended)
+		x.finish(jobcontract.Stats{}, fmt.Errorf("the run ended before its body began: %w", ended), ended)
 		return
 	case paramsErr != nil:
 		x.finish(jobcontract.Stats{}, fmt.Errorf("invalid params %s: %w", run.Params, paramsErr), nil)

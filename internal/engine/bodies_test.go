@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,4 +110,54 @@ func TestGateCallsAWaitingRunAtOnceWhenItsContextEnds(t *testing.T) {
 	}
 	close(release)
 	awaitClosed(t, next, "the run behind the abandoned one")
+}
+
+// Many claimers submit at once, across namespaces, while some runs' contexts end as they
+// wait: every run is called exactly once, the bound and each namespace's share hold at
+// every moment, and the gate ends empty.
+func TestGateUnderConcurrentSubmitsAndCancels(t *testing.T) {
+	const limit, submitters, each = 6, 16, 200
+	g := NewGate(limit, nil)
+	var total atomic.Int64
+	var byNS [4]atomic.Int64
+	var calls [submitters * each]atomic.Int32
+	var all sync.WaitGroup
+	for s := range submitters {
+		all.Go(func() {
+			for i := range each {
+				id, ns := s*each+i, (s+i)%len(byNS)
+				ctx, cancel := context.WithCancel(context.Background())
+				all.Add(1)
+				g.Go(ctx, fmt.Sprint("ns-", ns), func() {
+					defer all.Done()
+					calls[id].Add(1)
+					if ctx.Err() != nil {
+						return // abandoned: called outside the bound, does no work
+					}
+					assert.LessOrEqual(t, total.Add(1), int64(limit), "the bound")
+					assert.LessOrEqual(t, byNS[ns].Add(1), int64(limit/2), "namespace ns-%d's share", ns)
+					runtime.Gosched()
+					byNS[ns].Add(-1)
+					total.Add(-1)
+				})
+				if i%3 == 0 {
+					cancel()
+				} else {
+					defer cancel()
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { all.Wait(); close(done) }()
+	awaitClosed(t, done, "every run")
+	for id := range calls {
+		require.Equal(t, int32(1), calls[id].Load(), "run %d called once", id)
+	}
+	running, waiting := g.counts()
+	assert.Zero(t, running)
+	assert.Zero(t, waiting)
+	assert.Empty(t, g.ring)
+	assert.Empty(t, g.queues)
+	assert.Empty(t, g.inUse)
 }

@@ -147,8 +147,10 @@ func TestRunsOfOneSlotWaitWithoutGoroutines(t *testing.T) {
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		least = min(least, runtime.NumGoroutine())
 	}
-	t.Logf("goroutines: %d before the node, %d with %d runs of one slot claimed (%d running, %d waiting)",
-		before, least, jobs, running, waiting)
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	t.Logf("goroutines: %d before the node, %d with %d runs of one slot claimed (%d running, %d waiting); stacks in use %d KiB",
+		before, least, jobs, running, waiting, mem.StackInuse>>10)
 	assert.Less(t, least-before, 300, "the node's goroutines beyond the bound's (the node itself, the calls' connections)")
 }
 

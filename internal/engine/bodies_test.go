@@ -161,3 +161,28 @@ func TestGateUnderConcurrentSubmitsAndCancels(t *testing.T) {
 	assert.Empty(t, g.queues)
 	assert.Empty(t, g.inUse)
 }
+
+// The gate's cost per run against a goroutine per run, for a slot of 10 000 runs whose
+// bodies each grow their stack as a call does (growStack): go test -bench Slot -run '^$'.
+func BenchmarkSlotThroughTheGate(b *testing.B) {
+	for b.Loop() {
+		g := NewGate(1024, nil)
+		var all sync.WaitGroup
+		all.Add(10_000)
+		for range 10_000 {
+			g.Go(context.Background(), "default", func() { growStack(0); all.Done() })
+		}
+		all.Wait()
+	}
+}
+
+func BenchmarkSlotGoroutinePerRun(b *testing.B) {
+	for b.Loop() {
+		var all sync.WaitGroup
+		all.Add(10_000)
+		for range 10_000 {
+			go func() { growStack(0); all.Done() }()
+		}
+		all.Wait()
+	}
+}

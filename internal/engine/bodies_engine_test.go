@@ -101,6 +101,48 @@ func TestHangingNamespaceHoldsOnlyItsShareOfRunBodies(t *testing.T) {
 		"the hanging namespace's other runs are claimed and wait for a place")
 }
 
+// One gate serves every engine of a replica (one per partition it leads): a namespace's
+// share is the replica's, whichever engines its runs come from. Two engines, each leading
+// a database of its own, share a gate of 8; the hanging namespace has 12 jobs in each and
+// holds 4 bodies in all, and the other namespace's jobs, on the second engine, keep
+// running.
+func TestEnginesSharingAGateShareOneBound(t *testing.T) {
+	slow, most := hangingServer(t)
+	quick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(quick.Close)
+	gate := NewGate(8, nil)
+	var second *testdb.DB
+	var n *node
+	for i, id := range []string{"a", "b"} {
+		db, url := newDB(t)
+		_, err := db.Pool.Exec(context.Background(), `INSERT INTO scheduler_namespaces (name) VALUES ('hung'), ('team-a')`)
+		require.NoError(t, err)
+		for j := range 12 {
+			defineIn(t, db, fmt.Sprintf(`{"name": "hang-%d", "namespace": "hung", "schedule": "@every 1s", "timeout": "5m", "http": {"url": %q}}`, j, slow.URL))
+		}
+		if i == 1 {
+			for j := range 3 {
+				defineIn(t, db, fmt.Sprintf(`{"name": "work-%d", "namespace": "team-a", "schedule": "@every 1s", "http": {"url": %q}}`, j, quick.URL))
+			}
+			second = db
+		}
+		n = startNode(t, url, id, nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), gate: gate})
+		awaitSignal(t, &n.en.testSignals.leading, "leading")
+	}
+	for {
+		var jobs, least int
+		require.NoError(t, second.Pool.QueryRow(context.Background(), `
+			SELECT count(*), coalesce(min(ok), 0) FROM (
+				SELECT job, count(*) FILTER (WHERE status = 'succeeded') AS ok FROM job_runs
+				WHERE job LIKE 'team-a/%' GROUP BY job) j`).Scan(&jobs, &least))
+		if jobs == 3 && least >= 5 {
+			break
+		}
+		awaitSignal(t, &n.en.testSignals.finished, fmt.Sprintf("team-a's runs finishing (%d jobs, the least run %d times)", jobs, least))
+	}
+	assert.Equal(t, int64(4), most.Load(), "the hanging namespace held its share of the replica's bound across both engines")
+}
+
 // A slot of 2 000 jobs costs the bound's goroutines, not 2 000: the runs beyond it wait as
 // values in the gate. The target never answers, so every body holds its place while the
 // goroutines are counted.

@@ -200,6 +200,56 @@ func TestRunsOfOneSlotWaitWithoutGoroutines(t *testing.T) {
 // lies: the node must start and load 2 000 definitions before it.
 func testpaceLead() time.Duration { return max(8*time.Second, waitTimeout/2) }
 
+// A run's timeout counts from when its body begins, not from its claim: two jobs of one
+// namespace share one place (a gate of 2), each call hangs until its run's 2 s timeout, so
+// each run waits for the other's; the call of a run that waited still has about its whole
+// timeout.
+func TestWaitingRunHasItsWholeTimeoutFromItsPlace(t *testing.T) {
+	db, url := newDB(t)
+	type call struct {
+		run        string
+		start, end time.Time
+	}
+	calls := make(chan call, 100)
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := call{run: r.Header.Get("X-Scheduler-Run-Id"), start: time.Now()}
+		<-r.Context().Done() // the run's timeout ends the call
+		c.end = time.Now()
+		calls <- c
+	}))
+	t.Cleanup(hanging.Close)
+	for _, name := range []string{"one", "two"} {
+		defineIn(t, db, fmt.Sprintf(`{"name": %q, "schedule": "@every 1s", "timeout": "2s", "http": {"url": %q}}`, name, hanging.URL))
+	}
+	n := startNode(t, url, "a", nodeOptions{runtime: runtimeFor(t, "127.0.0.1/32"), gate: NewGate(2, nil)})
+	awaitSignal(t, &n.en.testSignals.leading, "leading")
+	for {
+		var c call
+		select {
+		case c = <-calls:
+		case <-time.After(waitTimeout):
+			t.Fatal("no call ended")
+		}
+		var startedAt time.Time // the claim's
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT started_at FROM job_runs WHERE id = $1::bigint`, c.run).Scan(&startedAt))
+		if c.start.Sub(startedAt) < time.Second {
+			continue // a run that found its place at once
+		}
+		assert.GreaterOrEqual(t, c.end.Sub(c.start), 1500*time.Millisecond,
+			"run %s waited %s for its place and still had its timeout of 2s for its call", c.run, c.start.Sub(startedAt))
+		awaitStatus(t, db, mustID(t, c.run), "timed_out")
+		return
+	}
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	var id int64
+	_, err := fmt.Sscan(s, &id)
+	require.NoError(t, err)
+	return id
+}
+
 // A cancel request reaches a run that waits for a place: it ends cancelled at once, its
 // body never begun, while the run holding the place goes on.
 func TestCancelledWaitingRunEndsWithoutItsBody(t *testing.T) {

@@ -153,7 +153,7 @@ func TestRunsOfOneSlotWaitWithoutGoroutines(t *testing.T) {
 	// One slot for every job, far enough ahead for the node to start and load them.
 	var now time.Time
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT now()`).Scan(&now))
-	slot := now.Truncate(time.Second).Add(testpaceLead())
+	slot := now.Truncate(time.Second).Add(bulkSlotLead())
 	def := checkDefinition(t, fmt.Sprintf(`{"name": "x", "schedule": "* * * * * *", "start_at": %q, "max_runs": 1, "timeout": "5m", "http": {"url": %q}}`,
 		slot.Format(time.RFC3339), slow.URL))
 	b, err := json.Marshal(def.Def)
@@ -196,9 +196,9 @@ func TestRunsOfOneSlotWaitWithoutGoroutines(t *testing.T) {
 	assert.Less(t, least-before, 300, "the node's goroutines beyond the bound's (the node itself, the calls' connections)")
 }
 
-// testpaceLead is how far ahead of the node's start the slot of TestRunsOfOneSlotWaitWithoutGoroutines
+// bulkSlotLead is how far ahead of the node's start the slot of TestRunsOfOneSlotWaitWithoutGoroutines
 // lies: the node must start and load 2 000 definitions before it.
-func testpaceLead() time.Duration { return max(8*time.Second, waitTimeout/2) }
+func bulkSlotLead() time.Duration { return max(8*time.Second, waitTimeout/2) }
 
 // A run's timeout counts from when its body begins, not from its claim: two jobs of one
 // namespace share one place (a gate of 2), each call hangs until its run's 2 s timeout, so

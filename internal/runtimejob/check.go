@@ -153,6 +153,7 @@ func Check(d Definition, env Env) (*Checked, Errors) {
 		c.fail("namespace", "%q is not a namespace: want 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. billing)", d.Namespace)
 	}
 	c.schedule(j)
+	c.after(j)
 	c.minInterval(j)
 	if utf8.RuneCountInString(d.Description) > maxDescription || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
 		c.fail("description", "at most %d characters of UTF-8 text, without NUL characters", maxDescription)

@@ -37,6 +37,9 @@ func (c *checker) schedule(j *Checked) {
 	}
 	opts := c.calendar(j)
 	switch {
+	case len(d.Schedule) == 0 && len(d.After) > 0:
+		j.Schedule, j.FollowsOnly = noSlots, true
+		return
 	case len(d.Schedule) == 0:
 		c.fail("schedule", scheduleWant)
 		return

@@ -20,6 +20,9 @@ type Checked struct {
 	Retry          RetryPolicy
 	// HeartbeatTimeout is a callback job's longest wait between heartbeats (0 otherwise).
 	HeartbeatTimeout time.Duration
+	// FollowsOnly is a job with parents and no schedule of its own: its Schedule is
+	// noSlots, and it runs only after its parents (after.go).
+	FollowsOnly bool
 }
 
 // RetryPolicy is Retry parsed.

@@ -53,9 +53,13 @@ type Definition struct {
 	Name string `json:"name"`
 	// Namespace owns the job; Check writes namespace default as "" (left out), so the
 	// definitions written before namespaces read back unchanged.
-	Namespace string    `json:"namespace,omitempty"`
-	Schedule  Schedules `json:"schedule"`
-	TimeZone  string    `json:"time_zone,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// Schedule may be left out by a job that names parents in After (after.go).
+	Schedule Schedules `json:"schedule,omitempty"`
+	// After names the job's parents, in its namespace: the job also runs once per slot of
+	// its first parent whose parents' runs all succeeded (after.go).
+	After    []string `json:"after,omitempty"`
+	TimeZone string   `json:"time_zone,omitempty"`
 	// DST, StartAt, EndAt and MaxRuns shape the slots (calendar.go); left out, they are
 	// left out of the normal form too, so definitions from before them read back unchanged.
 	DST         *DST              `json:"dst,omitempty"`

@@ -16,8 +16,11 @@ CREATE FUNCTION job_after_keys(name text, after jsonb) RETURNS text[]
     END;
 ALTER TABLE job_definitions ADD COLUMN after_keys text[]
     GENERATED ALWAYS AS (job_after_keys(name, definition->'after')) STORED;
--- Only chained jobs are in it: the ends of the other runs read an empty index.
-CREATE INDEX job_definitions_after_keys_idx ON job_definitions USING gin (after_keys) WHERE after_keys IS NOT NULL;
+-- A parent's children, by an index read (store/after.go).
+CREATE INDEX job_definitions_after_keys_idx ON job_definitions USING gin (after_keys);
+-- The jobs that have children, which every end statement reads (store/runs_end.go): only the
+-- chained definitions are in it, so the ends of the other jobs read an empty index.
+CREATE INDEX job_definitions_chained_idx ON job_definitions (name) INCLUDE (after_keys) WHERE after_keys IS NOT NULL;
 
 -- A child's run names the parent runs it came from (a skipped slot: the parent run that failed).
 ALTER TABLE job_runs ADD COLUMN parent_run_ids bigint[];
@@ -34,7 +37,7 @@ ALTER TABLE job_runs ADD CONSTRAINT job_runs_after_check
 -- A child's slot whose parents succeeded while the child had its bound of active runs
 -- (overlap): it waits here, and the end of the child's active run queues it, in the same
 -- transaction. One row per slot, and none while the slot has its row in job_runs.
-CREATE TABLE job_after_waiting (
+CREATE TABLE scheduler_after_waiting (
     job            text NOT NULL,
     scheduled_at   timestamptz NOT NULL,
     parent_run_ids bigint[] NOT NULL,

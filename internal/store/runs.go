@@ -318,7 +318,13 @@ func (q queries) CancelRun(ctx context.Context, id int64) (*Run, CancelOutcome, 
 	// The run may start between the two guarded UPDATEs; then the second one catches it.
 	for range 3 {
 		reason := "cancelled before it started"
-		ended, err := q.endRuns(ctx, nil, []Finish{{RunID: id, From: StatusQueued, Status: StatusCancelled, Error: &reason}})
+		var ended []Ended
+		// In a transaction: the end of a child's queued run queues its waiting slot (after.go).
+		err := inTx(ctx, q.q, func(tx pgx.Tx) error {
+			var err error
+			ended, err = queries{tx}.endRuns(ctx, nil, []Finish{{RunID: id, From: StatusQueued, Status: StatusCancelled, Error: &reason}})
+			return err
+		})
 		if err != nil {
 			return nil, 0, fmt.Errorf("cancel run %d: %w", id, err)
 		}

@@ -41,11 +41,17 @@ type Ended struct {
 	Job     string
 	Trigger string
 	Status  string
+	// follow: the run's job has children, or slots of its own waiting for its active runs
+	// to end (after.go); its end has more to record.
+	follow bool
 }
 
 // endRunsSQL records many runs' ends at once, each only from the status it must still have,
 // and announces each on RunFinishedChannel. It is the one statement that ends a run. Its
 // tenth argument is the now of the ends (nowSQL, spelled out in the constant): nil but in tests.
+// Each end says whether its job has children or waiting slots (after.go): both sets are
+// read once, from an index of the chained definitions only and from a table that is
+// usually empty, so the ends of jobs without children pay two small hashed look-ups.
 const endRunsSQL = `
 WITH ended AS (
 	UPDATE job_runs r
@@ -61,8 +67,12 @@ WITH ended AS (
 	-- not all its rows: an end is always from queued or running (TestEndsReadTheIndexOfActiveRuns).
 	WHERE r.id = f.id AND r.status = f.from_status AND r.status IN ('queued', 'running')
 	RETURNING r.id, r.job, r.trigger, r.status
+), chained AS MATERIALIZED (
+	SELECT DISTINCT unnest(after_keys) AS job FROM job_definitions WHERE after_keys IS NOT NULL
 )
-SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL FROM ended`
+SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL,
+       job IN (SELECT job FROM chained) OR job IN (SELECT job FROM scheduler_after_waiting)
+FROM ended`
 
 // forceCustomPlan makes the statements of the transaction that sets it planned for their
 // own arguments every time. The statements over arrays (a slot's claims, a batch's ends) are
@@ -114,12 +124,15 @@ func (q queries) endRuns(ctx context.Context, now *time.Time, ends []Finish) ([]
 	for rows.Next() {
 		var x Ended
 		var ignored bool
-		if err := rows.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored); err != nil {
+		if err := rows.Scan(&x.ID, &x.Job, &x.Trigger, &x.Status, &ignored, &x.follow); err != nil {
 			return nil, fmt.Errorf("end %d runs: %w", len(ends), err)
 		}
 		out = append(out, x)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("end %d runs: %w", len(ends), err)
+	}
+	if err := q.follow(ctx, out); err != nil {
 		return nil, fmt.Errorf("end %d runs: %w", len(ends), err)
 	}
 	return out, nil

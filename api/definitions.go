@@ -89,6 +89,14 @@ func (s *Server) checkDefinition(w http.ResponseWriter, r *http.Request, d runti
 	for _, e := range errs {
 		fields = append(fields, client.FieldError{Field: e.Field, Detail: e.Message})
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	graph, err := afterProblems(ctx, s.cfg.DB, d, false)
+	cancel()
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return nil, false
+	}
+	fields = append(fields, graph...)
 	if len(fields) == 0 {
 		return j, true
 	}
@@ -155,6 +163,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 
 	var view client.Job
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		if err := checkAfterInTx(ctx, ex, j.Def); err != nil {
+			return err
+		}
 		sd, err := ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs)
 		if err != nil {
 			return err
@@ -163,7 +174,9 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		s.definitionProblem(w, r, name, err)
+		if !writeAfterRefused(w, r, err) {
+			s.definitionProblem(w, r, name, err)
+		}
 		return
 	}
 	s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
@@ -226,6 +239,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 		created, changed := false, false
 		err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 			created, changed = false, false
+			if err := checkAfterInTx(ctx, ex, j.Def); err != nil {
+				return err
+			}
 			before, after, err := ex.ReplaceDefinition(ctx, name, j.Def.Kind(), def, cond.version)
 			current = before
 			switch {
@@ -260,6 +276,8 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, store.ErrVersionMismatch):
 			versionMismatch(w, r, name, current.Version)
 			return
+		case writeAfterRefused(w, r, err):
+			return
 		case err != nil:
 			s.definitionProblem(w, r, name, err)
 			return
@@ -291,6 +309,14 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	q, ok := httpx.QueryParams(w, r)
+	if !ok {
+		return
+	}
+	force, ok := parseForce(w, r, q, reason)
+	if !ok {
+		return
+	}
 	if !namespace.Valid(name) {
 		jobNotFound(w, r, name)
 		return
@@ -300,9 +326,16 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var before store.StoredDefinition
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
-		var err error
+		// The definitions' lock first, as every write that checks parents takes it.
+		children, err := ex.Children(ctx, name, true)
+		if err != nil {
+			return err
+		}
 		if before, err = ex.DeleteDefinition(ctx, name, cond.version); err != nil {
 			return err
+		}
+		if len(children) > 0 && !force {
+			return &hasChildren{children: children}
 		}
 		// A job defined later under this name starts as its definition says, not paused
 		// by an operator (or the engine's auto-pause) of the job deleted.
@@ -324,6 +357,8 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.Is(err, store.ErrVersionMismatch):
 		versionMismatch(w, r, name, before.Version)
+		return
+	case writeHasChildren(w, r, name, err):
 		return
 	case err != nil:
 		s.databaseProblem(w, r, err)

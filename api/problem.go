@@ -36,5 +36,6 @@ var (
 	probBuiltinJob          = httpx.ProblemType{Slug: "builtin-job", Title: "Built-in jobs cannot be replaced or deleted"}
 	probVersionMismatch     = httpx.ProblemType{Slug: "version-mismatch", Title: "The job's version is not the one If-Match names"}
 	probTooManyJobs         = httpx.ProblemType{Slug: "too-many-jobs", Title: "The scheduler holds its maximum number of runtime jobs"}
+	probJobHasChildren      = httpx.ProblemType{Slug: "job-has-children", Title: "Other jobs run after this job"}
 	probDatabaseUnavailable = httpx.ProblemType{Slug: "database-unavailable", Title: "The database did not answer"}
 )

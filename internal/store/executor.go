@@ -55,6 +55,8 @@ type Executor interface {
 	CallKeySource(ctx context.Context, runID int64) (CallKeySource, error)
 	Deployment(ctx context.Context) (uuid.UUID, error)
 	ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error)
+	AfterGraph(ctx context.Context, ns string, lock bool) (map[string][]string, error)
+	Children(ctx context.Context, key string, lock bool) ([]string, error)
 
 	// scheduler_namespaces (namespaces.go) and scheduler_tokens (tokens.go)
 	PutNamespace(ctx context.Context, n Namespace) (Namespace, bool, error)

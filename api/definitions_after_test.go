@@ -1,12 +1,16 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // after names every problem of a definition's parents at once, beside its other problems:
@@ -106,4 +110,56 @@ func TestDeleteParentNeedsForceAndReason(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, res.Status, "body: %s", res.Body)
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM operator_actions WHERE action = 'delete' AND job = 'extract' AND reason = 'extract replaced'`))
 	assert.Equal(t, 1, a.count(`SELECT count(*) FROM job_definitions WHERE name = 'transform' AND after_keys = '{extract}'`))
+}
+
+// A job's view lists its parents and children; a run's view links the runs it came from and
+// the runs it caused; a child's slots from its parents are pending until they decide them.
+func TestAfterViewsLinkParentsAndChildren(t *testing.T) {
+	t.Parallel()
+	a := newRuntimeAPI(t, 0)
+	for _, body := range []string{
+		`{"name": "extract", "schedule": "@every 1h", "http": {"url": "https://etl.example/extract"}}`,
+		`{"name": "transform", "after": ["extract"], "http": {"url": "https://etl.example/transform"}}`,
+	} {
+		res := a.do("POST", "/v1/jobs", body, nil)
+		require.Equal(t, http.StatusCreated, res.Status, "body: %s", res.Body)
+	}
+	res := a.do("GET", "/v1/jobs/extract", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	assert.Equal(t, []any{"transform"}, res.JSON(t)["children"])
+	res = a.do("GET", "/v1/jobs/transform", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	job := res.JSON(t)
+	assert.Equal(t, []any{"extract"}, job["after"])
+	assert.Equal(t, "", job["schedule"])
+	assert.Equal(t, "after extract", job["schedule_text"])
+	assert.Empty(t, job["next_runs"])
+
+	// extract's slot an hour ago ran and succeeded: transform's run of it is queued.
+	a.exec(`UPDATE scheduler_leader SET epoch = 1`)
+	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, epoch)
+		VALUES (job_run_id(date_trunc('hour', now()) - interval '1 hour'), 'extract', 'schedule', 'running',
+		        date_trunc('hour', now()) - interval '1 hour', now(), 1)`)
+	var parent, child int64
+	require.NoError(t, a.db.Pool.QueryRow(t.Context(), `SELECT id FROM job_runs WHERE job = 'extract'`).Scan(&parent))
+	require.NoError(t, a.db.Fenced(t.Context(), store.Fence{Epoch: 1}, func(tx *store.Tx) error {
+		return tx.FinishRun(t.Context(), parent, store.StatusSucceeded, nil, nil, nil)
+	}))
+	require.NoError(t, a.db.Pool.QueryRow(t.Context(), `SELECT id FROM job_runs WHERE job = 'transform'`).Scan(&child))
+	res = a.do("GET", fmt.Sprintf("/v1/runs/%d", parent), "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	assert.Equal(t, []any{float64(child)}, res.JSON(t)["caused_run_ids"])
+	res = a.do("GET", fmt.Sprintf("/v1/runs/%d", child), "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	assert.Equal(t, []any{float64(parent)}, res.JSON(t)["parent_run_ids"])
+	assert.Equal(t, "after", res.JSON(t)["trigger"])
+
+	// transform's slots: the one its parent decided (queued), and extract's next slots,
+	// pending.
+	res = a.do("GET", "/v1/jobs/transform/slots?until="+time.Now().Add(3*time.Hour).UTC().Format(time.RFC3339), "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "body: %s", res.Body)
+	counts := res.JSON(t)["counts"].(map[string]any)
+	assert.Equal(t, float64(1), counts["queued"])
+	assert.GreaterOrEqual(t, counts["pending"], float64(3))
+	assert.NotContains(t, counts, "unrecorded")
 }

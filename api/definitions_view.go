@@ -48,6 +48,11 @@ func addRuntimeView(v *client.Job, j *jobRef) {
 	if v.Overlap == "" {
 		v.Overlap = runtimejob.OverlapSkip
 	}
+	v.After = d.After
+	if len(d.Schedule) == 0 && len(d.After) > 0 {
+		// It runs only after its parents: the schedule it is given has no slot to show.
+		v.Schedule, v.ScheduleText, v.TimeZone, v.Schedules = "", "after "+strings.Join(d.After, ", "), "", []string{}
+	}
 }
 
 // targetLine is what a job calls or runs, in one line of at most targetRunes.

@@ -208,6 +208,16 @@ func (s *Server) getJob(ctx context.Context, q *jobRoute) (*jobAnswer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if j.stored != nil {
+		children, err := s.cfg.DB.Children(ctx, j.conf.Name, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			_, name := namespace.Split(c)
+			views[0].Children = append(views[0].Children, name)
+		}
+	}
 	return &jobAnswer{views[0]}, nil
 }
 

@@ -180,6 +180,9 @@ func (s *Server) getRun(ctx context.Context, q *runRoute) (*client.Run, error) {
 	if v.Output, err = s.cfg.DB.RunOutput(ctx, run.ID); err != nil {
 		return nil, err
 	}
+	if v.ParentRunIDs, v.CausedRunIDs, err = s.cfg.DB.RunLinks(ctx, run.ID); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

@@ -121,6 +121,12 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 		s.databaseProblem(w, r, err)
 		return nil, false
 	}
+	fromParents, err := s.parentSlots(ctx, j, since, until)
+	if err != nil {
+		s.databaseProblem(w, r, err)
+		return nil, false
+	}
+	slots, pending := withParentSlots(slots, fromParents)
 	bySlot := make(map[time.Time][]*store.Run, len(runs))
 	for _, run := range runs {
 		if run.ScheduledAt != nil {
@@ -139,6 +145,8 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 			if last.Status == store.StatusSkipped || last.Status == store.StatusMissed {
 				v.Reason = last.Reason
 			}
+		case pending[t]:
+			v.Outcome = slotPending // its parents decide it
 		case !spentAfter.IsZero() && t.After(spentAfter):
 			continue // after the job's max_runs ran: nothing was due
 		case t.After(now.Add(-slotGrace)):

@@ -63,6 +63,10 @@ type Job struct {
 	// DefinitionError says why a stored definition no longer passes the check (a row
 	// written by hand, or under older rules); such a job does not run until replaced.
 	DefinitionError string `json:"definition_error,omitzero"`
+	// After are the job's parents, by name (its definition's after); Children the jobs
+	// that name it as theirs (GET of one job only).
+	After    []string `json:"after,omitzero"`
+	Children []string `json:"children,omitzero"`
 }
 
 // KindBuiltin is the kind of a job compiled into the scheduler.
@@ -141,6 +145,10 @@ type Run struct {
 	// Output is what a callback job's target reported with its completion (its first
 	// 4 KiB); GET /v1/runs/{id} sets it when there is one.
 	Output *string `json:"output,omitempty"`
+	// ParentRunIDs are the parent runs a child's run (trigger after) came from, and
+	// CausedRunIDs the child runs this run caused (GET /v1/runs/{id} only).
+	ParentRunIDs []int64 `json:"parent_run_ids,omitzero"`
+	CausedRunIDs []int64 `json:"caused_run_ids,omitzero"`
 }
 
 // Attempt is one call attempt of a runtime HTTP job's run.

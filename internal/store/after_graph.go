@@ -55,3 +55,29 @@ func (q queries) Children(ctx context.Context, key string, lock bool) ([]string,
 	}
 	return names, nil
 }
+
+// runLinksSQL is the run's parents (its parent_run_ids) and the runs it caused: the child
+// rows whose parents name it, among its job's children's slots from the run's slot up to
+// its job's next recorded slot (a later parent's slot completes the first parent's slots in
+// that range; the first parent's, its own slot only).
+const runLinksSQL = `
+WITH r AS (
+	SELECT id, job, parent_run_ids, job_run_slot(id) AS slot FROM job_runs WHERE id = $1
+), upto AS (
+	SELECT coalesce((SELECT min(x.scheduled_at) FROM job_runs x, r WHERE x.job = r.job AND x.scheduled_at > r.slot), 'infinity') AS t
+)
+SELECT coalesce((SELECT parent_run_ids FROM r), '{}'),
+       ARRAY(SELECT c.id FROM r, upto, job_definitions d
+             JOIN job_runs c ON c.job = d.name
+             WHERE d.after_keys @> ARRAY[r.job] AND c.scheduled_at >= r.slot AND c.scheduled_at < upto.t
+               AND c.rerun = 0 AND c.parent_run_ids @> ARRAY[r.id]
+             ORDER BY c.id)`
+
+// RunLinks returns the runs a run came from (a child's parent runs) and the child runs it
+// caused.
+func (q queries) RunLinks(ctx context.Context, id int64) (parents, caused []int64, err error) {
+	if err := q.q.QueryRow(ctx, runLinksSQL, id).Scan(&parents, &caused); err != nil {
+		return nil, nil, fmt.Errorf("read the runs linked to run %d: %w", id, err)
+	}
+	return parents, caused, nil
+}

@@ -57,6 +57,7 @@ type Executor interface {
 	ConsecutiveFailures(ctx context.Context, job string, n int) (bool, error)
 	AfterGraph(ctx context.Context, ns string, lock bool) (map[string][]string, error)
 	Children(ctx context.Context, key string, lock bool) ([]string, error)
+	RunLinks(ctx context.Context, id int64) (parents, caused []int64, err error)
 
 	// scheduler_namespaces (namespaces.go) and scheduler_tokens (tokens.go)
 	PutNamespace(ctx context.Context, n Namespace) (Namespace, bool, error)

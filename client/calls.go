@@ -86,6 +86,8 @@ type WriteJobOptions struct {
 	DryRun bool
 	// Reason goes to the change's audit row.
 	Reason string
+	// Force deletes a job that other jobs name in after (DeleteJob only; needs a Reason).
+	Force bool
 }
 
 func (o WriteJobOptions) header() http.Header {
@@ -120,7 +122,11 @@ func (c *Client) PutJob(ctx context.Context, name string, definition any, o Writ
 
 // DeleteJob deletes runtime job name; its runs stay in the history.
 func (c *Client) DeleteJob(ctx context.Context, name string, o WriteJobOptions) error {
-	_, err := c.do(ctx, request{method: http.MethodDelete, path: c.jobPath(name), header: o.header()})
+	var q url.Values
+	if o.Force {
+		q = url.Values{"force": {"true"}}
+	}
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: c.jobPath(name), query: q, header: o.header()})
 	return err
 }
 

@@ -43,8 +43,9 @@ func getFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 
 func deleteFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	reason := fs.String("reason", "", "why (kept in the audit log)")
+	force := fs.Bool("force", false, "delete a job that other jobs name in after (needs --reason); they then wait for a job of this name")
 	return func(ctx context.Context, x *cli, args []string) int {
-		if err := x.c.DeleteJob(ctx, args[0], client.WriteJobOptions{Reason: *reason}); err != nil {
+		if err := x.c.DeleteJob(ctx, args[0], client.WriteJobOptions{Reason: *reason, Force: *force}); err != nil {
 			if refused(err) {
 				return x.fail(ctx, err)
 			}

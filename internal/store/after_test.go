@@ -283,3 +283,20 @@ func TestAfterParentsOnDifferentSchedules(t *testing.T) {
 		assert.Equal(t, []int64{fast[i+2].ID, h.ID}, x.Parents)
 	}
 }
+
+// A deleted child's waiting slots go with it: no run of it would ever queue them.
+func TestAfterDeletedChildLeavesNoWaitingSlot(t *testing.T) {
+	t.Parallel()
+	db, now := openChain(t, map[string]string{"extract": `{}`, "transform": `{"after": ["extract"]}`})
+	ctx := context.Background()
+	running(t, db, "transform", now.Add(-time.Hour), 0)
+	p := running(t, db, "extract", now.Add(-time.Minute), 0)
+	end(t, db, p.ID, store.StatusSucceeded)
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM scheduler_after_waiting`).Scan(&n))
+	require.Equal(t, 1, n)
+	_, err := db.DeleteDefinition(ctx, "transform", 0)
+	require.NoError(t, err)
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM scheduler_after_waiting`).Scan(&n))
+	assert.Zero(t, n)
+}

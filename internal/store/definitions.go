@@ -145,7 +145,9 @@ func (q queries) DeleteDefinition(ctx context.Context, name string, ifVersion in
 	if err != nil {
 		return before, err
 	}
-	if _, err := q.q.Exec(ctx, `DELETE FROM job_definitions WHERE name = $1`, name); err != nil {
+	// Its slots waiting for its active run (store/after.go) go with it: nothing would queue them.
+	if _, err := q.q.Exec(ctx, `WITH w AS (DELETE FROM scheduler_after_waiting WHERE job = $1)
+		DELETE FROM job_definitions WHERE name = $1`, name); err != nil {
 		return before, fmt.Errorf("delete runtime job %s: %w", name, err)
 	}
 	return before, nil

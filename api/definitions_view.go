@@ -49,7 +49,7 @@ func addRuntimeView(v *client.Job, j *jobRef) {
 		v.Overlap = runtimejob.OverlapSkip
 	}
 	v.After = d.After
-	if len(d.Schedule) == 0 && len(d.After) > 0 {
+	if j.followsOnly() {
 		// It runs only after its parents: the schedule it is given has no slot to show.
 		v.Schedule, v.ScheduleText, v.TimeZone, v.Schedules = "", "after "+strings.Join(d.After, ", "), "", []string{}
 	}

@@ -26,7 +26,7 @@ const (
 var (
 	runStatuses = []string{store.StatusQueued, store.StatusRunning, store.StatusSucceeded, store.StatusFailed,
 		store.StatusSkipped, store.StatusTimedOut, store.StatusAbandoned, store.StatusCancelled, store.StatusMissed}
-	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery, store.TriggerRerun, store.TriggerBackfill}
+	runTriggers = []string{store.TriggerSchedule, store.TriggerManual, store.TriggerCatchUp, store.TriggerRecovery, store.TriggerRerun, store.TriggerBackfill, store.TriggerAfter}
 )
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {

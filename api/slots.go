@@ -121,7 +121,7 @@ func (s *Server) slotViews(w http.ResponseWriter, r *http.Request, j *jobRef, si
 		s.databaseProblem(w, r, err)
 		return nil, false
 	}
-	fromParents, err := s.parentSlots(ctx, j, since, until)
+	fromParents, err := s.parentSlots(ctx, j, since, until, now)
 	if err != nil {
 		s.databaseProblem(w, r, err)
 		return nil, false

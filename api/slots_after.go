@@ -11,9 +11,10 @@ import (
 
 // parentSlots are a child's slots in [since, until] that come from its parents (`after`):
 // the slots its first parent recorded, and those the schedules up its chain of first
-// parents name (extract's @every 2s is load's too, through transform). The parents decide
-// each one (internal/store/after.go); until they do it is pending, never unrecorded.
-func (s *Server) parentSlots(ctx context.Context, j *jobRef, since, until time.Time) ([]time.Time, error) {
+// parents name from now on (extract's @every 2s is load's too, through transform; a past
+// slot the parent did not record is none of the child's). The parents decide each one
+// (internal/store/after.go); until they do it is pending, never unrecorded.
+func (s *Server) parentSlots(ctx context.Context, j *jobRef, since, until, now time.Time) ([]time.Time, error) {
 	if j.def == nil || len(j.def.After) == 0 {
 		return nil, nil
 	}
@@ -35,7 +36,11 @@ func (s *Server) parentSlots(ctx context.Context, j *jobRef, since, until time.T
 			break // a parent deleted: its children wait, and no slot comes from it
 		}
 		if len(p.def.Schedule) > 0 && p.conf.Schedule != nil {
-			for t := p.conf.Schedule.Next(since.Add(-time.Second)); !t.IsZero() && !t.After(until) && len(slots) < 2*maxSlots; t = p.conf.Schedule.Next(t) {
+			from := since
+			if soon := now.Add(-slotGrace); soon.After(from) {
+				from = soon
+			}
+			for t := p.conf.Schedule.Next(from.Add(-time.Second)); !t.IsZero() && !t.After(until) && len(slots) < 2*maxSlots; t = p.conf.Schedule.Next(t) {
 				slots = append(slots, t.UTC())
 			}
 		}
@@ -64,4 +69,9 @@ func withParentSlots(own, fromParents []time.Time) ([]time.Time, map[time.Time]b
 	all := append(slices.Clone(own), fromParents...)
 	slices.SortFunc(all, func(a, b time.Time) int { return a.Compare(b) })
 	return slices.CompactFunc(all, time.Time.Equal), pending
+}
+
+// followsOnly reports a runtime job that runs only after its parents: no schedule of its own.
+func (j *jobRef) followsOnly() bool {
+	return j.def != nil && len(j.def.Schedule) == 0 && len(j.def.After) > 0
 }

@@ -37,8 +37,8 @@ type coming struct {
 func (jv *jobView) coming(now time.Time, paused bool, ran store.RanRuns) coming {
 	co := coming{runs: []time.Time{}, marks: []client.SlotDST{}, warnings: []string{}}
 	c := &jv.ref.conf
-	if c.Schedule == nil {
-		return co
+	if c.Schedule == nil || jv.ref.followsOnly() {
+		return co // a job that runs only after its parents has no slot of its own, and never finishes
 	}
 	next := jv.next.load(c, now)
 	left := -1

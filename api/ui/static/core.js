@@ -24,7 +24,7 @@ const TOKEN_KEY = "scheduler.token";
 const REFRESH_MS = 1000;
 const STRIP_LEN = 20;
 const STATUSES = ["queued", "running", "succeeded", "failed", "skipped", "timed_out", "abandoned", "cancelled", "missed"];
-const TRIGGERS = ["schedule", "manual", "catch-up", "recovery", "rerun", "backfill"];
+const TRIGGERS = ["schedule", "manual", "catch-up", "recovery", "rerun", "backfill", "after"];
 // A symbol per status, so outcomes read without colour.
 const SYMBOL = {
   succeeded: "✓", failed: "✗", timed_out: "◷", abandoned: "!", cancelled: "⊘",

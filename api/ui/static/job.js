@@ -22,12 +22,27 @@ function jobFacts(job) {
         h("dt", {}, "Time zone"), h("dd", {}, v((j) => j.time_zone)),
         h("dt", {}, "Timeout"), h("dd", {}, v((j) => j.timeout)),
         h("dt", {}, "Catch-up window"), h("dd", {}, v((j) => j.catchup)),
-        h("dt", {}, "Minimum gap"), h("dd", {}, v((j) => j.min_gap)))),
+        h("dt", {}, "Minimum gap"), h("dd", {}, v((j) => j.min_gap)),
+        chainFacts(job))),
     h("div", { class: "card" }, h("h2", {}, "Next runs"),
       next.length
         ? h("ol", { class: "next-runs", id: job ? "next-runs" : null }, next.map((t) => h("li", {}, t ? when(t, { zone: job && job.time_zone }) : "…", dstNote(job, t))))
-        : h("p", { class: "muted" }, job.finished ? "None: its schedule is over (finished)." : job.paused ? "None while paused." : "None: the job is disabled."),
+        : h("p", { class: "muted" }, job.finished ? "None: its schedule is over (finished)."
+          : job.paused ? "None while paused."
+          : job.after && !job.schedule ? "None of its own: it runs after its parents succeed."
+          : "None: the job is disabled."),
       clockChanges(job)));
+}
+
+// chainFacts names a job's parents (after) and children, each a link to its page: the jobs
+// whose success runs it, and the jobs its success runs.
+function chainFacts(job) {
+  if (!job) return null;
+  const links = (id, names) => h("dd", { id }, names.map((n, i) => [i ? ", " : null, h("a", { href: jobHash(job.namespace, n) }, n)]));
+  return [
+    job.after && job.after.length ? [h("dt", {}, "After"), links("job-after", job.after)] : null,
+    job.children && job.children.length ? [h("dt", {}, "Runs before"), links("job-children", job.children)] : null,
+  ];
 }
 
 // BODY_SHOWN caps the body a definition shows before "Show all": a long body would push

@@ -114,6 +114,8 @@ function runPage(ns, id) {
         dt("Reason", r.reason || "—"),
         dt("Parameters", h("code", {}, JSON.stringify(r.params))),
         dt("Recovers", r.recovers_run_id ? h("a", { href: hashFor(rns, `runs/${r.recovers_run_id}`) }, `run #${r.recovers_run_id}`) : "—"),
+        r.parent_run_ids ? dt("Came from", runLinks(rns, r.parent_run_ids, "run-parents")) : null,
+        r.caused_run_ids ? dt("Caused", runLinks(rns, r.caused_run_ids, "run-caused")) : null,
         r.definition_version ? dt("Definition", `version ${r.definition_version}`) : null),
       r.error ? [h("h2", {}, "Error"), h("pre", { id: "run-error" }, r.error)] : null,
       attemptsView(r.attempts),
@@ -148,4 +150,10 @@ function locksPage() {
         td("Key", l.key ? h("span", { class: "mono" }, l.key) : "row"))), "No lock is held or awaited."));
   }
   return { refresh };
+}
+
+// runLinks links runs of namespace ns by id: the parent runs a child's run came from, or
+// the child runs a run caused (after).
+function runLinks(ns, ids, id) {
+  return h("span", { id }, ids.map((r, i) => [i ? ", " : null, h("a", { href: hashFor(ns, `runs/${r}`) }, `run #${r}`)]));
 }

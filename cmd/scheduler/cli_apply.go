@@ -176,7 +176,7 @@ func (x *cli) apply(ctx context.Context, defs []runtimejob.Definition, prune, dr
 		for i := range lists[ns] {
 			byName[lists[ns][i].Name] = &lists[ns][i]
 		}
-		for _, d := range inNS[ns] {
+		for _, d := range parentsFirst(inNS[ns]) {
 			inFile[namespace.Key(ns, d.Name)] = true
 			c, err := x.applyJob(ctx, ns, d, byName[d.Name], dryRun)
 			if refused(err) {
@@ -191,7 +191,7 @@ func (x *cli) apply(ctx context.Context, defs []runtimejob.Definition, prune, dr
 	}
 	var unpruned []string
 	for _, ns := range order {
-		for _, v := range lists[ns] {
+		for _, v := range childrenFirst(lists[ns]) {
 			gone := change{Name: v.Name, Namespace: ns, Version: jobVersion(&v)}
 			switch {
 			case !prune || !v.Runtime() || inFile[namespace.Key(ns, v.Name)] || !scope.candidate(jobLabels(&v)):

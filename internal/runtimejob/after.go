@@ -56,8 +56,17 @@ func (c *checker) after(j *Checked) {
 		}
 		seen[p] = true
 	}
-	if len(d.After) > 0 && d.MaxRuns > 0 && j.FollowsOnly {
-		c.fail("max_runs", "counts a schedule's slots; a job with only parents has none: leave max_runs out")
+	if !j.FollowsOnly {
+		return
+	}
+	// What shapes a schedule's slots means nothing without one: refused, not ignored.
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"max_runs", d.MaxRuns > 0}, {"start_at", d.StartAt != ""}, {"end_at", d.EndAt != ""}, {"dst", d.DST != nil}, {"time_zone", d.TimeZone != ""}} {
+		if f.set {
+			c.fail(f.field, "shapes a schedule's slots; a job with only parents (after) has none: leave %s out, or give the job a schedule", f.field)
+		}
 	}
 }
 

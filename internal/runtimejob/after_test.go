@@ -26,6 +26,14 @@ func TestAfterWithoutSchedule(t *testing.T) {
 
 	_, errs = runtimejob.Check(decode(t, `{"name": "load", "http": {"url": "https://etl.example/load"}}`), env())
 	assert.Contains(t, fields(errs), "schedule", "neither a schedule nor parents")
+
+	// What shapes a schedule's slots is refused without one, not ignored.
+	_, errs = runtimejob.Check(decode(t, `{"name": "load", "after": ["transform"], "max_runs": 3, "time_zone": "Europe/Paris",
+		"start_at": "2026-12-01T00:00:00Z", "http": {"url": "https://etl.example/load"}}`), env())
+	f := fields(errs)
+	for _, field := range []string{"max_runs", "time_zone", "start_at"} {
+		assert.Contains(t, f[field], "a job with only parents", field)
+	}
 }
 
 // The hostile or careless names of parents are all refused at once: another namespace's

@@ -79,5 +79,12 @@ func (q queries) RunLinks(ctx context.Context, id int64) (parents, caused []int6
 	if err := q.q.QueryRow(ctx, runLinksSQL, id).Scan(&parents, &caused); err != nil {
 		return nil, nil, fmt.Errorf("read the runs linked to run %d: %w", id, err)
 	}
+	// None is nil, so that a run of a job without parents or children shows neither.
+	if len(parents) == 0 {
+		parents = nil
+	}
+	if len(caused) == 0 {
+		caused = nil
+	}
 	return parents, caused, nil
 }

@@ -154,6 +154,11 @@ func TestAfterViewsLinkParentsAndChildren(t *testing.T) {
 	assert.Equal(t, []any{float64(parent)}, res.JSON(t)["parent_run_ids"])
 	assert.Equal(t, "after", res.JSON(t)["trigger"])
 
+	// extract missed the slot before: none of transform's.
+	a.exec(`INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at)
+		VALUES (job_run_id(date_trunc('hour', now()) - interval '2 hours'), 'extract', 'schedule', 'missed',
+		        date_trunc('hour', now()) - interval '2 hours', now())`)
+
 	// transform's slots: the one its parent decided (queued), and extract's next slots,
 	// pending.
 	res = a.do("GET", "/v1/jobs/transform/slots?until="+time.Now().Add(3*time.Hour).UTC().Format(time.RFC3339), "", nil)
@@ -162,4 +167,8 @@ func TestAfterViewsLinkParentsAndChildren(t *testing.T) {
 	assert.Equal(t, float64(1), counts["queued"])
 	assert.GreaterOrEqual(t, counts["pending"], float64(3))
 	assert.NotContains(t, counts, "unrecorded")
+	missed := time.Now().UTC().Truncate(time.Hour).Add(-2 * time.Hour).Format(time.RFC3339)
+	for _, sl := range res.JSON(t)["slots"].([]any) {
+		assert.NotEqual(t, missed, sl.(map[string]any)["scheduled_at"], "a slot the parent missed is none of the child's")
+	}
 }

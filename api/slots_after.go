@@ -7,6 +7,7 @@ import (
 
 	"github.com/schedulerhq/scheduler/internal/namespace"
 	"github.com/schedulerhq/scheduler/internal/runtimejob"
+	"github.com/schedulerhq/scheduler/internal/store"
 )
 
 // parentSlots are a child's slots in [since, until] that come from its parents (`after`):
@@ -25,7 +26,8 @@ func (s *Server) parentSlots(ctx context.Context, j *jobRef, since, until, now t
 	}
 	var slots []time.Time
 	for _, r := range runs {
-		if r.ScheduledAt != nil {
+		// A slot the parent skipped or missed runs no child: none of the child's.
+		if r.ScheduledAt != nil && r.Status != store.StatusSkipped && r.Status != store.StatusMissed {
 			slots = append(slots, r.ScheduledAt.UTC())
 		}
 	}

@@ -69,13 +69,15 @@ type child struct {
 	name      string
 	parents   []string
 	partition int
+	paused    bool
 }
 
-// childrenSQL is the enabled jobs that name $1 as a parent.
+// childrenSQL is the enabled jobs that name $1 as a parent, and whether each is paused.
 const childrenSQL = `
-SELECT name, after_keys, partition_id FROM job_definitions
-WHERE after_keys @> ARRAY[$1::text] AND coalesce(definition->>'enabled', 'true') <> 'false'
-ORDER BY name`
+SELECT d.name, d.after_keys, d.partition_id, coalesce(s.paused, false) FROM job_definitions d
+LEFT JOIN job_settings s ON s.job = d.name
+WHERE d.after_keys @> ARRAY[$1::text] AND coalesce(d.definition->>'enabled', 'true') <> 'false'
+ORDER BY d.name`
 
 // candidateSlotsSQL is the first parent's ($1) slots that the slot $3 of another parent ($2)
 // is the latest slot at or before: from $3 up to that parent's next recorded slot.
@@ -105,7 +107,7 @@ func (q queries) followParent(ctx context.Context, e Ended) error {
 	}
 	children, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (child, error) {
 		var c child
-		err := row.Scan(&c.name, &c.parents, &c.partition)
+		err := row.Scan(&c.name, &c.parents, &c.partition, &c.paused)
 		return c, err
 	})
 	if err != nil {
@@ -176,21 +178,29 @@ func (q queries) decideChildSlot(ctx context.Context, c child, s time.Time, e En
 		case id != nil:
 			ids = append(ids, *id)
 		case failed && c.parents[i] == e.Job && rowID == 0:
-			return q.skipChildSlot(ctx, c, s, e.ID)
+			return q.skipChildSlot(ctx, c, s, []int64{e.ID}, ReasonParentFailed)
 		default:
 			return nil // a parent has not succeeded (yet): the slot is pending
 		}
 	}
+	if c.paused {
+		// As a paused job's own slots: recorded skipped, and a later success of a parent's
+		// slot (a re-run, once resumed) runs it.
+		if rowID != 0 {
+			return nil
+		}
+		return q.skipChildSlot(ctx, c, s, ids, ReasonPaused)
+	}
 	return q.queueChildSlot(ctx, c.name, c.partition, s, ids, rowID)
 }
 
-// skipChildSlot records the child's slot skipped because the parent run failed.
-func (q queries) skipChildSlot(ctx context.Context, c child, s time.Time, parentRun int64) error {
+// skipChildSlot records the child's slot skipped, for reason, linked to the parent runs.
+func (q queries) skipChildSlot(ctx context.Context, c child, s time.Time, parentRuns []int64, reason string) error {
 	const skip = `
 		INSERT INTO job_runs (id, job, trigger, status, scheduled_at, finished_at, reason, parent_run_ids, partition_id)
-		VALUES (job_run_id($2), $1, 'after', 'skipped', $2, now(), '` + ReasonParentFailed + `', ARRAY[$3::bigint], $4)
+		VALUES (job_run_id($2), $1, 'after', 'skipped', $2, now(), $5, $3, $4)
 		ON CONFLICT DO NOTHING`
-	_, err := q.q.Exec(ctx, skip, c.name, s, parentRun, c.partition)
+	_, err := q.q.Exec(ctx, skip, c.name, s, parentRuns, c.partition, reason)
 	return err
 }
 

@@ -300,3 +300,27 @@ func TestAfterDeletedChildLeavesNoWaitingSlot(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM scheduler_after_waiting`).Scan(&n))
 	assert.Zero(t, n)
 }
+
+// A paused child records the slots its parents complete skipped (paused), as a paused job's
+// own slots; once resumed, a successful re-run of that parent slot runs it.
+func TestAfterPausedChildSkipsItsSlots(t *testing.T) {
+	t.Parallel()
+	db, now := openChain(t, map[string]string{"extract": `{}`, "transform": `{"after": ["extract"]}`})
+	ctx := context.Background()
+	require.NoError(t, db.SetPaused(ctx, "transform", true))
+	slot := now.Add(-time.Minute)
+	p := running(t, db, "extract", slot, 0)
+	end(t, db, p.ID, store.StatusSucceeded)
+	rows := childRows(t, db, "transform", slot)
+	require.Len(t, rows, 1)
+	assert.Equal(t, store.StatusSkipped, rows[0].Status)
+	assert.Equal(t, store.ReasonPaused, *rows[0].Reason)
+	assert.Equal(t, []int64{p.ID}, rows[0].Parents)
+
+	require.NoError(t, db.SetPaused(ctx, "transform", false))
+	again := running(t, db, "extract", slot, 1)
+	end(t, db, again.ID, store.StatusSucceeded)
+	rows = childRows(t, db, "transform", slot)
+	require.Len(t, rows, 1)
+	assert.Equal(t, store.StatusQueued, rows[0].Status)
+}

@@ -10,7 +10,6 @@ ALTER TABLE job_runs DROP CONSTRAINT job_runs_trigger_check;
 ALTER TABLE job_runs ADD CONSTRAINT job_runs_trigger_check
     CHECK (trigger IN ('schedule', 'manual', 'catch-up', 'recovery', 'rerun', 'backfill'));
 ALTER TABLE job_runs DROP COLUMN IF EXISTS parent_run_ids;
-DROP INDEX IF EXISTS job_definitions_chained_idx;
 DROP INDEX IF EXISTS job_definitions_after_keys_idx;
 ALTER TABLE job_definitions DROP COLUMN IF EXISTS after_keys;
 DROP FUNCTION IF EXISTS job_after_keys(text, jsonb);

@@ -50,8 +50,9 @@ type Ended struct {
 // and announces each on RunFinishedChannel. It is the one statement that ends a run. Its
 // tenth argument is the now of the ends (nowSQL, spelled out in the constant): nil but in tests.
 // Each end says whether its job has children or waiting slots (after.go): both sets are
-// read once, from an index of the chained definitions only and from a table that is
-// usually empty, so the ends of jobs without children pay two small hashed look-ups.
+// read once per statement, the first by one search of the definitions' index of parents,
+// the second from a table that is usually empty, so the ends of jobs without children pay
+// an index search and two small hashed look-ups.
 const endRunsSQL = `
 WITH ended AS (
 	UPDATE job_runs r
@@ -68,7 +69,11 @@ WITH ended AS (
 	WHERE r.id = f.id AND r.status = f.from_status AND r.status IN ('queued', 'running')
 	RETURNING r.id, r.job, r.trigger, r.status
 ), chained AS MATERIALIZED (
-	SELECT DISTINCT unnest(after_keys) AS job FROM job_definitions WHERE after_keys IS NOT NULL
+	-- The ended runs' jobs that are parents: one search of the definitions' index of parents
+	-- with the ended jobs as its keys (TestEndsReadTheChainedDefinitionsByIndex).
+	SELECT DISTINCT p.job
+	FROM job_definitions d, unnest(d.after_keys) AS p (job)
+	WHERE d.after_keys && (SELECT array_agg(DISTINCT job) FROM ended)
 )
 SELECT id, job, trigger, status, pg_notify('` + RunFinishedChannel + `', id::text) IS NULL,
        job IN (SELECT job FROM chained) OR job IN (SELECT job FROM scheduler_after_waiting)

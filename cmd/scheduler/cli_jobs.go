@@ -138,7 +138,17 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		}
 		printLines(tw, lines[:what])
 		rest := lines[what:]
-		fmt.Fprintf(tw, "Schedule:\t%s (%s)\n", j.ScheduleText, j.Schedule)
+		if j.Schedule == "" { // a job with only parents: its schedule_text says so
+			fmt.Fprintf(tw, "Schedule:\t%s\n", j.ScheduleText)
+		} else {
+			fmt.Fprintf(tw, "Schedule:\t%s (%s)\n", j.ScheduleText, j.Schedule)
+		}
+		if len(j.After) > 0 {
+			fmt.Fprintf(tw, "After:\t%s\n", strings.Join(j.After, ", "))
+		}
+		if len(j.Children) > 0 {
+			fmt.Fprintf(tw, "Runs before:\t%s\n", strings.Join(j.Children, ", "))
+		}
 		fmt.Fprintf(tw, "Time zone:\t%s\n", j.TimeZone)
 		fmt.Fprintf(tw, "Timeout:\t%s\n", j.Timeout)
 		fmt.Fprintf(tw, "Catch-up:\t%s\n", j.Catchup)
@@ -146,7 +156,10 @@ func jobFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 		printLines(tw, rest)
 		tw.Flush()
 		fmt.Fprintln(x.stdout, "\nNext runs:")
-		if len(j.NextRuns) == 0 {
+		switch {
+		case len(j.NextRuns) == 0 && j.Schedule == "" && len(j.After) > 0:
+			fmt.Fprintln(x.stdout, "  none of its own: it runs after its parents succeed")
+		case len(j.NextRuns) == 0:
 			fmt.Fprintf(x.stdout, "  none (%s)\n", state)
 		}
 		marks := map[time.Time]string{}

@@ -49,7 +49,10 @@ func (q queries) follow(ctx context.Context, ended []Ended) error {
 			continue
 		}
 		if !locked {
-			if err := lockActiveRuns(ctx, q.q); err != nil {
+			// One lock for every chain's decisions, whatever partitions the children are in:
+			// partition 0's active-runs row, taken before the children's rows are written
+			// (whose trigger then takes their own partitions' rows).
+			if err := lockRow(ctx, q.q, activeRunsLock); err != nil {
 				return err
 			}
 			locked = true

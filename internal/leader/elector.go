@@ -311,7 +311,7 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		}
 		start := time.Now()
 		hbCtx, cancel := context.WithDeadline(ctx, lastOK.Add(e.conf.LeaseTimeout))
-		cur, err := session.Term(hbCtx)
+		cur, err := session.Renew(hbCtx, term.Fence(), e.conf.HeartbeatInterval)
 		cancel()
 		switch {
 		case ctx.Err() != nil:

@@ -13,7 +13,8 @@ import (
 // lock, or queue for it, without a privilege: a job's backend holding it would keep every
 // replica from leading, and one queued behind the leader would win the next hand-over.
 // So every replica, follower or leader, terminates other logins' backends on that lock
-// every PollInterval (docs/design.md guarantee 12).
+// every PollInterval (docs/design.md guarantee 12). The same loop ends the lock backend of a
+// leader that stopped renewing its term (takeover.go), and covers the partitions' locks.
 
 // refusedLogEvery rate-limits the ERROR about backends this login may not terminate: it
 // stays true until an operator acts.
@@ -24,9 +25,13 @@ func (e *Elector) guardElectionLoop(ctx context.Context) {
 	ticker := time.NewTicker(e.conf.PollInterval)
 	defer ticker.Stop()
 	var lastRefusal time.Time
+	var staleLeader uint32 // the paused leader's lock backend seen at the last poll
 	for {
 		qctx, cancel := context.WithTimeout(ctx, e.conf.PollInterval)
 		ended, err := e.conf.DB.EndElectionInterlopers(qctx)
+		if err == nil {
+			staleLeader = e.endStaleLeader(qctx, staleLeader)
+		}
 		cancel()
 		for _, b := range ended {
 			e.log.Warn("terminated a backend of another login that held or awaited the election's lock", backendAttrs(b)...)

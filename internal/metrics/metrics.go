@@ -92,6 +92,7 @@ type Metrics struct {
 	controlIgnoredTotal *prometheus.CounterVec // control.go
 	notifications       notificationCounters   // notify.go
 	bodies              bodyGauges             // bodies.go
+	partitions          partitionCollectors    // partitions.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and process collectors,
@@ -210,6 +211,7 @@ func New() *Metrics {
 		controlIgnoredTotal: newControlIgnoredTotal(),
 		replicaRunsTotal:    newReplicaRunsTotal(),
 		notifications:       newNotificationCounters(),
+		partitions:          newPartitionCollectors(),
 		httpRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "http_request_duration_seconds",
 			Help:    "Seconds from receiving a request to the handler's return, by route pattern and method.",
@@ -230,6 +232,7 @@ func New() *Metrics {
 		m.controlIgnoredTotal, m.notifications.sent, m.notifications.failed,
 	)
 	m.bodies = newBodyGauges(m.registry)
+	m.registry.MustRegister(m.partitions.all()...)
 	return m
 }
 

@@ -92,13 +92,16 @@ func terminateBackends(ctx context.Context, q dbtx, list []Backend) ([]Backend, 
 }
 
 // electionInterlopersSQL finds the backends of other logins that hold or await the
-// election's advisory lock. Any login on this database can take it without a privilege;
-// only the scheduler's login (current_user) has a reason to.
-const electionInterlopersSQL = `
-SELECT ` + backendColumns + `
+// election's advisory lock or a partition's (a job's backend holding partition p's lock
+// would keep p from every replica). Any login on this database can take them without a
+// privilege; only the scheduler's login (current_user) has a reason to.
+var electionInterlopersSQL = `
+SELECT DISTINCT ` + backendColumns + `
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE ` + isLeaderLock + `
+WHERE (` + isLeaderLock + `
+       OR (` + advisoryOnThisDB + ` AND ` + advisoryKeyOf + ` IN (
+           SELECT ` + fmt.Sprintf(partitionLockKey, "partition_id") + ` FROM scheduler_partitions)))
   AND a.usename IS DISTINCT FROM current_user
 ORDER BY a.pid`
 

@@ -39,10 +39,11 @@ func (f Fence) String() string {
 // pick-ups and finishes (the *Tx methods) and every job body's writes (job.Env.Tx hands the
 // body this *Tx as a pgx.Tx).
 //
-// It reads the leader row FOR SHARE first: a stale epoch fails at once with ErrNotLeader,
-// and the share lock, held until commit, makes the next election's epoch bump wait until
-// this transaction has ended — so once a new epoch exists, no write of an older one can
-// still commit. fn's error rolls the transaction back and is returned as is.
+// It reads the leader row FOR KEY SHARE first: a stale epoch fails at once with
+// ErrNotLeader, and the share lock, held until commit, makes the next election's epoch bump
+// (FOR UPDATE) wait until this transaction has ended — so once a new epoch exists, no write
+// of an older one can still commit. KEY SHARE rather than SHARE so that the holder's
+// heartbeat (an UPDATE of renewed_at alone) never waits for the term's own transactions. fn's error rolls the transaction back and is returned as is.
 func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, db.pool, func(ptx pgx.Tx) error {
 		tx := newTx(ptx, f)
@@ -58,12 +59,13 @@ func (db *DB) Fenced(ctx context.Context, f Fence, fn func(tx *Tx) error) error 
 func (tx *Tx) checkTerm(ctx context.Context, f Fence) error {
 	var current LeaderRow
 	// One statement: pgx sends a QueryRow at once, so a second one before the first is
-	// scanned finds the connection busy.
+	// scanned finds the connection busy. FOR KEY SHARE: an election's FOR UPDATE waits for
+	// it, while the holder's renewal (an UPDATE of renewed_at, no key) does not.
 	var row pgx.Row
 	if f.Partition == 0 {
-		row = tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR SHARE`)
+		row = tx.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1 FOR KEY SHARE`)
 	} else {
-		row = tx.QueryRow(ctx, `SELECT `+partitionTermColumns+` FROM scheduler_partitions WHERE partition_id = $1 FOR SHARE`, f.Partition)
+		row = tx.QueryRow(ctx, `SELECT `+partitionTermColumns+` FROM scheduler_partitions WHERE partition_id = $1 FOR KEY SHARE`, f.Partition)
 	}
 	if err := scanLeader(row, &current); err != nil {
 		return fmt.Errorf("read the term of %s: %w", f, err)

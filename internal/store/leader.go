@@ -67,9 +67,7 @@ const leaderLockKey = `pg_catalog.hashtextextended('scheduler-leader', 0)`
 // isLeaderLock is the condition on a pg_locks row l that it is the leader lock of this
 // database, held or awaited: its 64-bit key as pg_locks shows it (high and low halves,
 // objsubid 1).
-const isLeaderLock = `l.locktype = 'advisory' AND l.objsubid = 1
-  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-  AND ((l.classid::int8 << 32) | l.objid::int8) = ` + leaderLockKey
+const isLeaderLock = advisoryOnThisDB + ` AND ` + advisoryKeyOf + ` = ` + leaderLockKey
 
 // LockSession is a dedicated connection for the leader lock, outside the pool.
 type LockSession struct {
@@ -161,11 +159,30 @@ func (s *LockSession) Unlock(ctx context.Context) error {
 	return err
 }
 
-// Term reads the current term on the session: the leader's heartbeat, which fails when the
-// lock session is gone and tells a leader that someone else has bumped the epoch.
-func (s *LockSession) Term(ctx context.Context) (Fence, error) {
+// Renew is the leader's heartbeat, on the session: it stamps renewed_at on the leader row
+// while f is still its term, and reads the current term. It fails when the lock session is
+// gone, and tells a leader that someone else has bumped the epoch. A follower that finds
+// renewed_at older than the lease ends the lock's backend (EndStaleLeader): so renewed_at
+// is the proof that the leader's process still runs, as the lock is that its connection
+// lives. The update does not wait for the fence's KEY SHARE row locks; should anything
+// else hold the row for longer than wait, the heartbeat reads the term without renewing.
+func (s *LockSession) Renew(ctx context.Context, f Fence, wait time.Duration) (Fence, error) {
+	const renew = `
+		UPDATE scheduler_leader SET renewed_at = clock_timestamp()
+		WHERE id = 1 AND epoch = $1 AND term_id = $2`
+	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, renew, f.Epoch, f.TermID)
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable) {
+		return Fence{}, err
+	}
 	var r LeaderRow
-	err := scanLeader(s.conn.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1`), &r)
+	err = scanLeader(s.conn.QueryRow(ctx, `SELECT `+leaderColumns+` FROM scheduler_leader WHERE id = 1`), &r)
 	return r.Fence(), err
 }
 
@@ -184,10 +201,7 @@ const lockNotAvailable = "55P03"
 // found by the locks it holds, not by the name it gives itself.
 func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease time.Duration) (old, cur LeaderRow, terminated []Backend, err error) {
 	const readOld = `SELECT ` + leaderColumns + ` FROM scheduler_leader WHERE id = 1`
-	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
-	// does not accept parameters.
-	const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
-	// Waits for the old epoch's FOR SHARE holders.
+	// Waits for the old epoch's fenced transactions.
 	const lockRow = `SELECT 1 FROM scheduler_leader WHERE id = 1 FOR UPDATE`
 	// A new random term id: the term's identity, which a rollback cannot recreate. The first
 	// bump on a new timeline (a promoted standby) also jumps the epoch to timeline << 32: every
@@ -201,7 +215,7 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 		SET epoch = CASE WHEN l.timeline <> now_on.tl
 		                 THEN greatest(l.epoch + 1, now_on.tl << 32)
 		                 ELSE l.epoch + 1 END,
-		    instance_id = $1, since = clock_timestamp(),
+		    instance_id = $1, since = clock_timestamp(), renewed_at = clock_timestamp(),
 		    term_id = gen_random_uuid(), timeline = now_on.tl
 		FROM now_on
 		WHERE l.id = 1
@@ -211,36 +225,68 @@ func (s *LockSession) BumpEpoch(ctx context.Context, instanceID string, lease ti
 		return old, cur, nil, fmt.Errorf("read leader row: %w", err)
 	}
 	for {
-		err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, setLockTimeout, fmt.Sprintf("%dms", lease.Milliseconds())); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, lockRow); err != nil {
-				return err
-			}
-			return scanLeader(tx.QueryRow(ctx, bump, instanceID), &cur)
-		})
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
+		cur, err = bumpTerm(ctx, s.conn, lease, lockRow, nil, bump, instanceID)
+		if !errors.Is(err, errBumpWaited) {
 			if err != nil {
 				err = fmt.Errorf("bump leader epoch: %w", err)
 			}
 			return old, cur, terminated, err
 		}
-		rows, err := s.conn.Query(ctx, bumpBlockersSQL, ApplicationNamePrefix+old.InstanceID)
-		if err != nil {
-			return old, cur, terminated, fmt.Errorf("find what holds up the epoch bump: %w", err)
-		}
-		blockers, err := scanBackends(rows)
-		if err != nil {
-			return old, cur, terminated, fmt.Errorf("find what holds up the epoch bump: %w", err)
-		}
-		done, err := terminateBackends(ctx, s.conn, blockers)
+		done, err := endBlockers(ctx, s.conn, bumpBlockersSQL, ApplicationNamePrefix+old.InstanceID)
 		terminated = append(terminated, done...)
 		if err != nil {
-			return old, cur, terminated, fmt.Errorf("end what holds up the epoch bump: %w", err)
+			return old, cur, terminated, err
 		}
 	}
+}
+
+// errBumpWaited means an epoch bump waited its whole lock_timeout for the old term's
+// fenced transactions and changed nothing.
+var errBumpWaited = errors.New("the epoch bump waited its whole time for the old term's transactions")
+
+// bumpTerm is one attempt at an election's epoch bump, shared by the leader row and the
+// partitions' rows: in one transaction on conn, lockRow locks the term's row FOR UPDATE,
+// which waits for every in-flight fenced transaction of the old term (they hold a share lock
+// until they end), and only then bump stamps the new term (since = clock_timestamp()), so no
+// write of an older term can commit after the new term's since (docs/design.md guarantee 8).
+// The wait is bounded by wait (lock_timeout); when it expires the attempt returns
+// errBumpWaited and the caller decides what to end before trying again.
+func bumpTerm(ctx context.Context, conn *pgx.Conn, wait time.Duration, lockRow string, lockArgs []any, bump string, bumpArgs ...any) (LeaderRow, error) {
+	// lock_timeout is set with set_config(..., true), the same as SET LOCAL, because SET
+	// does not accept parameters.
+	const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
+	var cur LeaderRow
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, setLockTimeout, fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, lockRow, lockArgs...); err != nil {
+			return err
+		}
+		return scanLeader(tx.QueryRow(ctx, bump, bumpArgs...), &cur)
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+		return cur, errBumpWaited
+	}
+	return cur, err
+}
+
+// endBlockers terminates the backends query finds (with args) holding up an epoch bump.
+func endBlockers(ctx context.Context, conn *pgx.Conn, query string, args ...any) ([]Backend, error) {
+	rows, err := conn.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find what holds up the epoch bump: %w", err)
+	}
+	blockers, err := scanBackends(rows)
+	if err != nil {
+		return nil, fmt.Errorf("find what holds up the epoch bump: %w", err)
+	}
+	done, err := terminateBackends(ctx, conn, blockers)
+	if err != nil {
+		return done, fmt.Errorf("end what holds up the epoch bump: %w", err)
+	}
+	return done, nil
 }
 
 // bumpBlockersSQL finds the backends to terminate when the epoch bump waited the whole

@@ -69,7 +69,7 @@ func TestBumpEpochTerminatesOldLeaderBackendsAfterTheLease(t *testing.T) {
 	assert.Equal(t, cur, row)
 
 	// The bump's own session survived: it still holds the lock and can heartbeat.
-	term, err := session.Term(ctx)
+	term, err := session.Renew(ctx, cur.Fence(), time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, cur.Fence(), term)
 	require.NoError(t, session.Unlock(ctx))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/schedulerhq/scheduler/internal/backoff"
@@ -56,11 +57,14 @@ type Partitions struct {
 	held map[int]*heldPartition // by partition; written by Run's goroutine under mu
 
 	// Touched only by Run's goroutine.
-	staleSeen map[int]uint32 // partition → the stale holder's pid seen at the last survey
+	staleSeen map[int]uint32       // partition → the stale holder's pid seen at the last survey
+	freeSince map[int]time.Time    // partition → when the surveys began to find it free
+	pausedAt  map[string]time.Time // replica → when a survey last found it holding a stale lock
 	drained   bool
 
 	testSignals partitionSignals
-	beforeTick  func() // test hook: blocks the loop as a paused process would
+	beforeTick  func()        // test hook: blocks the loop as a paused process would
+	sessionPID  atomic.Uint32 // the lock session's backend, for tests that end it
 }
 
 // heldPartition is a partition whose lock this replica holds: elected (term set), waiting
@@ -111,7 +115,8 @@ func NewPartitions(c PartitionsConfig) (*Partitions, error) {
 		c.Log = slog.Default()
 	}
 	return &Partitions{conf: c, log: c.Log.With("instance_id", c.InstanceID), subs: map[int][]*Subscription{},
-		held: map[int]*heldPartition{}, staleSeen: map[int]uint32{}}, nil
+		held: map[int]*heldPartition{}, staleSeen: map[int]uint32{}, freeSince: map[int]time.Time{},
+		pausedAt: map[string]time.Time{}}, nil
 }
 
 // Subscribe returns the terms of partition p on this replica, in order. A subscriber that
@@ -169,6 +174,7 @@ func (p *Partitions) Run(ctx context.Context) {
 // heartbeat's deadline is the last success plus the lease, so a replica that cannot prove it
 // still holds its locks ends every term within the lease of the last proof (fail closed).
 func (p *Partitions) lead(ctx context.Context, session *store.PartitionSession) {
+	p.sessionPID.Store(session.PID())
 	lastOK := time.Now()
 	ticker := time.NewTicker(p.conf.HeartbeatInterval)
 	defer ticker.Stop()
@@ -236,7 +242,12 @@ func (p *Partitions) endTerm(partition int, h *heldPartition, why string, reason
 	}
 	h.end()
 	p.conf.Metrics.PartitionLost(why)
-	p.log.Warn("partition term ended", "partition", partition, "epoch", h.term.Epoch, "why", why, "reason", reason)
+	level := slog.LevelWarn // lost: its runs were cut short
+	if why == "released" || why == "shutdown" {
+		level = slog.LevelInfo
+	}
+	p.log.Log(context.Background(), level, "partition term ended", "partition", partition, "epoch", h.term.Epoch,
+		"why", why, "reason", reason)
 	p.testSignals.lost.Send(partition)
 }
 

@@ -17,6 +17,11 @@ import (
 // it holds above the ceiling, or one above the floor when another is below it and nothing is
 // free. So 64 partitions on 3 replicas settle at 22, 21, 21, and a fourth joining takes 16
 // partitions released by the others, no more.
+//
+// A replica counted live that takes nothing (its loop stuck while its instance row stays
+// fresh) would leave its share unheld for ever; so a partition found free for a whole lease
+// is an orphan, taken by any replica whatever its share, and the shares even out once that
+// replica takes part again.
 
 // share is what plan decided: partitions to release and to try to take.
 type share struct {
@@ -39,15 +44,27 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 	if s.Coordinator == me {
 		mine++
 	}
+	// A replica found paused stays out of the shares for a lease after its backend was ended
+	// (its instance row may still look fresh), so its partitions are taken at once.
+	now := time.Now()
+	for r := range s.Paused {
+		p.pausedAt[r] = now
+	}
+	for r, at := range p.pausedAt {
+		if now.Sub(at) > p.conf.LeaseTimeout {
+			delete(p.pausedAt, r)
+		}
+	}
 	live := []string{}
 	for _, r := range s.Live {
-		if !s.Paused[r] && r != me {
+		if _, paused := p.pausedAt[r]; !paused && r != me {
 			live = append(live, r)
 		}
 	}
 	live = append(live, me)
 	n, r := p.conf.Count, len(live)
 	floor, ceil := n/r, (n+r-1)/r
+	orphans := p.orphans(s.Free)
 	counts := map[string]int{}
 	for _, h := range s.Holders {
 		counts[h]++
@@ -67,11 +84,31 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 	case mine > floor && len(s.Free) == 0 && otherBelowFloor:
 		return share{release: 1}
 	case mine < floor:
-		return share{acquire: p.pick(s.Free, floor-mine)}
+		return share{acquire: p.pick(s.Free, max(floor-mine, len(orphans)))}
 	case mine < ceil && !otherBelowFloor:
-		return share{acquire: p.pick(s.Free, 1)}
+		return share{acquire: p.pick(s.Free, max(1, len(orphans)))}
 	}
-	return share{}
+	return share{acquire: orphans}
+}
+
+// orphans notes when each free partition was first found free and returns those free for
+// longer than the lease.
+func (p *Partitions) orphans(free []int) []int {
+	now := time.Now()
+	since := make(map[int]time.Time, len(free))
+	var out []int
+	for _, id := range free {
+		t, ok := p.freeSince[id]
+		if !ok {
+			t = now
+		}
+		since[id] = t
+		if now.Sub(t) > p.conf.LeaseTimeout && p.held[id] == nil {
+			out = append(out, id)
+		}
+	}
+	p.freeSince = since
+	return out
 }
 
 // pick chooses up to n of the free partitions, starting at an offset of this replica's own,
@@ -185,21 +222,21 @@ func (p *Partitions) releaseSome(n int) {
 	// Highest first: predictable in the logs, and the low partitions stay where they are.
 	slices.SortFunc(ids, func(a, b int) int { return b - a })
 	for _, id := range ids[:min(n, len(ids))] {
-		p.drain(id, p.held[id])
+		p.drain(id, p.held[id], "released")
 	}
 }
 
 // drain ends a term voluntarily: its Ctx is cancelled at once, and its lock is released
 // (unlockDrained, at a heartbeat) once every Term.Hold is released or DrainTimeout has
 // passed, so that what the term's runs finish still commits under its fence.
-func (p *Partitions) drain(id int, h *heldPartition) {
+func (p *Partitions) drain(id int, h *heldPartition, why string) {
 	done := make(chan struct{})
 	h.drained = done
 	if h.term.Ctx == nil { // never elected: nothing to wait for
 		close(done)
 		return
 	}
-	p.endTerm(id, h, "released", errors.New("above this replica's share"))
+	p.endTerm(id, h, why, nil)
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), p.conf.DrainTimeout)
@@ -237,7 +274,7 @@ func (p *Partitions) unlockDrained(ctx context.Context, session *store.Partition
 func (p *Partitions) releaseAll(session *store.PartitionSession) {
 	for id, h := range p.held {
 		if h.drained == nil {
-			p.drain(id, h)
+			p.drain(id, h, "shutdown")
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.conf.DrainTimeout+resignTimeout)

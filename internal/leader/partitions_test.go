@@ -1,0 +1,253 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/pglisten"
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// partReplica is one replica of a partitioned cluster in this process: its own pool (so its
+// own application_name), an Elector for the coordinator and its instance row, and
+// Partitions.
+type partReplica struct {
+	id     string
+	db     *testdb.DB
+	e      *Elector
+	p      *Partitions
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const partLease = 2 * time.Second
+
+func startPartReplica(t *testing.T, url, id string, count int, setup func(*Partitions)) *partReplica {
+	t.Helper()
+	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: partLease})
+	require.NoError(t, db.EnsureCluster(context.Background(), count))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n := pglisten.New(db.DB, log)
+	e, err := New(Config{DB: db.DB, Notifier: n, InstanceID: id, LeaseTimeout: partLease,
+		InstanceHeartbeat: 200 * time.Millisecond, PollInterval: 200 * time.Millisecond, Log: log})
+	require.NoError(t, err)
+	p, err := NewPartitions(PartitionsConfig{DB: db.DB, Notifier: n, InstanceID: id, Log: log, Count: count,
+		LeaseTimeout: partLease, HeartbeatInterval: 200 * time.Millisecond, DrainTimeout: time.Second})
+	require.NoError(t, err)
+	p.testSignals.init()
+	if setup != nil {
+		setup(p)
+	}
+	r := &partReplica{id: id, db: db, e: e, p: p, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { defer wg.Done(); n.Run(ctx) }()
+		go func() { defer wg.Done(); e.Run(ctx) }()
+		go func() { defer wg.Done(); p.Run(ctx) }()
+		wg.Wait()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(waitTimeout):
+			t.Errorf("replica %s did not stop within %s", id, waitTimeout)
+		}
+	})
+	return r
+}
+
+// holds is what r leads: its partitions, and 0 when it is the coordinator.
+func (r *partReplica) holds() []int {
+	held := r.p.Held()
+	if ok, _ := r.e.IsLeader(); ok {
+		held = append([]int{0}, held...)
+	}
+	return held
+}
+
+// awaitSettled waits, heartbeat by heartbeat, until every partition 0..count-1 is held by
+// exactly one of rs and each holds between lo and hi, and returns who holds what.
+func awaitSettled(t *testing.T, rs []*partReplica, count, lo, hi int, within time.Duration) map[string][]int {
+	t.Helper()
+	deadline := time.After(within)
+	var last map[string][]int
+	for {
+		last = map[string][]int{}
+		seen := map[int]int{}
+		ok := true
+		for _, r := range rs {
+			last[r.id] = r.holds()
+			for _, p := range last[r.id] {
+				seen[p]++
+			}
+			n := len(last[r.id])
+			ok = ok && n >= lo && n <= hi
+		}
+		for p := range count {
+			ok = ok && seen[p] == 1
+		}
+		if ok {
+			return last
+		}
+		select {
+		case <-rs[0].p.testSignals.tick.C():
+		case <-deadline:
+			counts := map[string]int{}
+			for id, h := range last {
+				counts[id] = len(h)
+			}
+			t.Fatalf("partitions not settled at %d..%d each within %s: %v", lo, hi, within, counts)
+		}
+	}
+}
+
+// 64 partitions on 3 replicas settle at 21 or 22 each, partition 0 counting as its
+// coordinator's; a fourth replica joining takes 16, and the others only give up partitions
+// (none moves between two of the first three).
+func TestPartitionSharesAndAJoiningReplicaMovesOnlyWhatItMust(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	var rs []*partReplica
+	for i := range 3 {
+		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 64, nil))
+	}
+	before := awaitSettled(t, rs, 64, 21, 22, waitTimeout)
+
+	rs = append(rs, startPartReplica(t, url, "r3", 64, nil))
+	after := awaitSettled(t, rs, 64, 16, 16, waitTimeout)
+	t.Logf("before %v\nafter %v", before, after)
+	moved := 0
+	for _, r := range rs[:3] {
+		for _, p := range after[r.id] {
+			assert.True(t, slices.Contains(before[r.id], p), "partition %d moved to %s, which did not hold it", p, r.id)
+		}
+		moved += len(before[r.id]) - len(after[r.id])
+	}
+	assert.Equal(t, 16, moved, "exactly the newcomer's share moved")
+}
+
+// A replica whose lock connection is cut (its backend terminated, as a network or a proxy
+// would drop it) loses every term at once, and the others take its partitions within the
+// lease and 3 s.
+func TestPartitionsOfAClosedLockConnectionAreTakenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	var rs []*partReplica
+	for i := range 3 {
+		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 16, nil))
+	}
+	settled := awaitSettled(t, rs, 16, 5, 6, waitTimeout)
+	victim := rs[1]
+	held := victim.p.Held()
+	require.NotEmpty(t, held)
+	victimTerms := map[int]Term{}
+	for _, id := range held {
+		victimTerms[id] = victim.p.held[id].term
+	}
+	pool := testdb.Pool(t, url)
+	start := time.Now()
+	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(victim.p.sessionPID.Load()))
+	require.NoError(t, err)
+	for range held {
+		victim.p.testSignals.lost.Await(t, waitTimeout, "the victim's terms ending")
+	}
+	for id, term := range victimTerms {
+		assert.Error(t, term.Ctx.Err(), "the term of partition %d ended", id)
+	}
+	// Every partition it held is led again, by a new term, within the lease and 3 s.
+	deadline := time.Now().Add(partLease + 3*time.Second)
+	for id, old := range victimTerms {
+		for {
+			var epoch int64
+			var renewed bool
+			require.NoError(t, pool.QueryRow(ctx, `SELECT epoch, renewed_at > now() - interval '1 second'
+				FROM scheduler_partitions WHERE partition_id = $1`, id).Scan(&epoch, &renewed))
+			if epoch > old.Epoch && renewed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d (held by %s: %v) not led again within the lease and 3 s", id, victim.id, settled[victim.id])
+			}
+			rs[0].p.testSignals.tick.Await(t, waitTimeout, "a heartbeat")
+		}
+	}
+	t.Logf("the victim's %d partitions were led again after %s", len(held), time.Since(start))
+}
+
+// A holder whose heartbeats stop (its loop blocked, as a SIGSTOPped process's would be)
+// keeps its locks on a live connection. The others find its renewals older than the lease,
+// end its lock backend and take its partitions; a write it fences with its old term fails
+// with ErrNotLeader; and when it resumes, its heartbeat fails and ends its terms.
+func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	var paused sync.Mutex
+	var resume sync.Once
+	t.Cleanup(func() { resume.Do(paused.Unlock) })
+	var rs []*partReplica
+	for i := range 3 {
+		var setup func(*Partitions)
+		if i == 1 {
+			setup = func(p *Partitions) { p.beforeTick = func() { paused.Lock(); paused.Unlock() } }
+		}
+		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 16, setup))
+	}
+	awaitSettled(t, rs, 16, 5, 6, waitTimeout)
+	victim := rs[1]
+	held := victim.p.Held()
+	require.NotEmpty(t, held)
+	paused.Lock()
+	pausedAt := time.Now()
+	victim.p.testSignals.tick.Await(t, waitTimeout, "the victim's last heartbeat before the pause")
+	// Drain what it sent while it ran, then read its terms: the loop is parked in the hook.
+	victimTerms := map[int]Term{}
+	victim.p.mu.Lock()
+	for id, h := range victim.p.held {
+		victimTerms[id] = h.term
+	}
+	victim.p.mu.Unlock()
+
+	// Takeover: a backend ended, then every partition led by r0 or r2 within lease + 3 s.
+	deadline := time.After(partLease + 3*time.Second)
+	for {
+		n := len(rs[0].holds()) + len(rs[2].holds())
+		if n == 16 {
+			break
+		}
+		select {
+		case <-rs[0].p.testSignals.tick.C():
+		case <-deadline:
+			t.Fatalf("the paused holder's partitions not taken within the lease and 3 s: %d of 16 led by the others", n)
+		}
+	}
+	t.Logf("taken over %s after the pause", time.Since(pausedAt))
+	for id, term := range victimTerms {
+		err := victim.db.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return nil })
+		assert.ErrorIs(t, err, store.ErrNotLeader, "partition %d's old term may not write", id)
+	}
+
+	resume.Do(paused.Unlock)
+	for range victimTerms {
+		victim.p.testSignals.lost.Await(t, waitTimeout, "the resumed holder's terms ending")
+	}
+	for id, term := range victimTerms {
+		assert.Error(t, term.Ctx.Err(), "the resumed holder's term of partition %d ended", id)
+	}
+}

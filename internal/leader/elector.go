@@ -137,7 +137,8 @@ type Elector struct {
 	seen    store.LeaderRow
 	control control
 
-	testSignals testSignals
+	testSignals     testSignals
+	beforeHeartbeat func() // test hook: blocks the leader's loop as a paused process would
 }
 
 // New checks conf and returns an elector; Run starts it.
@@ -288,6 +289,9 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 	e.setLeader(true, term)
 	lastOK := time.Now()
 	for {
+		if e.beforeHeartbeat != nil {
+			e.beforeHeartbeat()
+		}
 		// Between heartbeats, wait for an operator's step-down request (see notified).
 		wctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
 		asked, err := e.awaitStepDown(ctx, wctx, session, term.Epoch)

@@ -50,6 +50,12 @@ func startReplica(t *testing.T, url, id string, lease time.Duration) *replica {
 
 func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, m *metrics.Metrics) *replica {
 	t.Helper()
+	return startReplicaWith(t, url, id, lease, m, nil)
+}
+
+// startReplicaWith is startReplicaWithMetrics with setup run on the elector before it starts.
+func startReplicaWith(t *testing.T, url, id string, lease time.Duration, m *metrics.Metrics, setup func(*Elector)) *replica {
+	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: lease})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	n := pglisten.New(db.DB, log)
@@ -58,6 +64,9 @@ func startReplicaWithMetrics(t *testing.T, url, id string, lease time.Duration, 
 		Log:          log})
 	require.NoError(t, err)
 	e.testSignals.init()
+	if setup != nil {
+		setup(e)
+	}
 	r := &replica{t: t, id: id, db: db, e: e, sub: e.Listen(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel

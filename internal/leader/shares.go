@@ -29,8 +29,8 @@ type share struct {
 	acquire []int
 }
 
-// plan decides this replica's moves from a survey.
-func (p *Partitions) plan(s store.PartitionSurvey) share {
+// plan decides this replica's moves from a survey and the replicas found paused.
+func (p *Partitions) plan(s store.PartitionSurvey, paused []string) share {
 	me := p.conf.InstanceID
 	mine := 0
 	for _, h := range p.held {
@@ -47,7 +47,7 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 	// A replica found paused stays out of the shares for a lease after its backend was ended
 	// (its instance row may still look fresh), so its partitions are taken at once.
 	now := time.Now()
-	for r := range s.Paused {
+	for _, r := range paused {
 		p.pausedAt[r] = now
 	}
 	for r, at := range p.pausedAt {
@@ -64,7 +64,8 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 	live = append(live, me)
 	n, r := p.conf.Count, len(live)
 	floor, ceil := n/r, (n+r-1)/r
-	orphans := p.orphans(s.Free)
+	p.noteFree(s.Free)
+	orphans := p.freeFor(p.conf.LeaseTimeout)
 	counts := map[string]int{}
 	for _, h := range s.Holders {
 		counts[h]++
@@ -86,28 +87,37 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 	case mine < floor:
 		return share{acquire: p.pick(s.Free, max(floor-mine, len(orphans)))}
 	case mine < ceil && !otherBelowFloor:
-		return share{acquire: p.pick(s.Free, max(1, len(orphans)))}
+		// Only a partition free for two heartbeats: one just released is for the replica
+		// below its floor (a newcomer this replica's survey may not count yet).
+		return share{acquire: p.pick(p.freeFor(2*p.conf.HeartbeatInterval), max(1, len(orphans)))}
 	}
 	return share{acquire: orphans}
 }
 
-// orphans notes when each free partition was first found free and returns those free for
-// longer than the lease.
-func (p *Partitions) orphans(free []int) []int {
+// noteFree notes when each free partition was first found free.
+func (p *Partitions) noteFree(free []int) {
 	now := time.Now()
 	since := make(map[int]time.Time, len(free))
-	var out []int
 	for _, id := range free {
 		t, ok := p.freeSince[id]
 		if !ok {
 			t = now
 		}
 		since[id] = t
-		if now.Sub(t) > p.conf.LeaseTimeout && p.held[id] == nil {
+	}
+	p.freeSince = since
+}
+
+// freeFor returns the partitions found free for longer than d that this replica does not
+// hold, in order.
+func (p *Partitions) freeFor(d time.Duration) []int {
+	var out []int
+	for id, t := range p.freeSince {
+		if time.Since(t) > d && p.held[id] == nil {
 			out = append(out, id)
 		}
 	}
-	p.freeSince = since
+	slices.Sort(out)
 	return out
 }
 
@@ -145,8 +155,7 @@ func (p *Partitions) rebalance(ctx context.Context, session *store.PartitionSess
 			p.log.Warn("drained by an operator: releasing every partition and taking none until restarted")
 		}
 	}
-	p.takeOver(qctx, s, session.PID())
-	sh := p.plan(s)
+	sh := p.plan(s, p.takeOver(qctx, s, session.PID()))
 	for _, id := range sh.acquire {
 		ok, err := session.TryLock(qctx, id)
 		if err != nil {

@@ -32,22 +32,24 @@ func (s *PartitionSession) Close() { closeConn(s.conn) }
 // PID is the session's backend process id, as pg_locks shows it.
 func (s *PartitionSession) PID() uint32 { return s.conn.PgConn().PID() }
 
-// TryLock takes partition p's lock if nobody holds it; when it does, it also stamps the
-// row's renewed_at, so that no replica takes the partition for one whose holder is paused
-// (its renewal stays old) before this session's election bumps the term.
+// TryLock takes partition p's lock if nobody holds it, and in the same statement stamps the
+// row's renewed_at: a survey meanwhile finds the backend active, then the row fresh, never
+// a lock held by an idle backend with an old renewal, which is what a paused holder looks
+// like (SurveyPartitions).
 func (s *PartitionSession) TryLock(ctx context.Context, p int) (bool, error) {
+	q := `
+		WITH got AS MATERIALIZED (SELECT pg_catalog.pg_try_advisory_lock(` + fmt.Sprintf(partitionLockKey, "$1::bigint") + `) AS ok),
+		stamp AS (
+		    UPDATE scheduler_partitions SET renewed_at = clock_timestamp()
+		    WHERE partition_id = $1 AND (SELECT ok FROM got)
+		    RETURNING 1
+		)
+		SELECT ok FROM got`
 	var ok bool
-	q := `SELECT pg_catalog.pg_try_advisory_lock(` + fmt.Sprintf(partitionLockKey, "$1::bigint") + `)`
 	if err := s.conn.QueryRow(ctx, q, p).Scan(&ok); err != nil {
 		return false, fmt.Errorf("try partition %d's lock: %w", p, err)
 	}
-	if !ok {
-		return false, nil
-	}
-	if _, err := s.conn.Exec(ctx, `UPDATE scheduler_partitions SET renewed_at = clock_timestamp() WHERE partition_id = $1`, p); err != nil {
-		return true, fmt.Errorf("stamp partition %d taken: %w", p, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // Unlock releases partition p's lock; a term of it that the session still names is marked

@@ -23,22 +23,32 @@ type PartitionSurvey struct {
 	Free []int
 	// Stale maps each partition whose lock is held by a backend that does not renew it (its
 	// renewal is older than the lease, or it was released and never unlocked) to that
-	// backend's pid, and Paused names their holders: a paused or hung replica.
-	Stale  map[int]uint32
-	Paused map[string]bool
+	// backend, and the replica the backend belongs to (by the scheduler's login and its
+	// application_name; "" for another login's): a paused or hung replica. A caller ends the
+	// backend only when two surveys in a row find it, against the instant between a survey's
+	// snapshot of the rows and its read of the locks.
+	Stale map[int]StaleHolder
 }
 
-// surveySQL reads every partition's lock and row. A holder's backend waiting for a row lock
-// is inside an election (bumpTerm), not paused.
+// StaleHolder is the backend holding a partition's lock without renewing it.
+type StaleHolder struct {
+	PID      uint32
+	Instance string
+}
+
+// surveySQL reads every partition's lock and row. A holder's backend running a statement
+// (taking the lock, or waiting inside an election's bumpTerm) is not paused.
 var surveySQL = `
 WITH held AS (
     SELECT ` + advisoryKeyOf + ` AS key, l.pid
     FROM pg_catalog.pg_locks l WHERE ` + advisoryOnThisDB + ` AND l.granted
 )
 SELECT p.partition_id, coalesce(p.holder, ''), h.pid,
+       CASE WHEN a.usename = current_user AND starts_with(a.application_name, $2)
+            THEN substr(a.application_name, length($2) + 1) ELSE '' END,
        coalesce(p.renewed_at > now() - $1::bigint * interval '1 microsecond', false),
        h.pid IS NOT NULL AND coalesce(p.renewed_at <= now() - $1::bigint * interval '1 microsecond', true)
-         AND a.wait_event_type IS DISTINCT FROM 'Lock'
+         AND a.state IS DISTINCT FROM 'active'
 FROM scheduler_partitions p
 LEFT JOIN held h ON h.key = ` + fmt.Sprintf(partitionLockKey, "p.partition_id") + `
 LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = h.pid
@@ -55,17 +65,17 @@ ORDER BY i.started_at, i.instance_id`
 
 // SurveyPartitions reads the partitions' state for a lease of lease.
 func (q queries) SurveyPartitions(ctx context.Context, lease time.Duration) (PartitionSurvey, error) {
-	s := PartitionSurvey{Holders: map[int]string{}, Stale: map[int]uint32{}, Paused: map[string]bool{}}
-	rows, err := q.q.Query(ctx, surveySQL, lease.Microseconds())
+	s := PartitionSurvey{Holders: map[int]string{}, Stale: map[int]StaleHolder{}}
+	rows, err := q.q.Query(ctx, surveySQL, lease.Microseconds(), ApplicationNamePrefix)
 	if err != nil {
 		return s, fmt.Errorf("survey the partitions: %w", err)
 	}
 	for rows.Next() {
 		var p int
-		var holder string
+		var holder, lockHolder string
 		var pid *uint32
 		var fresh, stale bool
-		if err := rows.Scan(&p, &holder, &pid, &fresh, &stale); err != nil {
+		if err := rows.Scan(&p, &holder, &pid, &lockHolder, &fresh, &stale); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("survey the partitions: %w", err)
 		}
@@ -73,8 +83,7 @@ func (q queries) SurveyPartitions(ctx context.Context, lease time.Duration) (Par
 		case pid == nil:
 			s.Free = append(s.Free, p)
 		case stale:
-			s.Stale[p] = *pid
-			s.Paused[holder] = true
+			s.Stale[p] = StaleHolder{PID: *pid, Instance: lockHolder}
 		case fresh:
 			s.Holders[p] = holder
 		}

@@ -26,7 +26,7 @@ var auditActions = []string{store.ActionTrigger, store.ActionCancel, store.Actio
 	store.ActionStepDown, store.ActionRefused, store.ActionCreate, store.ActionUpdate, store.ActionDelete,
 	store.ActionAutoPause, store.ActionFailover, store.ActionNamespace, store.ActionTokenCreate,
 	store.ActionTokenRevoke, store.ActionSecretPut, store.ActionSecretDelete, store.ActionRerun,
-	store.ActionBackfill, store.ActionBackfillCancel, store.ActionOIDCRotate}
+	store.ActionBackfill, store.ActionBackfillCancel, store.ActionOIDCRotate, store.ActionDrain}
 
 // maxTokenFilter bounds ?token=: a token's id, name or kind is far shorter.
 const maxTokenFilter = 200

@@ -31,6 +31,7 @@ var (
 	probRunFinished         = httpx.ProblemType{Slug: "run-finished", Title: "The run has already finished"}
 	probRunActive           = httpx.ProblemType{Slug: "run-active", Title: "The job's active run has other params"}
 	probNoLeader            = httpx.ProblemType{Slug: "no-leader", Title: "No replica has been elected leader yet"}
+	probInstanceNotFound    = httpx.ProblemType{Slug: "instance-not-found", Title: "No such replica"}
 	probInvalidDefinition   = httpx.ProblemType{Slug: "invalid-definition", Title: "The job definition is invalid"}
 	probJobExists           = httpx.ProblemType{Slug: "job-exists", Title: "A job with this name exists"}
 	probBuiltinJob          = httpx.ProblemType{Slug: "builtin-job", Title: "Built-in jobs cannot be replaced or deleted"}

@@ -220,6 +220,7 @@ func (s *Server) Handler() http.Handler {
 			r.With(s.adminOnly).Post("/tokens", act(s, http.StatusCreated, s.createToken))
 			r.With(s.adminOnly).Delete("/tokens/{id}", act(s, http.StatusNoContent, s.revokeToken))
 			r.With(s.adminOnly).Post("/leader/step-down", act(s, http.StatusAccepted, s.stepDown))
+			r.With(s.adminOnly).Post("/instances/{id}/drain", act(s, http.StatusAccepted, s.drain))
 			r.With(s.adminOnly).Post("/oidc/keys/rotate", s.rotateOIDCKeys)
 		})
 	})

@@ -150,3 +150,8 @@ type StepDown struct {
 	Epoch      int64     `json:"epoch"`
 	Since      time.Time `json:"since"`
 }
+
+// Drain is the replica asked to give up its partitions (POST /v1/instances/{id}/drain).
+type Drain struct {
+	InstanceID string `json:"instance_id"`
+}

@@ -37,6 +37,15 @@ func (c *Client) StepDown(ctx context.Context, reason string) (*StepDown, error)
 	return &s, err
 }
 
+// Drain asks replica instanceID to release its partitions, step down as coordinator if it
+// is, and take none until it restarts (admin).
+func (c *Client) Drain(ctx context.Context, instanceID, reason string) (*Drain, error) {
+	var d Drain
+	path := "/v1/instances/" + url.PathEscape(instanceID) + "/drain"
+	_, err := c.do(ctx, request{method: http.MethodPost, path: path, body: reasonBody(reason), out: &d})
+	return &d, err
+}
+
 // Whoami says who the token is and what it may do.
 func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
 	var w Whoami

@@ -66,6 +66,7 @@ var clientCalls = map[string]func(ctx context.Context, c *Client) error{
 	"Partitions":     func(ctx context.Context, c *Client) error { _, err := c.Partitions(ctx); return err },
 	"Instances":      func(ctx context.Context, c *Client) error { _, err := c.Instances(ctx); return err },
 	"StepDown":       func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx, ""); return err },
+	"Drain":          func(ctx context.Context, c *Client) error { _, err := c.Drain(ctx, "r1", ""); return err },
 	"Whoami":         func(ctx context.Context, c *Client) error { _, err := c.Whoami(ctx); return err },
 	"OIDCKeys":       func(ctx context.Context, c *Client) error { _, err := c.OIDCKeys(ctx); return err },
 	"RotateOIDCKeys": func(ctx context.Context, c *Client) error { _, err := c.RotateOIDCKeys(ctx, "r"); return err },

@@ -14,3 +14,15 @@ CREATE INDEX scheduler_control_drain_idx ON scheduler_control (instance_id) WHER
 -- and every election of it: the tables are the scheduler's own (the defaults grant PUBLIC
 -- nothing; this says so where a reviewer looks).
 REVOKE ALL ON scheduler_partitions, scheduler_cluster FROM PUBLIC;
+
+-- A drain is audited as its own action.
+DO $$
+DECLARE
+    def text;
+BEGIN
+    SELECT pg_get_constraintdef(oid) INTO def FROM pg_constraint
+    WHERE conrelid = 'operator_actions'::regclass AND conname = 'operator_actions_action_check';
+    ALTER TABLE operator_actions DROP CONSTRAINT operator_actions_action_check;
+    EXECUTE format('ALTER TABLE operator_actions ADD CONSTRAINT operator_actions_action_check CHECK (action IN (%L) OR %s)',
+                   'drain', substring(def FROM '^CHECK (.*)$'));
+END $$;

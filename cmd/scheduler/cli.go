@@ -74,6 +74,7 @@ var clientCommands = []clientCommand{
 	{"status", "", "the leader, its epoch, and every replica", 0, false, statusFlags},
 	{"partitions", "", "who leads what: each partition's holder and jobs, and how many each replica holds", 0, false, partitionsFlags},
 	{"step-down", "", "make the leader resign now; a follower takes over", 0, false, stepDownFlags},
+	{"drain", "INSTANCE", "make a replica give up its partitions (and leadership) and take none until it restarts (admin)", 1, false, drainFlags},
 	{"apply", "-f FILE", "create or update a YAML file's runtime jobs in their namespaces (--prune deletes the others there)", 0, true, applyFlags},
 	{"get", "NAME", "a runtime job's definition, as YAML that apply takes back", 1, true, getFlags},
 	{"delete", "NAME", "delete a runtime job (its runs stay in the history)", 1, true, deleteFlags},

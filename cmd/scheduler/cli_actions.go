@@ -75,6 +75,22 @@ func stepDownFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
 	}
 }
 
+func drainFlags(fs *flag.FlagSet) func(context.Context, *cli, []string) int {
+	reason := fs.String("reason", "", "why (kept in the audit log)")
+	return func(ctx context.Context, x *cli, args []string) int {
+		d, err := x.c.Drain(ctx, args[0], *reason)
+		if err != nil {
+			return x.fail(ctx, err)
+		}
+		if x.json {
+			return x.printJSON(d)
+		}
+		fmt.Fprintf(x.stdout, "asked %s to drain: within a heartbeat it releases its partitions (its running jobs finish first, "+
+			"up to the drain timeout), steps down if it leads, and takes none until it restarts\n", d.InstanceID)
+		return exitOK
+	}
+}
+
 func statusFlags(*flag.FlagSet) func(context.Context, *cli, []string) int {
 	return func(ctx context.Context, x *cli, _ []string) int {
 		l, errLeader := x.c.Leader(ctx)

@@ -41,6 +41,7 @@ Usage:
   scheduler sql-target init|check NAME
                                   prepare or check a SQL target (SCHEDULER_SQL_TARGET_NAME)
   scheduler secret-key rotate     re-seal the stored secrets with SCHEDULER_SECRET_KEY
+  scheduler partitions set N      change SCHEDULER_PARTITIONS, every replica stopped
   scheduler healthcheck           exit 0 when this host's replica answers /readyz 200
   scheduler version [-o json]     print the version, commit and build date
 
@@ -61,6 +62,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	// A database command beside the client's "partitions" (the API's view of them).
+	if cmd == "partitions" && len(rest) > 0 && rest[0] == "set" {
+		return partitionsSetCmd(ctx, rest[1:], environ, stdout, stderr)
+	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, environ, stdout, stderr)

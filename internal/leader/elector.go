@@ -137,6 +137,10 @@ type Elector struct {
 	seen    store.LeaderRow
 	control control
 
+	// drained is closed once an operator drained this replica (drain.go).
+	drained     chan struct{}
+	drainedOnce sync.Once
+
 	testSignals     testSignals
 	beforeHeartbeat func() // test hook: blocks the leader's loop as a paused process would
 }
@@ -156,6 +160,7 @@ func New(conf Config) (*Elector, error) {
 		started:           time.Now(),
 		leadershipChanged: make(chan struct{}, 1),
 		control:           control{wake: make(chan struct{}, 1)},
+		drained:           make(chan struct{}),
 	}, nil
 }
 
@@ -202,17 +207,27 @@ func (e *Elector) Run(ctx context.Context) {
 	defer stopHeartbeat()
 	defer e.conf.Notifier.Listen(store.StepDownChannel, e.notified)()
 
-	for ctx.Err() == nil {
+	// A drained replica stops waiting for the lock, and takes part no more until it restarts.
+	electCtx, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
+	go func() {
+		select {
+		case <-e.drained:
+			stopElecting()
+		case <-electCtx.Done():
+		}
+	}()
+	for electCtx.Err() == nil {
 		var session *store.LockSession
 		var term Term
 		var endTerm context.CancelFunc
 		var failed string // what the last attempt failed at
-		err := backoff.Retry(ctx, reconnectMin, reconnectMax, func() (err error) {
-			if session, err = e.conf.DB.OpenLockSession(ctx); err != nil {
+		err := backoff.Retry(electCtx, reconnectMin, reconnectMax, func() (err error) {
+			if session, err = e.conf.DB.OpenLockSession(electCtx); err != nil {
 				failed = "cannot reach PostgreSQL for the leader lock; retrying"
 				return err
 			}
-			if term, endTerm, err = e.attemptGainLeadership(ctx, session); err != nil {
+			if term, endTerm, err = e.attemptGainLeadership(electCtx, session); err != nil {
 				e.control.disarm()
 				session.Close()
 				failed = "election attempt failed; reconnecting"
@@ -223,10 +238,11 @@ func (e *Elector) Run(ctx context.Context) {
 			return nil
 		})
 		if err != nil {
-			return // ctx ended
+			break // ctx ended, or the replica was drained
 		}
 		e.keepLeadershipLoop(ctx, session, term, endTerm)
 	}
+	<-ctx.Done() // a drained replica still heartbeats its instance row and guards the locks
 }
 
 // attemptGainLeadership waits inside PostgreSQL for the leader lock, then bumps the epoch.
@@ -299,6 +315,9 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		switch {
 		case ctx.Err() != nil:
 			e.attemptResign(session, term, endTerm, "shutdown")
+			return
+		case e.isDrained():
+			e.attemptResign(session, term, endTerm, "drain")
 			return
 		case len(asked) > 0:
 			for _, m := range asked {

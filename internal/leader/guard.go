@@ -31,6 +31,7 @@ func (e *Elector) guardElectionLoop(ctx context.Context) {
 		ended, err := e.conf.DB.EndElectionInterlopers(qctx)
 		if err == nil {
 			staleLeader = e.endStaleLeader(qctx, staleLeader)
+			e.checkDrained(qctx)
 		}
 		cancel()
 		for _, b := range ended {

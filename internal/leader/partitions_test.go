@@ -256,3 +256,50 @@ func awaitEnded(t *testing.T, term Term, what string) {
 		t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
 	}
 }
+
+// A drained replica (here the coordinator) releases its partitions and steps down; the other
+// two share all 16 between them, and it takes nothing back while it runs.
+func TestDrainedReplicaReleasesEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	var rs []*partReplica
+	for i := range 3 {
+		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 16, nil))
+	}
+	awaitSettled(t, rs, 16, 5, 6, waitTimeout)
+	var victim *partReplica
+	var others []*partReplica
+	for _, r := range rs {
+		if ok, _ := r.e.IsLeader(); ok {
+			victim = r
+		} else {
+			others = append(others, r)
+		}
+	}
+	require.NotNil(t, victim, "a coordinator")
+	terms := map[int]Term{}
+	victim.p.mu.Lock()
+	for id, h := range victim.p.held {
+		terms[id] = h.term
+	}
+	victim.p.mu.Unlock()
+	reason := "node upgrade"
+	ok, err := victim.db.RequestDrain(ctx, victim.id, store.ControlRequest{TokenKind: "full", Reason: &reason, RequestID: "req-1"})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	awaitSettled(t, others, 16, 8, 8, waitTimeout)
+	for id, term := range terms {
+		awaitEnded(t, term, fmt.Sprintf("the drained replica's term of partition %d ending", id))
+	}
+	assert.Empty(t, victim.holds(), "the drained replica leads nothing")
+	// It stays out: a few more heartbeats (after those already recorded) take nothing back.
+	for len(victim.p.testSignals.tick.C()) > 0 {
+		<-victim.p.testSignals.tick.C()
+	}
+	for range 5 {
+		victim.p.testSignals.tick.Await(t, waitTimeout, "a heartbeat of the drained replica")
+	}
+	assert.Empty(t, victim.holds(), "the drained replica took nothing back")
+}

@@ -117,6 +117,7 @@ type Executor interface {
 	RecordAction(ctx context.Context, a Action) error
 	Actions(ctx context.Context, f ActionFilter) ([]Action, error)
 	RequestStepDown(ctx context.Context, req ControlRequest) (l LeaderRow, ok bool, err error)
+	RequestDrain(ctx context.Context, instanceID string, req ControlRequest) (ok bool, err error)
 
 	// scheduler_notifications and their deliveries (notifications.go)
 	RecordNotifications(ctx context.Context, events []NotificationEvent) (int64, error)

@@ -65,6 +65,8 @@ const (
 	ActionBackfillCancel = "backfill-cancel"
 	// ActionOIDCRotate is a rotation of the targets' token signing keys asked by an admin.
 	ActionOIDCRotate = "oidc-rotate"
+	// ActionDrain is a replica asked to give up its partitions (migration 0029).
+	ActionDrain = "drain"
 )
 
 const insertActionSQL = `

@@ -58,7 +58,10 @@ type Config struct {
 
 	LeaseTimeout      time.Duration
 	InstanceHeartbeat time.Duration
-	PollInterval      time.Duration
+	// Partitions is config's SCHEDULER_PARTITIONS (0: 1); partitions 1..N-1 are elected by
+	// the replica's leader.Partitions.
+	Partitions   int
+	PollInterval time.Duration
 	// FailoverWindow is config's SCHEDULER_FAILOVER_WINDOW (0: its default).
 	FailoverWindow time.Duration
 	// Version and HTTPAddr describe the replica in scheduler_instances.
@@ -87,9 +90,12 @@ type Replica struct {
 	sqlTargets *targets.SQLTargets
 	notifier   *pglisten.Notifier
 	elector    *leader.Elector
+	partitions *leader.Partitions
 	engine     *engine.Engine
 	terms      *leader.Subscription
 	callLimits callLimits
+	// partitionCount is SCHEDULER_PARTITIONS, checked against the cluster's by EnsureCluster.
+	partitionCount int
 }
 
 // New builds the replica's parts without touching the database, so that its API can answer
@@ -102,6 +108,11 @@ func New(c Config) (*Replica, error) {
 		HTTPAddr: c.HTTPAddr, Metrics: c.Metrics, DrainTimeout: jobs.HandOverDrain, PollInterval: c.PollInterval})
 	if err != nil {
 		return nil, fmt.Errorf("the elector: %w", err)
+	}
+	partitions, err := leader.NewPartitions(leader.PartitionsConfig{DB: c.DB, Notifier: notes, InstanceID: c.InstanceID,
+		Log: c.Log, Count: max(c.Partitions, 1), LeaseTimeout: c.LeaseTimeout, DrainTimeout: jobs.HandOverDrain, Metrics: c.Metrics})
+	if err != nil {
+		return nil, fmt.Errorf("the partitions' elections: %w", err)
 	}
 	guard, err := targets.NewGuard(c.Runtime.HTTPAllow)
 	if err != nil {
@@ -160,7 +171,8 @@ func New(c Config) (*Replica, error) {
 		Runtime: runtimejob.Env{CheckURL: guard.CheckURL, CheckNATSURL: guard.CheckNATSURL, SQLTarget: sqlTargets.Check},
 		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
-	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, engine: eng, terms: elector.Listen(),
+	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, partitions: partitions, engine: eng,
+		terms: elector.Listen(), partitionCount: max(c.Partitions, 1),
 		callLimits: callLimits{db: c.DB, caller: caller, every: c.PollInterval, log: apiLog(c.Log, c.InstanceID)}}, nil
 }
 
@@ -184,6 +196,13 @@ func buildSQLTargets(c Config) (*targets.SQLTargets, error) {
 			MarkerRetention: retention}))
 	}
 	return targets.NewSQLTargets(list...), nil
+}
+
+// EnsureCluster makes the cluster's partitioning on its first start, or refuses to start a
+// replica whose SCHEDULER_PARTITIONS is not the cluster's (store.EnsureCluster). Call it
+// once the schema is migrated, before Run.
+func (r *Replica) EnsureCluster(ctx context.Context, db *store.DB) error {
+	return db.EnsureCluster(ctx, r.partitionCount)
 }
 
 // CheckSQLTargets refuses, before the replica runs anything, a SQL target whose login could
@@ -215,8 +234,9 @@ func (r *Replica) Run(ctx context.Context) {
 	// The namespaces' call bounds hold from the first call on: read before any term begins.
 	r.callLimits.refresh(ctx)
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); r.callLimits.run(ctx) }()
+	go func() { defer wg.Done(); r.partitions.Run(ctx) }()
 	go func() { defer wg.Done(); r.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()

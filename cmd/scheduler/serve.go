@@ -128,7 +128,7 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		Jobs: cfg.Jobs, Metrics: m, APIToken: cfg.APIToken, APITokenNext: cfg.APITokenNext,
 		ReadToken: cfg.APIReadToken, MetricsToken: cfg.MetricsToken, OIDC: cfg.OIDC, APIHosts: cfg.APIHosts, IdempotencyTTL: cfg.IdempotencyTTL,
 		LeaseTimeout: cfg.LeaseTimeout, PollInterval: cfg.PollInterval, Version: version, HTTPAddr: cfg.HTTPAddr,
-		Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow,
+		Partitions: cfg.Partitions, Runtime: cfg.Runtime, RunRetention: settings.Retention.JobRuns, FailoverWindow: cfg.FailoverWindow,
 		Notifications: cfg.Notifications, Tracing: traces})
 	if err != nil {
 		log.Error("cannot build the replica", "error", err)
@@ -161,6 +161,10 @@ func serve(ctx context.Context, args, environ []string, stdout, stderr io.Writer
 		log.Info("schema ready", "version", store.SchemaVersion())
 		if err := rep.CheckSQLTargets(ctx, log); err != nil {
 			log.Error("a SQL target's login could reach the scheduler; not starting", "error", err)
+			return exitFailure
+		}
+		if err := rep.EnsureCluster(ctx, db); err != nil {
+			log.Error("cannot join the cluster; not starting", "error", err)
 			return exitFailure
 		}
 		go func() { defer close(leading); rep.Run(ctx) }()

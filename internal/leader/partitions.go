@@ -14,7 +14,6 @@ import (
 	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/store"
-	"github.com/schedulerhq/scheduler/internal/testsignal"
 )
 
 // Partitions 1..N-1 (docs/design.md, "Partitions") are led each under its own advisory
@@ -62,7 +61,7 @@ type Partitions struct {
 	pausedAt  map[string]time.Time // replica → when a survey last found it holding a stale lock
 	drained   bool
 
-	testSignals partitionSignals
+	testSignals testSignals
 	beforeTick  func()        // test hook: blocks the loop as a paused process would
 	sessionPID  atomic.Uint32 // the lock session's backend, for tests that end it
 }
@@ -74,21 +73,6 @@ type heldPartition struct {
 	end      context.CancelFunc
 	lockedAt time.Time
 	drained  chan struct{} // non-nil while draining; closed once the holds are released
-}
-
-// partitionSignals let tests await the elections' events.
-type partitionSignals struct {
-	elected  testsignal.Signal[int] // this replica was elected for a partition
-	lost     testsignal.Signal[int] // a term of this replica ended
-	tick     testsignal.Signal[int] // a heartbeat ended, holding this many partitions
-	tookOver testsignal.Signal[int] // a stale holder's backend was ended for this partition
-}
-
-func (s *partitionSignals) init() {
-	s.elected.Init()
-	s.lost.Init()
-	s.tick.Init()
-	s.tookOver.Init()
 }
 
 // NewPartitions checks c and returns Partitions; Run starts it.
@@ -198,7 +182,7 @@ func (p *Partitions) lead(ctx context.Context, session *store.PartitionSession) 
 		if err := p.rebalance(ctx, session); err != nil && ctx.Err() == nil {
 			p.log.Warn("reading the partitions failed; retrying at the next heartbeat", "error", err)
 		}
-		p.testSignals.tick.Send(len(p.Held()))
+		p.testSignals.partitionTick.Send(len(p.Held()))
 		select {
 		case <-ctx.Done():
 		case <-ticker.C:
@@ -248,7 +232,7 @@ func (p *Partitions) endTerm(partition int, h *heldPartition, why string, reason
 	}
 	p.log.Log(context.Background(), level, "partition term ended", "partition", partition, "epoch", h.term.Epoch,
 		"why", why, "reason", reason)
-	p.testSignals.lost.Send(partition)
+	p.testSignals.partitionLost.Send(partition)
 }
 
 // endAll ends every term at once: the lock connection is gone or cannot be trusted, so the

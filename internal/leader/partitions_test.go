@@ -105,7 +105,7 @@ func awaitSettled(t *testing.T, rs []*partReplica, count, lo, hi int, within tim
 			return last
 		}
 		select {
-		case <-rs[0].p.testSignals.tick.C():
+		case <-rs[0].p.testSignals.partitionTick.C():
 		case <-deadline:
 			counts := map[string]int{}
 			for id, h := range last {
@@ -181,7 +181,7 @@ func TestPartitionsOfAClosedLockConnectionAreTakenOver(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("partition %d (held by %s: %v) not led again within the lease and 3 s", id, victim.id, settled[victim.id])
 			}
-			rs[0].p.testSignals.tick.Await(t, waitTimeout, "a heartbeat")
+			rs[0].p.testSignals.partitionTick.Await(t, waitTimeout, "a heartbeat")
 		}
 	}
 	t.Logf("the victim's %d partitions were led again after %s", len(held), time.Since(start))
@@ -195,25 +195,24 @@ func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	var paused sync.Mutex
-	var resume sync.Once
+	var gate pauseGate
 	var rs []*partReplica
 	for i := range 3 {
 		var setup func(*Partitions)
 		if i == 1 {
-			setup = func(p *Partitions) { p.beforeTick = func() { paused.Lock(); paused.Unlock() } }
+			setup = func(p *Partitions) { p.beforeTick = gate.wait }
 		}
 		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 16, setup))
 	}
 	// Registered after the replicas' own cleanups, so it runs before them.
-	t.Cleanup(func() { resume.Do(paused.Unlock) })
+	t.Cleanup(gate.resume)
 	awaitSettled(t, rs, 16, 5, 6, waitTimeout)
 	victim := rs[1]
 	held := victim.p.Held()
 	require.NotEmpty(t, held)
-	paused.Lock()
+	gate.pause()
 	pausedAt := time.Now()
-	victim.p.testSignals.tick.Await(t, waitTimeout, "the victim's last heartbeat before the pause")
+	victim.p.testSignals.partitionTick.Await(t, waitTimeout, "the victim's last heartbeat before the pause")
 	// Drain what it sent while it ran, then read its terms: the loop is parked in the hook.
 	victimTerms := map[int]Term{}
 	victim.p.mu.Lock()
@@ -230,7 +229,7 @@ func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
 			break
 		}
 		select {
-		case <-rs[0].p.testSignals.tick.C():
+		case <-rs[0].p.testSignals.partitionTick.C():
 		case <-deadline:
 			t.Fatalf("the paused holder's partitions not taken within the lease and 3 s: %d of 16 led by the others", n)
 		}
@@ -241,7 +240,7 @@ func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrNotLeader, "partition %d's old term may not write", id)
 	}
 
-	resume.Do(paused.Unlock)
+	gate.resume()
 	for id, term := range victimTerms {
 		awaitEnded(t, term, fmt.Sprintf("the resumed holder's term of partition %d ending", id))
 	}
@@ -295,11 +294,41 @@ func TestDrainedReplicaReleasesEverything(t *testing.T) {
 	}
 	assert.Empty(t, victim.holds(), "the drained replica leads nothing")
 	// It stays out: a few more heartbeats (after those already recorded) take nothing back.
-	for len(victim.p.testSignals.tick.C()) > 0 {
-		<-victim.p.testSignals.tick.C()
+	for len(victim.p.testSignals.partitionTick.C()) > 0 {
+		<-victim.p.testSignals.partitionTick.C()
 	}
 	for range 5 {
-		victim.p.testSignals.tick.Await(t, waitTimeout, "a heartbeat of the drained replica")
+		victim.p.testSignals.partitionTick.Await(t, waitTimeout, "a heartbeat of the drained replica")
 	}
 	assert.Empty(t, victim.holds(), "the drained replica took nothing back")
+}
+
+// pauseGate blocks a loop's hook while paused, as SIGSTOP would block the whole process.
+type pauseGate struct {
+	mu     sync.Mutex
+	paused chan struct{} // non-nil while paused; closed by resume
+}
+
+func (g *pauseGate) pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.paused = make(chan struct{})
+}
+
+func (g *pauseGate) resume() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused != nil {
+		close(g.paused)
+		g.paused = nil
+	}
+}
+
+func (g *pauseGate) wait() {
+	g.mu.Lock()
+	c := g.paused
+	g.mu.Unlock()
+	if c != nil {
+		<-c
+	}
 }

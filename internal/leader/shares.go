@@ -216,7 +216,7 @@ func (p *Partitions) elect(ctx context.Context, session *store.PartitionSession)
 				p.log.Error("a partition subscriber is not reading its terms; dropped one", "partition", id, "epoch", cur.Epoch)
 			}
 		}
-		p.testSignals.elected.Send(id)
+		p.testSignals.partitionElected.Send(id)
 	}
 }
 

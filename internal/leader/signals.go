@@ -12,6 +12,12 @@ type testSignals struct {
 	controlRead      testsignal.Signal[int]   // the leader read its control rows, after this many wake-ups
 	guarded          testsignal.Signal[int]   // a check of the election's lock ended this many backends
 	refused          testsignal.Signal[error] // this login may not end a backend on the election's lock
+
+	// Partitions' (partitions.go).
+	partitionElected   testsignal.Signal[int] // this replica was elected for a partition
+	partitionLost      testsignal.Signal[int] // a partition term of this replica ended
+	partitionTick      testsignal.Signal[int] // a heartbeat ended, holding this many partitions
+	partitionTakenOver testsignal.Signal[int] // a stale holder's backend was ended for this partition
 }
 
 func (s *testSignals) init() {
@@ -22,4 +28,8 @@ func (s *testSignals) init() {
 	s.controlRead.Init()
 	s.guarded.Init()
 	s.refused.Init()
+	s.partitionElected.Init()
+	s.partitionLost.Init()
+	s.partitionTick.Init()
+	s.partitionTakenOver.Init()
 }

@@ -43,7 +43,7 @@ func (p *Partitions) takeOver(ctx context.Context, s store.PartitionSurvey, self
 			continue
 		}
 		if len(ended) > 0 {
-			p.testSignals.tookOver.Send(id)
+			p.testSignals.partitionTakenOver.Send(id)
 		}
 	}
 	p.staleSeen = seen

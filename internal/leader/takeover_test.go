@@ -2,7 +2,6 @@ package leader
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +20,17 @@ func TestPausedLeaderIsTakenOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.New(t)
-	var paused sync.Mutex
-	var resume sync.Once
+	var gate pauseGate
 	a := startReplicaWith(t, url, "a", 2*time.Second, nil, func(e *Elector) {
-		e.beforeHeartbeat = func() { paused.Lock(); paused.Unlock() }
+		e.beforeHeartbeat = gate.wait
 	})
 	// Registered after the replicas' own cleanups, so it runs before them.
-	t.Cleanup(func() { resume.Do(paused.Unlock) })
+	t.Cleanup(gate.resume)
 	term := awaitTerm(t, a, "a leading")
 	b := startReplica(t, url, "b", 2*time.Second)
 	await(t, &a.e.testSignals.heartbeat, "a heartbeat of a, with b following")
 
-	paused.Lock()
+	gate.pause()
 	start := time.Now()
 	select {
 	case bTerm := <-b.sub.C():
@@ -44,7 +42,7 @@ func TestPausedLeaderIsTakenOver(t *testing.T) {
 	err := a.db.Fenced(ctx, term.Fence(), func(tx *store.Tx) error { return nil })
 	require.ErrorIs(t, err, store.ErrNotLeader)
 
-	resume.Do(paused.Unlock)
+	gate.resume()
 	await(t, &a.e.testSignals.lostLeadership, "the resumed leader stepping down")
 	assert.Error(t, term.Ctx.Err(), "the paused leader's term ended")
 }

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -225,4 +226,44 @@ func TestElectionLockHolderThatCannotBeEndedNamesTheGrant(t *testing.T) {
 	assert.Contains(t, refusal.Error(), "GRANT pg_signal_backend TO "+pgx.Identifier{name}.Sanitize())
 	isLeader, _ := r.e.IsLeader()
 	assert.False(t, isLeader)
+}
+
+// A job's backend under another login takes a partition's advisory lock (no privilege
+// needed), calling itself a replica, and keeps running a statement so that it never looks
+// like a paused holder: while it held the lock, no replica could lead that partition. The
+// guard terminates it and a replica is elected for the partition.
+func TestPartitionLockHeldByAnotherLoginIsTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	db := testdb.Connect(t, url, store.Options{InstanceID: "setup"})
+	require.NoError(t, db.EnsureCluster(ctx, 4))
+	const busy = `DO $$
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM pg_sleep(0.05);
+        EXCEPTION WHEN query_canceled THEN
+            NULL;
+        END;
+    END LOOP;
+END $$`
+	_, held := attack(t, testdb.LoginURL(t, url), url, busy, `SET application_name = 'scheduler:a'`,
+		`SELECT pg_advisory_lock(hashtextextended('scheduler-partition', 3))`)
+
+	r := startPartReplica(t, url, "a", 4, nil)
+	deadline := time.After(waitTimeout)
+	for !slices.Contains(r.p.Held(), 3) {
+		select {
+		case <-r.p.testSignals.partitionTick.C():
+		case <-deadline:
+			t.Fatal("partition 3 not led while another login's backend holds its lock")
+		}
+	}
+	select {
+	case err := <-held:
+		assert.Error(t, err, "the attacker's backend was terminated")
+	case <-time.After(waitTimeout):
+		t.Fatal("the attacker's backend outlived the election")
+	}
 }

@@ -178,6 +178,13 @@ func TestClientCommands(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond)
 	})
 
+	t.Run("drain names a known replica", func(t *testing.T) {
+		code, _, stderr := cli("drain", "nobody", "--reason", "node upgrade")
+		assert.NotEqual(t, exitOK, code)
+		assert.Contains(t, stderr, "No such replica")
+		assert.Contains(t, stderr, "GET /v1/instances")
+	})
+
 	t.Run("an unknown job is a usage error that lists the jobs", func(t *testing.T) {
 		for _, args := range [][]string{{"trigger", "nope"}, {"job", "nope"}, {"runs", "nope"}, {"pause", "nope"}} {
 			code, _, stderr := cli(args...)

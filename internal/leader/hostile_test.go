@@ -267,3 +267,31 @@ END $$`
 		t.Fatal("the attacker's backend outlived the election")
 	}
 }
+
+// A login granted UPDATE on the leader row by mistake holds it FOR SHARE during a term and
+// traps cancels. The leader's renewal (an UPDATE) would wait behind it, its renewals would
+// go stale, and the lock would be taken from a live leader. The guard ends the attacker's
+// backend instead, and the term goes on.
+func TestHostileLeaderRowLockDuringATermIsEnded(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	role := testdb.LoginURL(t, url, `GRANT SELECT, UPDATE ON scheduler_leader TO %s`)
+	r := startReplica(t, url, "a", 2*time.Second)
+	term := awaitTerm(t, r, "a leading")
+	_, held := attack(t, role, url, trapCancels, `SET application_name = 'innocent'`)
+	select {
+	case err := <-held:
+		assert.Error(t, err, "the attacker's backend was terminated")
+	case <-time.After(waitTimeout):
+		t.Fatal("the attacker's backend outlived a lease")
+	}
+	// Heartbeats after the attack, and one lease later the same term.
+	deadline := time.Now().Add(2*time.Second + time.Second)
+	for time.Now().Before(deadline) {
+		await(t, &r.e.testSignals.heartbeat, "a heartbeat after the attack")
+	}
+	require.NoError(t, term.Ctx.Err(), "the term goes on")
+	isLeader, epoch := r.e.IsLeader()
+	assert.True(t, isLeader)
+	assert.Equal(t, term.Epoch, epoch)
+}

@@ -93,15 +93,21 @@ func terminateBackends(ctx context.Context, q dbtx, list []Backend) ([]Backend, 
 
 // electionInterlopersSQL finds the backends of other logins that hold or await the
 // election's advisory lock or a partition's (a job's backend holding partition p's lock
-// would keep p from every replica). Any login on this database can take them without a
-// privilege; only the scheduler's login (current_user) has a reason to.
+// would keep p from every replica), or a lock on the term rows beyond a plain read (a login
+// granted UPDATE by mistake, holding the leader row FOR SHARE, would hold up the leader's
+// renewal until its followers took it for paused). Any login on this database can take the
+// advisory keys without a privilege; only the scheduler's login (current_user) has a reason
+// to.
 var electionInterlopersSQL = `
 SELECT DISTINCT ` + backendColumns + `
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE (` + isLeaderLock + `
        OR (` + advisoryOnThisDB + ` AND ` + advisoryKeyOf + ` IN (
-           SELECT ` + fmt.Sprintf(partitionLockKey, "partition_id") + ` FROM scheduler_partitions)))
+           SELECT ` + fmt.Sprintf(partitionLockKey, "partition_id") + ` FROM scheduler_partitions))
+       OR (l.relation IN ('scheduler_leader'::regclass, 'scheduler_partitions'::regclass)
+           AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+           AND l.mode <> 'AccessShareLock'))
   AND a.usename IS DISTINCT FROM current_user
 ORDER BY a.pid`
 

@@ -123,13 +123,25 @@ func TestPartitionSharesAndAJoiningReplicaMovesOnlyWhatItMust(t *testing.T) {
 	t.Parallel()
 	url := testdb.New(t)
 	var rs []*partReplica
+	start := time.Now()
 	for i := range 3 {
 		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 64, nil))
 	}
 	before := awaitSettled(t, rs, 64, 21, 22, waitTimeout)
+	t.Logf("3 replicas settled on 64 partitions %s after the first started", time.Since(start))
+	// 63 partition locks, held on one connection per replica.
+	var locks, sessions int
+	require.NoError(t, testdb.Pool(t, url).QueryRow(context.Background(), `
+		SELECT count(*), count(DISTINCT pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND ((classid::int8 << 32) | objid::int8) IN
+		      (SELECT hashtextextended('scheduler-partition', partition_id) FROM scheduler_partitions)`).Scan(&locks, &sessions))
+	assert.Equal(t, []int{63, 3}, []int{locks, sessions}, "partition locks and the connections holding them")
 
+	start = time.Now()
 	rs = append(rs, startPartReplica(t, url, "r3", 64, nil))
 	after := awaitSettled(t, rs, 64, 16, 16, waitTimeout)
+	t.Logf("a fourth replica had its share %s after it started", time.Since(start))
 	t.Logf("before %v\nafter %v", before, after)
 	moved := 0
 	for _, r := range rs[:3] {

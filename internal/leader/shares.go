@@ -29,8 +29,8 @@ type share struct {
 	acquire []int
 }
 
-// plan decides this replica's moves from a survey and the replicas found paused.
-func (p *Partitions) plan(s store.PartitionSurvey, paused []string) share {
+// plan decides this replica's moves from a survey.
+func (p *Partitions) plan(s store.PartitionSurvey) share {
 	me := p.conf.InstanceID
 	mine := 0
 	for _, h := range p.held {
@@ -44,10 +44,11 @@ func (p *Partitions) plan(s store.PartitionSurvey, paused []string) share {
 	if s.Coordinator == me {
 		mine++
 	}
-	// A replica found paused stays out of the shares for a lease after its backend was ended
-	// (its instance row may still look fresh), so its partitions are taken at once.
+	// A replica whose renewals lapsed stays out of the shares, and for a lease after its
+	// partitions were taken from it (its instance row may still look fresh: a hung loop), so
+	// its partitions are taken at once rather than left to the orphans' lease.
 	now := time.Now()
-	for _, r := range paused {
+	for _, r := range s.Lapsed {
 		p.pausedAt[r] = now
 	}
 	for r, at := range p.pausedAt {
@@ -155,7 +156,8 @@ func (p *Partitions) rebalance(ctx context.Context, session *store.PartitionSess
 			p.log.Warn("drained by an operator: releasing every partition and taking none until restarted")
 		}
 	}
-	sh := p.plan(s, p.takeOver(qctx, s, session.PID()))
+	p.takeOver(qctx, s, session.PID())
+	sh := p.plan(s)
 	for _, id := range sh.acquire {
 		ok, err := session.TryLock(qctx, id)
 		if err != nil {

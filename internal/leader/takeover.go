@@ -17,17 +17,12 @@ import (
 // election moved each fence on, and its first heartbeat fails on the dead connection and
 // ends every term.
 
-// takeOver ends the lock backends of holders found stale twice in a row (never self's), and
-// returns the replicas found stale, which leave the shares at once.
-func (p *Partitions) takeOver(ctx context.Context, s store.PartitionSurvey, self uint32) (paused []string) {
+// takeOver ends the lock backends of holders found stale twice in a row (never self's).
+func (p *Partitions) takeOver(ctx context.Context, s store.PartitionSurvey, self uint32) {
 	seen := map[int]uint32{}
-	for id, h := range s.Stale {
-		pid := h.PID
+	for id, pid := range s.Stale {
 		if pid == self {
 			continue
-		}
-		if h.Instance != "" {
-			paused = append(paused, h.Instance)
 		}
 		if p.staleSeen[id] != pid {
 			seen[id] = pid
@@ -47,7 +42,6 @@ func (p *Partitions) takeOver(ctx context.Context, s store.PartitionSurvey, self
 		}
 	}
 	p.staleSeen = seen
-	return paused
 }
 
 // endStaleLeader is the same for the coordinator, run by every replica's guard: the leader

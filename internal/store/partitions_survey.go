@@ -21,20 +21,19 @@ type PartitionSurvey struct {
 	Holders map[int]string
 	// Free are the partitions whose lock nobody holds.
 	Free []int
-	// Stale maps each partition whose lock is held by a backend that does not renew it (its
-	// renewal is older than the lease, or it was released and never unlocked) to that
-	// backend, and the replica the backend belongs to (by the scheduler's login and its
-	// application_name; "" for another login's): a paused or hung replica. A caller ends the
-	// backend only when two surveys in a row find it, against the instant between a survey's
-	// snapshot of the rows and its read of the locks.
-	Stale map[int]StaleHolder
+	// Stale maps each partition whose lock is held by an idle backend that does not renew it
+	// (its renewal is older than the lease, or it was released and never unlocked) to that
+	// backend's pid: a paused or hung replica's, or another login's. A caller ends the backend
+	// only when two surveys in a row find it, against the instant between a survey's snapshot
+	// of the rows and its read of the locks.
+	Stale map[int]uint32
+	// Lapsed are the replicas named holder by a partition whose renewal is older than the
+	// lease without a release (a release clears it): dead, paused or hung, whether or not
+	// their locks are gone yet. A replica that just took a lock stamped it in the same
+	// statement, so it is never among them.
+	Lapsed []string
 }
 
-// StaleHolder is the backend holding a partition's lock without renewing it.
-type StaleHolder struct {
-	PID      uint32
-	Instance string
-}
 
 // surveySQL reads every partition's lock and row. A holder's backend running a statement
 // (taking the lock, or waiting inside an election's bumpTerm) is not paused.
@@ -44,8 +43,6 @@ WITH held AS (
     FROM pg_catalog.pg_locks l WHERE ` + advisoryOnThisDB + ` AND l.granted
 )
 SELECT p.partition_id, coalesce(p.holder, ''), h.pid,
-       CASE WHEN a.usename = current_user AND starts_with(a.application_name, $2)
-            THEN substr(a.application_name, length($2) + 1) ELSE '' END,
        coalesce(p.renewed_at > now() - $1::bigint * interval '1 microsecond', false),
        h.pid IS NOT NULL AND coalesce(p.renewed_at <= now() - $1::bigint * interval '1 microsecond', true)
          AND a.state IS DISTINCT FROM 'active'
@@ -65,17 +62,17 @@ ORDER BY i.started_at, i.instance_id`
 
 // SurveyPartitions reads the partitions' state for a lease of lease.
 func (q queries) SurveyPartitions(ctx context.Context, lease time.Duration) (PartitionSurvey, error) {
-	s := PartitionSurvey{Holders: map[int]string{}, Stale: map[int]StaleHolder{}}
-	rows, err := q.q.Query(ctx, surveySQL, lease.Microseconds(), ApplicationNamePrefix)
+	s := PartitionSurvey{Holders: map[int]string{}, Stale: map[int]uint32{}}
+	rows, err := q.q.Query(ctx, surveySQL, lease.Microseconds())
 	if err != nil {
 		return s, fmt.Errorf("survey the partitions: %w", err)
 	}
 	for rows.Next() {
 		var p int
-		var holder, lockHolder string
+		var holder string
 		var pid *uint32
 		var fresh, stale bool
-		if err := rows.Scan(&p, &holder, &pid, &lockHolder, &fresh, &stale); err != nil {
+		if err := rows.Scan(&p, &holder, &pid, &fresh, &stale); err != nil {
 			rows.Close()
 			return s, fmt.Errorf("survey the partitions: %w", err)
 		}
@@ -83,13 +80,22 @@ func (q queries) SurveyPartitions(ctx context.Context, lease time.Duration) (Par
 		case pid == nil:
 			s.Free = append(s.Free, p)
 		case stale:
-			s.Stale[p] = StaleHolder{PID: *pid, Instance: lockHolder}
+			s.Stale[p] = *pid
 		case fresh:
 			s.Holders[p] = holder
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return s, fmt.Errorf("survey the partitions: %w", err)
+	}
+	rows, err = q.q.Query(ctx, `SELECT DISTINCT holder FROM scheduler_partitions
+		WHERE holder IS NOT NULL AND renewed_at <= now() - $1::bigint * interval '1 microsecond' ORDER BY holder`,
+		lease.Microseconds())
+	if err != nil {
+		return s, fmt.Errorf("list the lapsed holders: %w", err)
+	}
+	if s.Lapsed, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return s, fmt.Errorf("list the lapsed holders: %w", err)
 	}
 	rows, err = q.q.Query(ctx, liveSQL, lease.Microseconds())
 	if err != nil {

@@ -34,7 +34,6 @@ type PartitionSurvey struct {
 	Lapsed []string
 }
 
-
 // surveySQL reads every partition's lock and row. A holder's backend running a statement
 // (taking the lock, or waiting inside an election's bumpTerm) is not paused.
 var surveySQL = `

@@ -277,7 +277,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	bumpWait := time.Since(bumpStart)
 	e.conf.Metrics.LockAcquired("leader_row", bumpWait)
 	e.lockedAt = lockedAt
-	failedOver := e.failedOver(old, cur)
+	failedOver := failedOver(e.seen, old, cur)
 	e.seen = cur
 	handover := e.handover(old, cur, taken)
 	e.log.Info("lock acquired", "lock", "scheduler-leader", "key", taken.Key, "epoch", cur.Epoch,

@@ -11,13 +11,14 @@ import (
 // either enough: the timeline changed (a standby was promoted: with asynchronous replication
 // it may lack commits the old primary acknowledged), or the row this election found is
 // older than a term this replica saw (an election, or more, was lost with the old primary;
-// this catches a rollback the timeline does not show, such as a restore).
-func (e *Elector) failedOver(old, cur store.LeaderRow) string {
+// this catches a rollback the timeline does not show, such as a restore). seen is the
+// newest row of the term (the leader's, or a partition's) this replica knows of.
+func failedOver(seen, old, cur store.LeaderRow) string {
 	switch {
 	case old.Timeline != 0 && cur.Timeline != old.Timeline:
 		return fmt.Sprintf("timeline %d became %d", old.Timeline, cur.Timeline)
-	case e.seen.Epoch > old.Epoch || (e.seen.Epoch == old.Epoch && e.seen.TermID != old.TermID):
-		return fmt.Sprintf("the leader row went back from %s to %s", e.seen.Fence(), old.Fence())
+	case seen.Epoch > old.Epoch || (seen.Epoch == old.Epoch && seen.TermID != old.TermID):
+		return fmt.Sprintf("the term's row went back from %s to %s", seen.Fence(), old.Fence())
 	}
 	return ""
 }

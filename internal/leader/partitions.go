@@ -56,9 +56,10 @@ type Partitions struct {
 	held map[int]*heldPartition // by partition; written by Run's goroutine under mu
 
 	// Touched only by Run's goroutine.
-	staleSeen map[int]uint32       // partition → the stale holder's pid seen at the last survey
-	freeSince map[int]time.Time    // partition → when the surveys began to find it free
-	pausedAt  map[string]time.Time // replica → when a survey last found it holding a stale lock
+	staleSeen map[int]uint32          // partition → the stale holder's pid seen at the last survey
+	freeSince map[int]time.Time       // partition → when the surveys began to find it free
+	pausedAt  map[string]time.Time    // replica → when a survey last found its renewals lapsed
+	seen      map[int]store.LeaderRow // partition → the newest term row this replica knows of
 	drained   bool
 
 	testSignals testSignals
@@ -100,7 +101,7 @@ func NewPartitions(c PartitionsConfig) (*Partitions, error) {
 	}
 	return &Partitions{conf: c, log: c.Log.With("instance_id", c.InstanceID), subs: map[int][]*Subscription{},
 		held: map[int]*heldPartition{}, staleSeen: map[int]uint32{}, freeSince: map[int]time.Time{},
-		pausedAt: map[string]time.Time{}}, nil
+		pausedAt: map[string]time.Time{}, seen: map[int]store.LeaderRow{}}, nil
 }
 
 // Subscribe returns the terms of partition p on this replica, in order. A subscriber that

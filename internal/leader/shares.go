@@ -200,10 +200,12 @@ func (p *Partitions) elect(ctx context.Context, session *store.PartitionSession)
 			_ = session.Unlock(ctx, store.Fence{Partition: id})
 			continue
 		}
+		p.seen[id] = cur
 		termCtx, end := context.WithCancel(context.Background())
 		h.end = end
 		p.mu.Lock()
-		h.term = Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, Ctx: termCtx, work: &work{}}
+		h.term = Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, Ctx: termCtx, work: &work{},
+			FailedOver: failedOver(p.seen[id], old, cur)}
 		subs := append([]*Subscription(nil), p.subs[id]...)
 		p.mu.Unlock()
 		handover := old.InstanceID != "" && old.InstanceID != p.conf.InstanceID

@@ -26,7 +26,9 @@ import (
 
 // PartitionsConfig configures Partitions.
 type PartitionsConfig struct {
-	DB       *store.DB
+	DB *store.DB
+	// Notifier is the replica's listening connection. Nothing here listens yet: a drain and
+	// the shares are read at each heartbeat, which bounds how late either is obeyed.
 	Notifier *pglisten.Notifier
 	// InstanceID names this replica, as its scheduler_instances row (kept by the Elector).
 	InstanceID string

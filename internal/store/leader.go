@@ -194,7 +194,7 @@ const lockNotAvailable = "55P03"
 // terminate.
 //
 // The bump first locks the row FOR UPDATE, which waits for every in-flight fenced
-// transaction of the old epoch (they hold FOR SHARE until they end), and only then stamps
+// transaction of the old epoch (they hold FOR KEY SHARE until they end), and only then stamps
 // since = clock_timestamp(): so no write of an older epoch can commit after the new
 // epoch's since (docs/design.md guarantee 8). The wait is bounded by lease (lock_timeout);
 // when it expires, whatever holds it up is terminated before retrying (bumpBlockersSQL):

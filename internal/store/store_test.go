@@ -137,6 +137,8 @@ func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
 
 	inside := make(chan struct{})
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // a failure must not leave it open
 	fenced := make(chan error, 1)
 	go func() {
 		fenced <- db.Fenced(ctx, store.Fence{Epoch: 1}, func(tx *store.Tx) error {
@@ -148,17 +150,30 @@ func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
 	}()
 	<-inside
 
+	// The holder's renewal (an UPDATE of renewed_at alone) does not wait for the term's own
+	// transactions: they hold the row FOR KEY SHARE.
+	renewCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = db.Pool.Exec(renewCtx, `UPDATE scheduler_leader SET renewed_at = clock_timestamp() WHERE epoch = 1`)
+	require.NoError(t, err, "the renewal must not wait for the term's transactions")
+
+	// An election locks the row FOR UPDATE before it bumps the epoch (bumpTerm).
 	bumped := make(chan error, 1)
 	go func() {
-		_, err := db.Pool.Exec(ctx, `UPDATE scheduler_leader SET epoch = epoch + 1, since = clock_timestamp()`)
-		bumped <- err
+		bumped <- pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM scheduler_leader WHERE id = 1 FOR UPDATE`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE scheduler_leader SET epoch = epoch + 1, since = clock_timestamp()`)
+			return err
+		})
 	}()
-	// The bump must be blocked by the fenced transaction's FOR SHARE lock: wait until
+	// The bump must be blocked by the fenced transaction's share lock: wait until
 	// PostgreSQL reports it waiting on a lock, then let the old transaction finish.
 	require.Eventually(t, func() bool {
 		var waiting int
 		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE scheduler_leader%'`).Scan(&waiting)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT 1 FROM scheduler_leader%'`).Scan(&waiting)
 		return waiting == 1
 	}, 10e9, 10e6)
 	select {
@@ -166,7 +181,7 @@ func TestEpochBumpWaitsForFencedTransaction(t *testing.T) {
 		t.Fatalf("epoch bump finished while an old-epoch transaction was open: %v", err)
 	default:
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	require.NoError(t, <-fenced)
 	require.NoError(t, <-bumped)
 }

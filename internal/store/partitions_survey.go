@@ -137,7 +137,9 @@ func (q queries) EndStalePartitionHolder(ctx context.Context, p int, pid uint32,
 }
 
 // StaleLeader returns the pid of the backend holding the leader lock when the leader row's
-// renewal is older than lease (the coordinator is paused or hung), or 0.
+// renewal is older than lease (the coordinator is paused or hung), or 0. A term that never
+// renewed (renewed_at before its since: elected by a binary from before renewals) is left
+// alone rather than taken for paused.
 func (q queries) StaleLeader(ctx context.Context, lease time.Duration) (uint32, error) {
 	var pid *int32
 	err := q.q.QueryRow(ctx, `
@@ -145,7 +147,7 @@ func (q queries) StaleLeader(ctx context.Context, lease time.Duration) (uint32, 
 		JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
 		JOIN scheduler_leader r ON r.id = 1
 		WHERE `+isLeaderLock+` AND l.granted
-		  AND r.renewed_at <= now() - $1::bigint * interval '1 microsecond'
+		  AND r.renewed_at >= r.since AND r.renewed_at <= now() - $1::bigint * interval '1 microsecond'
 		  AND a.wait_event_type IS DISTINCT FROM 'Lock'`, lease.Microseconds()).Scan(&pid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
@@ -165,7 +167,7 @@ func (q queries) EndStaleLeader(ctx context.Context, pid uint32, lease time.Dura
 		JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
 		JOIN scheduler_leader r ON r.id = 1
 		WHERE `+isLeaderLock+` AND l.granted AND l.pid = $1
-		  AND r.renewed_at <= now() - $2::bigint * interval '1 microsecond'`, int32(pid), lease.Microseconds())
+		  AND r.renewed_at >= r.since AND r.renewed_at <= now() - $2::bigint * interval '1 microsecond'`, int32(pid), lease.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("find the paused leader's lock backend: %w", err)
 	}

@@ -169,9 +169,13 @@ func TestPartitionsOfAClosedLockConnectionAreTakenOver(t *testing.T) {
 	held := victim.p.Held()
 	require.NotEmpty(t, held)
 	victimTerms := map[int]Term{}
+	victim.p.mu.Lock()
 	for _, id := range held {
-		victimTerms[id] = victim.p.held[id].term
+		if h := victim.p.held[id]; h != nil {
+			victimTerms[id] = h.term
+		}
 	}
+	victim.p.mu.Unlock()
 	pool := testdb.Pool(t, url)
 	start := time.Now()
 	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(victim.p.sessionPID.Load()))

@@ -24,7 +24,7 @@ func newPartitionCollectors() partitionCollectors {
 			Help: "Times this replica was elected for a partition (1..SCHEDULER_PARTITIONS-1), by partition.",
 		}, []string{"partition"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "partition_handovers_total",
+			Namespace: namespace, Name: "partition_takeovers_total",
 			Help: "Elections of this replica that took a partition from another replica, by partition. " +
 				"A partition rising on several replicas changes hands too often.",
 		}, []string{"partition"}),

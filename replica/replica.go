@@ -92,8 +92,10 @@ type Replica struct {
 	elector    *leader.Elector
 	partitions *leader.Partitions
 	engine     *engine.Engine
-	terms      *leader.Subscription
-	callLimits callLimits
+	// partitionEngines lead partitions 1..N-1 when this replica holds them (partitions.go).
+	partitionEngines []partitionEngine
+	terms            *leader.Subscription
+	callLimits       callLimits
 	// partitionCount is SCHEDULER_PARTITIONS, checked against the cluster's by EnsureCluster.
 	partitionCount int
 }
@@ -133,7 +135,7 @@ func New(c Config) (*Replica, error) {
 	// job asks the engine when it runs, long after New has set eng.
 	var eng *engine.Engine
 	business := jobs.Builtin(c.JobSettings, logging.ForInstance(c.Log, c.InstanceID), jobs.RunDays{
-		CatchUpWindows: func() map[string]time.Duration { return eng.CatchUpWindows() },
+		CatchUpWindows: func() map[string]time.Duration { return catchUpWindows(c.DB, eng, apiLog(c.Log, c.InstanceID)) },
 		Drop:           c.DB.DropRunDays,
 	})
 	registry := jobcontract.NewRegistry(append(business, c.Extra...)...)
@@ -154,12 +156,16 @@ func New(c Config) (*Replica, error) {
 		tk.RotateEvery = c.Runtime.OIDCKeyRotation
 	}
 	tokenKeys := idp.New(tk)
-	eng, err = engine.New(engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
+	engineConf := engine.Config{DB: c.DB, Notifier: notes, Registry: registry, Jobs: c.Jobs, InstanceID: c.InstanceID,
 		Log: c.Log, PollInterval: c.PollInterval, Metrics: c.Metrics, FailoverWindow: c.FailoverWindow, PublicURL: publicURL(c),
 		Runtime:       &runtimejob.Runtime{Caller: caller, Secrets: secretSource, SQLTargets: sqlTargets, Outbound: surfaces, Tokens: tokenKeys},
-		Notifications: notifications, Tracing: c.Tracing, Gate: engine.NewGate(c.Runtime.RunConcurrency, c.Metrics)})
-	if err != nil {
+		Notifications: notifications, Tracing: c.Tracing, Gate: engine.NewGate(c.Runtime.RunConcurrency, c.Metrics)}
+	if eng, err = engine.New(engineConf); err != nil {
 		return nil, fmt.Errorf("the run engine: %w", err)
+	}
+	partitionEngines, err := buildPartitionEngines(engineConf, partitions, max(c.Partitions, 1))
+	if err != nil {
+		return nil, err
 	}
 	var identifier api.Identifier
 	if c.OIDC.Issuer != "" {
@@ -172,7 +178,8 @@ func New(c Config) (*Replica, error) {
 		MaxJobs: c.Runtime.MaxJobs, Outbound: surfaces, TokenKeys: tokenKeys}).Handler()
 	// Subscribed before Run, so the engine cannot miss the first term.
 	return &Replica{handler: handler, sqlTargets: sqlTargets, notifier: notes, elector: elector, partitions: partitions, engine: eng,
-		terms: elector.Listen(), partitionCount: max(c.Partitions, 1),
+		partitionEngines: partitionEngines,
+		terms:            elector.Listen(), partitionCount: max(c.Partitions, 1),
 		callLimits: callLimits{db: c.DB, caller: caller, every: c.PollInterval, log: apiLog(c.Log, c.InstanceID)}}, nil
 }
 
@@ -240,6 +247,9 @@ func (r *Replica) Run(ctx context.Context) {
 	go func() { defer wg.Done(); r.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); r.engine.Run(ctx, r.terms.C()) }()
 	go func() { defer wg.Done(); r.elector.Run(ctx) }()
+	for _, pe := range r.partitionEngines {
+		wg.Go(func() { pe.engine.Run(ctx, pe.terms.C()) })
+	}
 	wg.Wait()
 }
 

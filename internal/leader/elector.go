@@ -194,7 +194,7 @@ func (e *Elector) Run(ctx context.Context) {
 	// whose last heartbeat is seconds old (see handover).
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		e.instanceHeartbeatLoop(hbCtx)
@@ -202,6 +202,10 @@ func (e *Elector) Run(ctx context.Context) {
 	go func() {
 		defer wg.Done()
 		e.guardElectionLoop(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		e.watchLeaderRenewalsLoop(ctx)
 	}()
 	defer wg.Wait()
 	defer stopHeartbeat()

@@ -25,12 +25,10 @@ func (e *Elector) guardElectionLoop(ctx context.Context) {
 	ticker := time.NewTicker(e.conf.PollInterval)
 	defer ticker.Stop()
 	var lastRefusal time.Time
-	var staleLeader uint32 // the paused leader's lock backend seen at the last poll
 	for {
 		qctx, cancel := context.WithTimeout(ctx, e.conf.PollInterval)
 		ended, err := e.conf.DB.EndElectionInterlopers(qctx)
 		if err == nil {
-			staleLeader = e.endStaleLeader(qctx, staleLeader)
 			e.checkDrained(qctx)
 		}
 		cancel()
@@ -49,6 +47,25 @@ func (e *Elector) guardElectionLoop(ctx context.Context) {
 			e.log.Warn("checking the election's lock for other logins failed; retrying at the next poll", "error", err)
 		}
 		e.testSignals.guarded.Send(len(ended))
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// watchLeaderRenewalsLoop looks for a paused leader every heartbeat until ctx ends: a
+// leader that stopped renewing is taken over within the lease and two heartbeats, where the
+// guard's poll would add two polls.
+func (e *Elector) watchLeaderRenewalsLoop(ctx context.Context) {
+	ticker := time.NewTicker(e.conf.HeartbeatInterval)
+	defer ticker.Stop()
+	var staleLeader uint32 // the paused leader's lock backend seen at the last look
+	for {
+		qctx, cancel := context.WithTimeout(ctx, e.conf.HeartbeatInterval)
+		staleLeader = e.endStaleLeader(qctx, staleLeader)
+		cancel()
 		select {
 		case <-ctx.Done():
 			return

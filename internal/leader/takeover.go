@@ -44,14 +44,14 @@ func (p *Partitions) takeOver(ctx context.Context, s store.PartitionSurvey, self
 	p.staleSeen = seen
 }
 
-// endStaleLeader is the same for the coordinator, run by every replica's guard: the leader
+// endStaleLeader is the same for the coordinator, run by every replica every heartbeat: the leader
 // row's renewal older than the lease, seen twice with the same lock backend, ends that
 // backend, and the followers waiting in pg_advisory_lock take over at once.
 func (e *Elector) endStaleLeader(ctx context.Context, lastSeen uint32) uint32 {
 	pid, err := e.conf.DB.StaleLeader(ctx, e.conf.LeaseTimeout)
 	if err != nil || pid == 0 {
 		if err != nil && ctx.Err() == nil {
-			e.log.Warn("checking for a paused leader failed; retrying at the next poll", "error", err)
+			e.log.Warn("checking for a paused leader failed; retrying at the next heartbeat", "error", err)
 		}
 		return 0
 	}

@@ -171,6 +171,8 @@ type Result struct {
 	CommitOrderChecked bool
 	Settled            bool // a run that started after the last insert succeeded
 	NoHandover         int  // faults after which no new leader was elected in time
+	// SlowTakeovers counts pauses after which the new leader came later than the lease + 3 s.
+	SlowTakeovers int
 	// HostileOverstays counts hostile SQL runs, and backends, that outlived the run's
 	// timeout by more than 5 s (hostile.go).
 	HostileOverstays int64
@@ -209,6 +211,7 @@ func (r *Result) Violations() []string {
 	check("abandoned runs not recovered", r.UnrecoveredAbandoned)
 	check("old-epoch commits after a newer epoch began", r.OldEpochCommits)
 	check("faults not followed by a new leader", int64(r.NoHandover))
+	check("paused leaders taken over later than the lease + 3 s", int64(r.SlowTakeovers))
 	check("hostile SQL backends past their timeout + 5 s", r.HostileOverstays)
 	check("runtime job slots lost", r.RuntimeLostSlots)
 	check("keys called twice without an abandoned run", r.KeysCalledTwice)

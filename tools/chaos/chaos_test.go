@@ -34,12 +34,14 @@ func testBinary(t *testing.T) string {
 }
 
 // TestChaosShortRunKeepsEveryInvariant is `make chaos` in 20 seconds: three real
-// `scheduler serve` processes, the leader struck every 2 to 4 seconds by SIGKILL, SIGTERM,
-// the termination of its backends or a blackhole (pg-restart is left to
-// internal/engine's TestPostgresRestartMidRun: this cluster is shared), members coming due
-// all the time; afterwards every due member is applied exactly once, no slot is claimed
-// twice or lost, nothing is left running or unrecovered, nothing of an old epoch committed
-// after a newer one began, and every fault was followed by a new leader.
+// `scheduler serve` processes sharing 8 partitions, the leader struck every 2 to 4 seconds by
+// SIGKILL, SIGTERM, the termination of its backends, a blackhole or a SIGSTOP past its lease
+// (pg-restart is left to internal/engine's TestPostgresRestartMidRun: this cluster is
+// shared), members coming due all the time and 20 runtime HTTP jobs every second spread over
+// the partitions; afterwards every due member is applied exactly once, no slot is claimed
+// twice or lost, no key called twice without cause, nothing is left running or unrecovered,
+// nothing of an old term (the leader's or a partition's) committed after a newer one began,
+// no partition went unheld past the lease + 3 s, and every fault was followed by a new leader.
 func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: 20 s of real processes; skipped with -short")
@@ -54,8 +56,9 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 		DatabaseURL: url, Binary: binary, WorkDir: dir,
 		Duration: 20 * time.Second, KillMin: 2 * time.Second, KillMax: 4 * time.Second,
 		Settle: 15 * time.Second, Lease: 2 * time.Second,
-		Faults: []string{FaultKill, FaultTerm, FaultTerminate, FaultBlackhole},
-		Log:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Faults:     []string{FaultKill, FaultTerm, FaultTerminate, FaultBlackhole, FaultPause},
+		Partitions: 8, RuntimeJobs: 20,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	require.NoError(t, err)
 
@@ -65,6 +68,8 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	assert.Equal(t, res.MembersInserted, res.MembersApplied, "every inserted member is due and must be applied once")
 	assert.Greater(t, res.Epoch, int64(len(res.Handovers)), "each fault must have produced a new epoch")
 	assert.Positive(t, res.HostileRuns, "the hostile SQL loop ran")
+	assert.Positive(t, res.RuntimeKeys, "the runtime jobs on the partitions called their receiver")
+	assert.Greater(t, len(res.RuntimeRunsByInstance), 1, "more than one replica ran the partitions' jobs")
 }
 
 // TestCheckCountsViolations shows the checker is not blind: a due member nobody applied, a

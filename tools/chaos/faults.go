@@ -45,6 +45,9 @@ func (r *runner) injectFaults(ctx context.Context, res *Result) error {
 		if h.Err != "" && ctx.Err() == nil {
 			res.NoHandover++
 		}
+		if fault == FaultPause && h.Err == "" && h.Elected > r.lease()+3*time.Second {
+			res.SlowTakeovers++
+		}
 		if ctx.Err() == nil || h.Err == "" {
 			res.Handovers = append(res.Handovers, h)
 		}

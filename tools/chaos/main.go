@@ -190,6 +190,7 @@ func printResult(w io.Writer, r *Result) {
 		{"runs stuck in running", r.StuckRunning},
 		{"abandoned runs not recovered", r.UnrecoveredAbandoned},
 		{"faults not followed by a new leader", int64(r.NoHandover)},
+		{"paused leaders taken over after lease + 3 s", int64(r.SlowTakeovers)},
 		{"hostile SQL backends past their timeout + 5 s", r.HostileOverstays},
 		{"runtime job slots lost", r.RuntimeLostSlots},
 		{"keys called twice without an abandoned run", r.KeysCalledTwice},

@@ -28,10 +28,12 @@ import (
 // job_runs has a partition a day, so each test must not probe every day for every claim:
 // a slot's row lies in its day (its id's range; an id from before migration 0013 is below
 // every day's), which prunes the slot test to that day and job_runs_kept; the active runs
-// are counted once, from each day's small partial index, into a hashed join. Under
+// are counted once, from each day's small partial index, into a hashed join: the claim's
+// partition's only ($11), where every active run of its jobs is. Under the partition's
 // activeRunsLock no other transaction adds an active run meanwhile.
 const claimSlotsSQL = `
-WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs WHERE status IN ('queued', 'running') GROUP BY job)
+WITH active AS MATERIALIZED (SELECT job, count(*) AS n FROM job_runs
+                             WHERE status IN ('queued', 'running') AND partition_id = $11 GROUP BY job)
 INSERT INTO job_runs (id, job, trigger, status, scheduled_at, started_at, instance_id, epoch, definition_version, partition_id)
 SELECT job_run_id(c.slot), c.job, c.trigger, 'running', c.slot, greatest(coalesce($10::timestamptz, now()), c.slot), $7, $8, c.version, $11
 FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::bigint[], $6::bigint[], $9::bigint[])

@@ -51,6 +51,8 @@ type sizes struct {
 	claimSlots   int           // slots due at one instant, claimed in one batch
 	scaleJobs    int           // runtime HTTP jobs of the scale run
 	scaleMinutes int           // minutes the scale run measures
+	// partitionJobs and partitionMinutes size the partitions run (partitions.go).
+	partitionJobs, partitionMinutes int
 }
 
 var (
@@ -59,12 +61,14 @@ var (
 		historyRows: 10_000_000, loadRows: 1_000_000, loadDuration: 20 * time.Second, reps: 3, requests: 2000, handovers: 20, delaySlots: 200,
 		writerWindow: 20 * time.Second, messages: 20_000, slowWindow: 10 * time.Second, appointments: 1_000_000,
 		callJobs: 1000, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 10,
+		partitionJobs: 100_000, partitionMinutes: 3,
 	}
 	quickSizes = sizes{
 		members: 100_000, naiveSample: 2_000, groups: 20_000, retention: 1_000_000,
 		historyRows: 1_000_000, loadRows: 100_000, loadDuration: 5 * time.Second, reps: 2, requests: 500, handovers: 5, delaySlots: 30,
 		writerWindow: 3 * time.Second, messages: 5_000, slowWindow: 5 * time.Second, appointments: 100_000,
 		callJobs: 200, claimSlots: 10_000, scaleJobs: 10_000, scaleMinutes: 1,
+		partitionJobs: 20_000, partitionMinutes: 1,
 	}
 )
 
@@ -84,6 +88,7 @@ var sections = []struct {
 	{"calls", benchCalls},
 	{"claims", benchClaims},
 	{"scale", benchScale},
+	{"partitions", benchPartitions},
 }
 
 func main() {
@@ -93,7 +98,7 @@ func main() {
 	quick := flag.Bool("quick", false, "reduced data sets and repetitions (under 3 minutes)")
 	out := flag.String("out", "BENCHMARKS.md", "the current table to update with a full run's rows (empty: the report on stdout only)")
 	history := flag.String("history", "docs/benchmarks-history.md", "the page the run's report is added to")
-	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale); default all")
+	only := flag.String("only", "", "comma-separated sections to run (members,messages,rounds,appointments,retention,api,apiload,handover,calls,claims,scale,partitions); default all")
 	runs := flag.Int("runs", 0, "job_runs rows of the retention, api and apiload data sets (default: 10 M, 10 M and 1 M; with -quick 1 M, 1 M and 100 k)")
 	scaleMinutes := flag.Int("scale-minutes", 0, "minutes the scale section measures with the raised per-host bound (default 10; with -quick 1)")
 	inPlace := flag.Bool("in-place", false, "measure the api and apiload sections on their runs data set itself, not a copy: half the disk for a large -runs")

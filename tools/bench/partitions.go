@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerhq/scheduler/internal/config"
+	"github.com/schedulerhq/scheduler/internal/runtimejob"
+	"github.com/schedulerhq/scheduler/internal/store"
+)
+
+// The partitions run: the runtime HTTP jobs of a whole platform due on one minute, led by
+// three `scheduler serve` processes that share the partitions. Processes, not in-process
+// replicas, so that each replica's peak RSS and CPU time are its own (rusage).
+
+const (
+	partitionReplicas = 3
+	partitionCount    = 64
+)
+
+// defineBulkSQL defines $2 runtime jobs call-000000… from the checked definition $1, each
+// on the partition its key hashes to, in one statement: 100 000 API creates would take
+// minutes and measure nothing this run is about.
+const defineBulkSQL = `
+INSERT INTO job_definitions (name, kind, definition, partition_id)
+SELECT n, 'http', jsonb_set($1::jsonb, '{name}', to_jsonb(n)), scheduler_partition_of(n, $3)
+FROM (SELECT 'call-' || lpad(i::text, 6, '0') AS n FROM generate_series(0, $2 - 1) AS i) s`
+
+// partitionShare is one replica's part of the measured slots.
+type partitionShare struct {
+	id         string
+	runs       int
+	partitions int
+	peakRSSMB  float64
+	cpu        time.Duration
+}
+
+func benchPartitions(ctx context.Context, b *bench) error {
+	n, minutes := b.sz.partitionJobs, b.sz.partitionMinutes
+	dir, binary, err := buildScheduler(ctx, "partitions")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	full, err := b.migratedDB(ctx, "partitions")
+	if err != nil {
+		return err
+	}
+	defer b.dropDB(ctx, full)
+	pool, err := pgxpool.New(ctx, b.url(full))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	recv := &slotReceiver{arrived: map[string][]time.Time{}, keys: map[uuid.UUID]int32{}, all: make(chan struct{}), want: n}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+	if err := definePartitioned(ctx, b, full, pool, srv.URL, n); err != nil {
+		return err
+	}
+
+	c := &cluster{binary: binary, url: b.url(full), dir: dir, pool: pool, env: []string{
+		"SCHEDULER_PARTITIONS=" + strconv.Itoa(partitionCount), "SCHEDULER_HTTP_ALLOW=127.0.0.1/32",
+		"SCHEDULER_MAX_JOBS=" + strconv.Itoa(n),
+		"SCHEDULER_HTTP_CONCURRENCY=" + strconv.Itoa(scaleBounds.global),
+		"SCHEDULER_HTTP_HOST_CONCURRENCY=" + strconv.Itoa(scaleBounds.host),
+	}}
+	// The built-in jobs stay off: the run measures the runtime jobs alone.
+	for _, j := range []string{"PLAN_CHANGE", "STATUS_SYNC", "ROUNDS_CREATE", "ROUNDS_OPEN", "ROUNDS_CLOSE", "ABANDON_RECOVERY", "DATA_RETENTION"} {
+		c.env = append(c.env, "SCHEDULER_JOB_"+j+"_ENABLED=false")
+	}
+	defer c.stop()
+	for i := range partitionReplicas {
+		if err := c.start(i); err != nil {
+			return err
+		}
+	}
+	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return sharesSettled(ctx, pool) }); err != nil {
+		return fmt.Errorf("the %d replicas did not share the %d partitions (logs in %s): %w", partitionReplicas, partitionCount, dir, err)
+	}
+
+	first := time.Now().Truncate(time.Minute).Add(time.Minute)
+	if time.Until(first) < 15*time.Second {
+		first = first.Add(time.Minute)
+	}
+	var late, slotP99 []time.Duration
+	for k := range minutes {
+		slot := first.Add(time.Duration(k) * time.Minute)
+		arrived, err := awaitSlot(ctx, recv, slot, n)
+		if err != nil {
+			return err
+		}
+		var l []time.Duration
+		for _, at := range arrived {
+			l = append(l, at.Sub(slot))
+		}
+		late = append(late, l...)
+		slotP99 = append(slotP99, percentile(l, 99))
+	}
+	last := first.Add(time.Duration(minutes-1) * time.Minute)
+	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+		var running bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE status IN ('running', 'queued'))`).Scan(&running)
+		return !running, err
+	}); err != nil {
+		return err
+	}
+	var missing int
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
+		CROSS JOIN (SELECT name FROM job_definitions) AS j
+		WHERE (SELECT count(*) FROM job_runs r WHERE r.job = j.name AND r.scheduled_at = s) <> 1`,
+		first, last).Scan(&missing); err != nil {
+		return err
+	}
+	var handovers, recoveries int
+	var claimP50, claimP99 time.Duration
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT coalesce(sum(handovers), 0) FROM scheduler_partitions),
+		       (SELECT count(*) FROM job_runs WHERE trigger = 'recovery' AND created_at >= $1),
+		       percentile_disc(0.5) WITHIN GROUP (ORDER BY started_at - scheduled_at),
+		       percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
+		FROM job_runs WHERE scheduled_at BETWEEN $1 AND $2 AND started_at IS NOT NULL`,
+		first, last).Scan(&handovers, &recoveries, &claimP50, &claimP99); err != nil {
+		return err
+	}
+	shares, err := partitionShares(ctx, c, pool, first, last)
+	if err != nil {
+		return err
+	}
+	recv.mu.Lock()
+	doubles := 0
+	for _, k := range recv.keys {
+		if k > 1 {
+			doubles++
+		}
+	}
+	recv.mu.Unlock()
+	reportPartitions(b, n, minutes, late, slotP99, missing, doubles, shares,
+		fmt.Sprintf("claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d partition hand-overs since the cluster was made, %d recovery runs in the measured minutes",
+			dur(claimP50), dur(claimP99), handovers, recoveries))
+	return nil
+}
+
+// definePartitioned makes the cluster's partitions and defines n jobs on "* * * * *"
+// calling url.
+func definePartitioned(ctx context.Context, b *bench, full string, pool *pgxpool.Pool, url string, n int) error {
+	db, err := store.Open(ctx, b.url(full), store.Options{InstanceID: "bench-partitions", LeaseTimeout: config.LeaseTimeoutDefault})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.EnsureCluster(ctx, partitionCount); err != nil {
+		return err
+	}
+	def := runtimejob.Definition{Name: "call-000000", Schedule: runtimejob.Schedules{"* * * * *"},
+		HTTP: &runtimejob.HTTPTarget{URL: url + "/hook"}}
+	j, errs := runtimejob.Check(def, runtimejob.Env{})
+	if errs != nil {
+		return errs
+	}
+	raw, err := json.Marshal(j.Def)
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, defineBulkSQL, raw, n, partitionCount)
+	return err
+}
+
+// sharesSettled reports whether every partition has a holder and each replica holds its fair
+// share (partition 0 counts as its coordinator's).
+func sharesSettled(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT holder, count(*) FROM (
+			SELECT holder FROM scheduler_partitions
+			UNION ALL SELECT instance_id FROM scheduler_leader) h
+		GROUP BY holder`)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	held, holders := 0, 0
+	low, high := partitionCount/partitionReplicas, (partitionCount+partitionReplicas-1)/partitionReplicas
+	for rows.Next() {
+		var holder *string
+		var k int
+		if err := rows.Scan(&holder, &k); err != nil {
+			return false, err
+		}
+		if holder == nil || *holder == "" || k < low || k > high {
+			return false, rows.Err()
+		}
+		held += k
+		holders++
+	}
+	return held == partitionCount && holders == partitionReplicas, rows.Err()
+}
+
+// awaitSlot waits for the n calls of slot and returns their arrival times, sorted.
+func awaitSlot(ctx context.Context, recv *slotReceiver, slot time.Time, n int) ([]time.Time, error) {
+	key := slot.UTC().Format(time.RFC3339)
+	all := make(chan struct{})
+	recv.mu.Lock()
+	recv.slot, recv.all = key, all
+	recv.mu.Unlock()
+	select {
+	case <-all:
+	case <-time.After(time.Until(slot) + time.Minute):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	recv.mu.Lock()
+	arrived := recv.arrived[key]
+	delete(recv.arrived, key)
+	recv.mu.Unlock()
+	if len(arrived) < n/2 {
+		return nil, fmt.Errorf("%d of %d calls of the slot %s arrived within a minute", len(arrived), n, key)
+	}
+	sort.Slice(arrived, func(i, j int) bool { return arrived[i].Before(arrived[j]) })
+	return arrived, nil
+}
+
+// partitionShares counts each replica's runs of the measured slots and partitions, then
+// stops the replicas (SIGTERM) and reads their rusage: peak RSS and CPU time.
+func partitionShares(ctx context.Context, c *cluster, pool *pgxpool.Pool, first, last time.Time) ([]partitionShare, error) {
+	var shares []partitionShare
+	for _, p := range c.procs {
+		s := partitionShare{id: p.id}
+		if err := pool.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM job_runs WHERE instance_id = $1 AND scheduled_at BETWEEN $2 AND $3),
+			       (SELECT count(*) FROM scheduler_partitions WHERE holder = $1)
+			     + (SELECT count(*) FROM scheduler_leader WHERE instance_id = $1)`,
+			p.id, first, last).Scan(&s.runs, &s.partitions); err != nil {
+			return nil, err
+		}
+		shares = append(shares, s)
+	}
+	c.stop()
+	for i, p := range c.procs {
+		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			shares[i].peakRSSMB = float64(ru.Maxrss) / 1024
+			shares[i].cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return shares, nil
+}
+
+func reportPartitions(b *bench, n, minutes int, late, slotP99 []time.Duration, missing, doubles int, shares []partitionShare, churn string) {
+	data := fmt.Sprintf("%s runtime HTTP jobs on \"* * * * *\", one receiver answering in %s, %d `scheduler serve` replicas, %d partitions, %d minute(s)",
+		count(n), receiverDelay, partitionReplicas, partitionCount, minutes)
+	total, maxRSS := 0, 0.0
+	var cpu time.Duration
+	var each []string
+	for _, s := range shares {
+		total += s.runs
+		cpu += s.cpu
+		maxRSS = max(maxRSS, s.peakRSSMB)
+	}
+	for _, s := range shares {
+		each = append(each, fmt.Sprintf("%s: %d partitions, %.0f%% of the runs, peak RSS %.0f MB, CPU %.1f s",
+			s.id, s.partitions, 100*float64(s.runs)/float64(max(total, 1)), s.peakRSSMB, s.cpu.Seconds()))
+	}
+	p99 := percentile(late, 99)
+	b.report.add(row{name: fmt.Sprintf("%s jobs on %d partitions: call started − slot, p99", count(n), partitionCount), data: data,
+		value: dur(p99), target: "p99 ≤ 3 s", pass: verdict(p99 <= 3*time.Second),
+		note: fmt.Sprintf("p50 %s; each minute's p99: %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %s; %s",
+			dur(percentile(late, 50)), durs(slotP99), len(late), n*minutes, doubles, missing, churn, strings.Join(each, "; "))})
+	b.report.add(row{name: fmt.Sprintf("%s jobs on %d partitions: peak RSS of the largest replica", count(n), partitionCount), data: data,
+		value: fmt.Sprintf("%.0f MB", maxRSS), target: "≤ the 10 000-job run's", pass: nil,
+		note: "rusage Maxrss of each `scheduler serve` process after SIGTERM"})
+	b.report.add(row{name: fmt.Sprintf("%s jobs on %d partitions: CPU per 1 000 runs", count(n), partitionCount), data: data,
+		value: fmt.Sprintf("%.2f s", cpu.Seconds()/float64(max(total, 1))*1000),
+		note:  "user + system time of the three processes (rusage, whole life: start, definitions, the measured minutes) ÷ runs of the measured slots × 1 000"})
+}

@@ -48,7 +48,7 @@ func (s *backfiller) run(ctx context.Context) {
 // carrying how many backfills it read, unless the read failed.
 func (s *backfiller) pass(ctx context.Context) {
 	log := s.log
-	list, err := s.e.conf.DB.RunningBackfills(ctx, s.e.conf.Partition)
+	list, err := s.e.conf.DB.RunningBackfills(ctx, store.AllPartitions)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("reading the running backfills failed; they wait", "error", err)
@@ -63,6 +63,20 @@ func (s *backfiller) pass(ctx context.Context) {
 	s.e.testSignals.backfillPass.Send(len(list))
 }
 
+// jobDeleted reports whether job is neither a built-in job nor a stored definition: the
+// backfills of every partition are stepped here, and another partition's jobs are not
+// loaded on this engine.
+func (s *backfiller) jobDeleted(ctx context.Context, job string) (bool, error) {
+	if s.e.entry(job) != nil {
+		return false, nil
+	}
+	_, err := s.e.conf.DB.Definition(ctx, job)
+	if errors.Is(err, store.ErrDefinitionNotFound) {
+		return true, nil
+	}
+	return false, err
+}
+
 // step queues b's next slot once its previous run has ended, or ends b after its last.
 func (s *backfiller) step(ctx context.Context, log *slog.Logger, b store.Backfill) error {
 	e := s.e
@@ -75,7 +89,11 @@ func (s *backfiller) step(ctx context.Context, log *slog.Logger, b store.Backfil
 			return nil
 		}
 	}
-	if b.Next >= len(b.Slots) || e.entry(b.Job) == nil {
+	deleted, err := s.jobDeleted(ctx, b.Job)
+	if err != nil {
+		return err
+	}
+	if b.Next >= len(b.Slots) || deleted {
 		state := store.BackfillDone
 		if b.Next < len(b.Slots) {
 			state = store.BackfillCancelled // the job was deleted
@@ -89,7 +107,7 @@ func (s *backfiller) step(ctx context.Context, log *slog.Logger, b store.Backfil
 	slot := b.Slots[b.Next]
 	reason := fmt.Sprintf("backfill %d: slot %d of %d", b.ID, b.Next+1, len(b.Slots))
 	var queued *store.Run
-	err := e.conf.DB.Atomically(ctx, func(ex store.Executor) error {
+	err = e.conf.DB.Atomically(ctx, func(ex store.Executor) error {
 		run, created, err := ex.QueueSlotRun(ctx, b.Job, slot, store.TriggerBackfill, &reason, nil)
 		var runID *int64
 		switch {

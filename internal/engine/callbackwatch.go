@@ -47,7 +47,15 @@ func (w *callbackWatch) run(ctx context.Context) {
 func (w *callbackWatch) pass(ctx context.Context) error {
 	var ended []store.Ended
 	var paused []runend.Paused
-	err := w.e.conf.DB.Fenced(ctx, w.term.Fence(), func(tx *store.Tx) error {
+	due, err := w.e.conf.DB.CallbacksExpiring(ctx, w.e.clock.nowOrNil(), w.e.conf.Partition)
+	if err != nil {
+		return err
+	}
+	if !due {
+		w.passed.Send(ended)
+		return nil
+	}
+	err = w.e.conf.DB.Fenced(ctx, w.term.Fence(), func(tx *store.Tx) error {
 		var err error
 		if ended, err = tx.ExpireCallbacks(ctx, w.e.clock.nowOrNil()); err != nil {
 			return err

@@ -46,10 +46,12 @@ func (e *Engine) services(term leader.Term, log *slog.Logger) *termServices {
 }
 
 // coordinator reports whether this engine is partition 0's, which also does the cluster's
-// duties: the day partitions of job_runs and the delivery of notifications. The partitions'
-// services (the rescue, the catch-up, the queue, the callback watch, the backfills, the slot
-// audit, the failover repair, the definitions watch) run on every engine, each over its own
-// partition's jobs and runs.
+// duties: the day partitions of job_runs, the delivery of notifications, and the backfills
+// of every partition (they only queue runs, unfenced, into each job's partition, as the API
+// does; one poller for the cluster, where one per partition polled 4 times a second each).
+// The partitions' services (the rescue, the catch-up, the queue, the callback watch, the
+// slot audit, the failover repair, the definitions watch) run on every engine, each over its
+// own partition's jobs and runs.
 func (e *Engine) coordinator() bool { return e.conf.Partition == 0 }
 
 // withLoops lists the services that run for the whole term once the timers run.
@@ -57,11 +59,13 @@ func (s *termServices) withLoops(e *Engine, term leader.Term, log *slog.Logger, 
 	s.loops = []service{
 		s.rescuer,
 		&callbackWatch{e: e, term: term, log: log, interval: callbackWatchIntervalDefault, passed: &e.testSignals.callbackWatch},
-		&backfiller{e: e, log: log, interval: backfillIntervalDefault},
 		&slotAuditor{e: e, log: log, interval: e.conf.SlotAuditInterval, grace: e.conf.SlotAuditGrace},
 	}
 	if s.runDays != nil {
 		s.loops = append(s.loops, s.runDays)
+	}
+	if e.coordinator() {
+		s.loops = append(s.loops, &backfiller{e: e, log: log, interval: backfillIntervalDefault})
 	}
 	if e.conf.Notifications != nil && e.coordinator() {
 		s.loops = append(s.loops, &delivery{s: e.conf.Notifications, term: term, log: log, rules: e.NotifyRules})

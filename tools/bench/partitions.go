@@ -91,10 +91,16 @@ func benchPartitions(ctx context.Context, b *bench) error {
 		return fmt.Errorf("the %d replicas did not share the %d partitions (logs in %s): %w", partitionReplicas, partitionCount, dir, err)
 	}
 
-	first := time.Now().Truncate(time.Minute).Add(time.Minute)
-	if time.Until(first) < 15*time.Second {
-		first = first.Add(time.Minute)
+	// One slot to warm up, not measured: each replica's engines load their share of the
+	// definitions when their terms begin, which at 100 000 jobs outlasts the next minute.
+	warm := time.Now().Truncate(time.Minute).Add(time.Minute)
+	if time.Until(warm) < 15*time.Second {
+		warm = warm.Add(time.Minute)
 	}
+	if _, err := awaitSlot(ctx, recv, warm, 0); err != nil {
+		return err
+	}
+	first := warm.Add(time.Minute)
 	var late, slotP99 []time.Duration
 	for k := range minutes {
 		slot := first.Add(time.Duration(k) * time.Minute)
@@ -208,7 +214,8 @@ func sharesSettled(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	return held == partitionCount && holders == partitionReplicas, rows.Err()
 }
 
-// awaitSlot waits for the n calls of slot and returns their arrival times, sorted.
+// awaitSlot waits for the n calls of slot and returns their arrival times, sorted; with n 0
+// it waits a minute past the slot and returns what arrived.
 func awaitSlot(ctx context.Context, recv *slotReceiver, slot time.Time, n int) ([]time.Time, error) {
 	key := slot.UTC().Format(time.RFC3339)
 	all := make(chan struct{})
@@ -225,7 +232,7 @@ func awaitSlot(ctx context.Context, recv *slotReceiver, slot time.Time, n int) (
 	arrived := recv.arrived[key]
 	delete(recv.arrived, key)
 	recv.mu.Unlock()
-	if len(arrived) < n/2 {
+	if len(arrived) < n/2 && n > 0 {
 		return nil, fmt.Errorf("%d of %d calls of the slot %s arrived within a minute", len(arrived), n, key)
 	}
 	sort.Slice(arrived, func(i, j int) bool { return arrived[i].Before(arrived[j]) })

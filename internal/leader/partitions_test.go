@@ -348,3 +348,19 @@ func (g *pauseGate) wait() {
 		<-c
 	}
 }
+
+// A partition's first election, and its next one after a release, are no failover: the
+// database went back behind no term this replica saw.
+func TestPartitionElectionsAreNoFailover(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	var sub *Subscription
+	startPartReplica(t, url, "r1", 4, func(p *Partitions) { sub = p.Subscribe(2) })
+	select {
+	case term := <-sub.C():
+		assert.Equal(t, 2, term.Partition)
+		assert.Empty(t, term.FailedOver, "an ordinary election must not read as a failover")
+	case <-time.After(waitTimeout):
+		t.Fatalf("partition 2 was not elected within %s", waitTimeout)
+	}
+}

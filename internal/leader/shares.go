@@ -200,12 +200,14 @@ func (p *Partitions) elect(ctx context.Context, session *store.PartitionSession)
 			_ = session.Unlock(ctx, store.Fence{Partition: id})
 			continue
 		}
+		// Compared with the newest term seen before this one: this one is newer than old.
+		failed := failedOver(p.seen[id], old, cur)
 		p.seen[id] = cur
 		termCtx, end := context.WithCancel(context.Background())
 		h.end = end
 		p.mu.Lock()
 		h.term = Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, Ctx: termCtx, work: &work{},
-			FailedOver: failedOver(p.seen[id], old, cur)}
+			FailedOver: failed}
 		subs := append([]*Subscription(nil), p.subs[id]...)
 		p.mu.Unlock()
 		handover := old.InstanceID != "" && old.InstanceID != p.conf.InstanceID

@@ -52,7 +52,9 @@ func benchPartitions(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("BENCH_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	}
 	full, err := b.migratedDB(ctx, "partitions")
 	if err != nil {
 		return err

@@ -106,7 +106,9 @@ func benchPartitions(ctx context.Context, b *bench) error {
 	var late, slotP99 []time.Duration
 	for k := range minutes {
 		slot := first.Add(time.Duration(k) * time.Minute)
-		arrived, err := awaitSlot(ctx, recv, slot, n)
+		// A slot whose calls do not all arrive within a minute is reported, not an error: at
+		// this size, on a small machine, that is the finding.
+		arrived, err := awaitSlot(ctx, recv, slot, 0)
 		if err != nil {
 			return err
 		}
@@ -281,9 +283,14 @@ func reportPartitions(b *bench, n, minutes int, late, slotP99 []time.Duration, m
 		each = append(each, fmt.Sprintf("%s: %d partitions, %.0f%% of the runs, peak RSS %.0f MB, CPU %.1f s",
 			s.id, s.partitions, 100*float64(s.runs)/float64(max(total, 1)), s.peakRSSMB, s.cpu.Seconds()))
 	}
-	p99 := percentile(late, 99)
+	p99, value := percentile(late, 99), ""
+	if len(late) < n*minutes*99/100 { // the 99th percentile call never came within the minute
+		p99, value = time.Minute, "> 1 min"
+	} else {
+		value = dur(p99)
+	}
 	b.report.add(row{name: fmt.Sprintf("%s jobs on %d partitions: call started − slot, p99", count(n), partitionCount), data: data,
-		value: dur(p99), target: "p99 ≤ 3 s", pass: verdict(p99 <= 3*time.Second),
+		value: value, target: "p99 ≤ 3 s", pass: verdict(p99 <= 3*time.Second),
 		note: fmt.Sprintf("p50 %s; each minute's p99: %s; %d of %d slots × jobs called, %d keys called twice, %d slots without exactly one row; %s; %s",
 			dur(percentile(late, 50)), durs(slotP99), len(late), n*minutes, doubles, missing, churn, strings.Join(each, "; "))})
 	b.report.add(row{name: fmt.Sprintf("%s jobs on %d partitions: peak RSS of the largest replica", count(n), partitionCount), data: data,

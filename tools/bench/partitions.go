@@ -120,13 +120,14 @@ func benchPartitions(ctx context.Context, b *bench) error {
 		slotP99 = append(slotP99, percentile(l, 99))
 	}
 	last := first.Add(time.Duration(minutes-1) * time.Minute)
-	if err := waitFor(ctx, time.Minute, func() (bool, error) {
-		var running bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE status IN ('running', 'queued'))`).Scan(&running)
-		return !running, err
-	}); err != nil {
-		return err
-	}
+	// The measured slots' runs end before they are counted; those still going after two
+	// minutes are counted instead (an overloaded machine's finding, not an error).
+	var unfinished int
+	_ = waitFor(ctx, 2*time.Minute, func() (bool, error) {
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM job_runs WHERE status IN ('running', 'queued') AND scheduled_at <= $1`,
+			last).Scan(&unfinished)
+		return unfinished == 0, err
+	})
 	var missing int
 	if err := pool.QueryRow(ctx, `
 		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
@@ -159,8 +160,8 @@ func benchPartitions(ctx context.Context, b *bench) error {
 	}
 	recv.mu.Unlock()
 	reportPartitions(b, n, minutes, late, slotP99, missing, doubles, shares,
-		fmt.Sprintf("claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d partition hand-overs since the cluster was made, %d recovery runs in the measured minutes",
-			dur(claimP50), dur(claimP99), handovers, recoveries))
+		fmt.Sprintf("claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d partition hand-overs since the cluster was made, %d recovery runs in the measured minutes, %d of their runs unfinished 2 minutes after the last",
+			dur(claimP50), dur(claimP99), handovers, recoveries, unfinished))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -112,17 +113,7 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 
 			// The failover: the last four slots' rows are gone but the oldest one's claim,
 			// which a lost term made and whose end was lost: it is still running.
-			var lost []time.Time
-			rows, err := db.Pool.Query(ctx, `
-				WITH gone AS (DELETE FROM job_runs WHERE job = 'tick' AND scheduled_at >= date_trunc('minute', now()) - interval '3 minutes'
-				              RETURNING scheduled_at)
-				SELECT scheduled_at FROM gone ORDER BY 1`)
-			require.NoError(t, err)
-			lost, err = pgx.CollectRows(rows, pgx.RowTo[time.Time])
-			require.NoError(t, err)
-			require.GreaterOrEqual(t, len(lost), 4)
-			storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: "tick", Status: store.StatusRunning, ScheduledAt: lost[0],
-				StartedAt: lost[0], InstanceID: "lost", Epoch: storetest.Ptr(tc.lostEpoch(first.Epoch))})
+			lost := loseTicks(ctx, t, db.Pool, tc.lostEpoch(first.Epoch))
 			if tc.fail != "" {
 				faults.fail(tc.fail, 1)
 			}
@@ -173,6 +164,42 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 
 // tickSucceededForTenMinutes records every slot of job tick in the last ten minutes
 // succeeded, so that a first term has nothing to catch up.
+// loseTicks deletes tick's rows of the last four minutes and writes the oldest one back as
+// running under lostEpoch, as a failover that lost those commits leaves them, and returns the
+// slots it deleted. It waits for a moment when tick has no active run of this term (one
+// claimed ahead for the next minute would hold the job's bound), under the active runs'
+// lock so that no claim comes between the look and the writes.
+func loseTicks(ctx context.Context, t *testing.T, pool *pgxpool.Pool, lostEpoch int64) []time.Time {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT 1 FROM scheduler_locks WHERE name = 'scheduler:active_runs' FOR UPDATE`)
+		require.NoError(t, err)
+		var busy bool
+		require.NoError(t, tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM job_runs WHERE job = 'tick' AND status IN ('queued', 'running'))`).Scan(&busy))
+		if busy {
+			require.NoError(t, tx.Rollback(ctx))
+			require.True(t, time.Now().Before(deadline), "tick never went without an active run")
+			time.Sleep(20 * time.Millisecond) // polling the database for the moment; nothing signals it
+			continue
+		}
+		rows, err := tx.Query(ctx, `
+			WITH gone AS (DELETE FROM job_runs WHERE job = 'tick' AND scheduled_at >= date_trunc('minute', now()) - interval '3 minutes'
+			              RETURNING scheduled_at)
+			SELECT scheduled_at FROM gone ORDER BY 1`)
+		require.NoError(t, err)
+		lost, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(lost), 4)
+		storetest.Run(ctx, t, tx, storetest.RunOpts{Job: "tick", Status: store.StatusRunning, ScheduledAt: lost[0],
+			StartedAt: lost[0], InstanceID: "lost", Epoch: storetest.Ptr(lostEpoch)})
+		require.NoError(t, tx.Commit(ctx))
+		return lost
+	}
+}
+
 func tickSucceededForTenMinutes(ctx context.Context, t *testing.T, db storetest.DBTX) {
 	t.Helper()
 	now := time.Now()

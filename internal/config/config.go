@@ -124,36 +124,7 @@ func Load(env *Env) *Config {
 		NoShowGrace:     env.Duration("SCHEDULER_NO_SHOW_GRACE", NoShowGraceDefault),
 	}
 
-	loopback, ok := checkHTTPAddr(c.HTTPAddr)
-	if !ok {
-		env.Fail("SCHEDULER_HTTP_ADDR", c.HTTPAddr, "host:port such as 127.0.0.1:8080 or 0.0.0.0:8080")
-	} else if !loopback && c.APIToken == "" {
-		// Anyone who can reach the port could otherwise run and cancel jobs.
-		env.Fail("SCHEDULER_API_TOKEN", "", fmt.Sprintf(
-			"a bearer token because SCHEDULER_HTTP_ADDR=%q is reachable from other hosts (set a token, or bind 127.0.0.1:%s)",
-			c.HTTPAddr, portOf(c.HTTPAddr)))
-	}
-	// Without the full token /v1 is open to all, so a read-only or next token would
-	// protect nothing; and a read token equal to a full one would make every caller read-only.
-	for _, name := range []string{"SCHEDULER_API_TOKEN_NEXT", "SCHEDULER_API_READ_TOKEN"} {
-		if env.String(name, "") != "" && c.APIToken == "" {
-			env.Fail("SCHEDULER_API_TOKEN", "", "a bearer token, because "+name+" is set (it only applies beside SCHEDULER_API_TOKEN)")
-			break
-		}
-	}
-	if c.APIReadToken != "" && (c.APIReadToken == c.APIToken || c.APIReadToken == c.APITokenNext) {
-		env.Fail("SCHEDULER_API_READ_TOKEN", "(hidden)", "a token different from SCHEDULER_API_TOKEN and SCHEDULER_API_TOKEN_NEXT")
-	}
-	for _, h := range strings.Split(env.String("SCHEDULER_API_HOSTS", ""), ",") {
-		if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
-			continue
-		}
-		if strings.ContainsAny(h, ":/ ") || !printableASCII(h) {
-			env.Fail("SCHEDULER_API_HOSTS", h, "comma-separated host names without port, such as scheduler.internal,dev-box")
-			continue
-		}
-		c.APIHosts = append(c.APIHosts, h)
-	}
+	loadAPIAccess(env, c)
 	if len(c.InstanceID) > maxInstanceID || !printableASCII(c.InstanceID) {
 		env.Fail("SCHEDULER_INSTANCE_ID", c.InstanceID, fmt.Sprintf(
 			"at most %d printable ASCII characters such as scheduler-1 (it becomes the PostgreSQL application_name scheduler:<id>)", maxInstanceID))
@@ -187,6 +158,41 @@ func Load(env *Env) *Config {
 	c.OIDC = loadOIDC(env)
 	c.Notifications = loadNotifications(env, c.HTTPAddr)
 	return c
+}
+
+// loadAPIAccess checks who may reach the API: the listening address against the token,
+// the tokens against each other, and the extra Host names (SCHEDULER_API_HOSTS).
+func loadAPIAccess(env *Env, c *Config) {
+	loopback, ok := checkHTTPAddr(c.HTTPAddr)
+	if !ok {
+		env.Fail("SCHEDULER_HTTP_ADDR", c.HTTPAddr, "host:port such as 127.0.0.1:8080 or 0.0.0.0:8080")
+	} else if !loopback && c.APIToken == "" {
+		// Anyone who can reach the port could otherwise run and cancel jobs.
+		env.Fail("SCHEDULER_API_TOKEN", "", fmt.Sprintf(
+			"a bearer token because SCHEDULER_HTTP_ADDR=%q is reachable from other hosts (set a token, or bind 127.0.0.1:%s)",
+			c.HTTPAddr, portOf(c.HTTPAddr)))
+	}
+	// Without the full token /v1 is open to all, so a read-only or next token would
+	// protect nothing; and a read token equal to a full one would make every caller read-only.
+	for _, name := range []string{"SCHEDULER_API_TOKEN_NEXT", "SCHEDULER_API_READ_TOKEN"} {
+		if env.String(name, "") != "" && c.APIToken == "" {
+			env.Fail("SCHEDULER_API_TOKEN", "", "a bearer token, because "+name+" is set (it only applies beside SCHEDULER_API_TOKEN)")
+			break
+		}
+	}
+	if c.APIReadToken != "" && (c.APIReadToken == c.APIToken || c.APIReadToken == c.APITokenNext) {
+		env.Fail("SCHEDULER_API_READ_TOKEN", "(hidden)", "a token different from SCHEDULER_API_TOKEN and SCHEDULER_API_TOKEN_NEXT")
+	}
+	for _, h := range strings.Split(env.String("SCHEDULER_API_HOSTS", ""), ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
+			continue
+		}
+		if strings.ContainsAny(h, ":/ ") || !printableASCII(h) {
+			env.Fail("SCHEDULER_API_HOSTS", h, "comma-separated host names without port, such as scheduler.internal,dev-box")
+			continue
+		}
+		c.APIHosts = append(c.APIHosts, h)
+	}
 }
 
 // loadSend reads the message pipeline's bounds.

@@ -22,7 +22,8 @@ import (
 // partitions (store.SurveyPartitions), takes free ones with pg_try_advisory_lock while it
 // holds fewer than its share (shares.go), releases what it holds above it, and takes over
 // the partitions of a paused holder (takeover.go). All of one replica's locks live on one
-// connection, whose heartbeat renews every held term in one statement.
+// connection; its held terms are renewed in one statement by a renewer on a connection of
+// its own (renewer.go).
 
 // PartitionsConfig configures Partitions.
 type PartitionsConfig struct {
@@ -65,8 +66,11 @@ type Partitions struct {
 	drained   bool
 
 	testSignals testSignals
-	beforeTick  func()        // test hook: blocks the loop as a paused process would
-	sessionPID  atomic.Uint32 // the lock session's backend, for tests that end it
+	beforeTick  func() // test hook: blocks the loops as a paused process would
+	// slowHeartbeat, a test hook, blocks the heartbeat's elections and shares only, as a
+	// saturated database or machine would slow them.
+	slowHeartbeat func()
+	sessionPID    atomic.Uint32 // the lock session's backend, for tests that end it
 }
 
 // heldPartition is a partition whose lock this replica holds: elected (term set), waiting
@@ -76,6 +80,8 @@ type heldPartition struct {
 	end      context.CancelFunc
 	lockedAt time.Time
 	drained  chan struct{} // non-nil while draining; closed once the holds are released
+	// ending is set by the first endTerm: the heartbeat and the renewer may both end it.
+	ending atomic.Bool
 }
 
 // NewPartitions checks c and returns Partitions; Run starts it.
@@ -158,11 +164,16 @@ func (p *Partitions) Run(ctx context.Context) {
 }
 
 // lead runs the heartbeat on one lock session until the session fails or ctx ends. The
-// heartbeat's deadline is the last success plus the lease, so a replica that cannot prove it
-// still holds its locks ends every term within the lease of the last proof (fail closed).
+// terms are renewed by a renewer of their own (renewer.go), which ends them all when no
+// renewal succeeded for a lease (fail closed); the heartbeat pings the lock session, whose
+// death releases every lock, and runs the elections and the shares.
 func (p *Partitions) lead(ctx context.Context, session *store.PartitionSession) {
 	p.sessionPID.Store(session.PID())
-	lastOK := time.Now()
+	r := newRenewer(p)
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	renewing := make(chan struct{})
+	go func() { defer close(renewing); r.run(renewCtx) }()
+	defer func() { stopRenewing(); <-renewing }()
 	ticker := time.NewTicker(p.conf.HeartbeatInterval)
 	defer ticker.Stop()
 	for {
@@ -173,58 +184,58 @@ func (p *Partitions) lead(ctx context.Context, session *store.PartitionSession) 
 			p.releaseAll(session)
 			return
 		}
-		start := time.Now()
-		if err := p.renew(ctx, session, lastOK); err != nil {
+		if err := p.heartbeat(ctx, session, r); err != nil {
 			p.endAll("lock_lost", err)
 			session.Close()
 			return
-		}
-		lastOK = start
-		p.unlockDrained(ctx, session)
-		p.elect(ctx, session)
-		if err := p.rebalance(ctx, session); err != nil && ctx.Err() == nil {
-			p.log.Warn("reading the partitions failed; retrying at the next heartbeat", "error", err)
 		}
 		p.testSignals.partitionTick.Send(len(p.Held()))
 		select {
 		case <-ctx.Done():
 		case <-ticker.C:
+		case err := <-r.lost:
+			p.endAll("lock_lost", err)
+			session.Close()
+			return
 		}
 	}
 }
 
-// renew renews every elected term in one statement; a term the statement did not renew was
-// replaced by another replica's election and ends. An error ends them all.
-func (p *Partitions) renew(ctx context.Context, session *store.PartitionSession, lastOK time.Time) error {
-	var fences []store.Fence
-	for _, h := range p.held {
-		if h.term.Ctx != nil {
-			fences = append(fences, h.term.Fence())
-		}
+// heartbeat checks the lock session, forgets the terms the renewer found replaced, releases
+// what finished draining, runs the elections and moves toward the share. An error means the
+// lock session is gone, and with it every lock.
+func (p *Partitions) heartbeat(ctx context.Context, session *store.PartitionSession, r *renewer) error {
+	select {
+	case err := <-r.lost:
+		return err
+	default:
 	}
-	if len(fences) == 0 {
-		return nil
-	}
-	hbCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), lastOK.Add(p.conf.LeaseTimeout))
-	renewed, err := session.Renew(hbCtx, fences)
+	pingCtx, cancel := context.WithTimeout(ctx, p.conf.LeaseTimeout)
+	err := session.Ping(pingCtx)
 	cancel()
-	if err != nil {
-		return fmt.Errorf("heartbeat on the partition lock connection failed: %w", err)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the partition lock connection failed: %w", err)
 	}
-	for _, f := range fences {
-		if !renewed[f.Partition] {
-			h := p.held[f.Partition]
-			p.endTerm(f.Partition, h, "fenced", fmt.Errorf("partition %d has a new term: another replica was elected", f.Partition))
+	if p.slowHeartbeat != nil {
+		p.slowHeartbeat()
+	}
+	for _, f := range r.takeReplaced() {
+		if h := p.held[f.Partition]; h != nil && h.term.Fence() == f {
 			p.forget(f.Partition) // its lock is ours no more in any useful sense; the unlock is harmless
 			_ = session.Unlock(ctx, f)
 		}
+	}
+	p.unlockDrained(ctx, session)
+	p.elect(ctx, session)
+	if err := p.rebalance(ctx, session); err != nil && ctx.Err() == nil {
+		p.log.Warn("reading the partitions failed; retrying at the next heartbeat", "error", err)
 	}
 	return nil
 }
 
 // endTerm cancels a term's context, once.
 func (p *Partitions) endTerm(partition int, h *heldPartition, why string, reason error) {
-	if h.term.Ctx == nil || h.term.Ctx.Err() != nil {
+	if h.term.Ctx == nil || !h.ending.CompareAndSwap(false, true) {
 		return
 	}
 	h.end()

@@ -364,3 +364,56 @@ func TestPartitionElectionsAreNoFailover(t *testing.T) {
 		t.Fatalf("partition 2 was not elected within %s", waitTimeout)
 	}
 }
+
+// A heartbeat whose elections and survey outlast the lease (a saturated machine or
+// database) ends no term: the renewals go on beside it, so the replica keeps its partitions
+// and nobody takes them over.
+func TestASlowHeartbeatKeepsTheTerms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.New(t)
+	var gate pauseGate
+	var rs []*partReplica
+	for i := range 2 {
+		var setup func(*Partitions)
+		if i == 1 {
+			setup = func(p *Partitions) { p.slowHeartbeat = gate.wait }
+		}
+		rs = append(rs, startPartReplica(t, url, fmt.Sprintf("r%d", i), 8, setup))
+	}
+	t.Cleanup(gate.resume)
+	awaitSettled(t, rs, 8, 4, 4, waitTimeout)
+	victim := rs[1]
+	terms := map[int]Term{}
+	victim.p.mu.Lock()
+	for id, h := range victim.p.held {
+		terms[id] = h.term
+	}
+	victim.p.mu.Unlock()
+	require.NotEmpty(t, terms)
+
+	gate.pause()
+	// The observation window is the point of the test: twice the lease and a heartbeat.
+	windowEnd := time.Now().Add(2*partLease + 200*time.Millisecond)
+	for id, term := range terms {
+		select {
+		case <-term.Ctx.Done():
+			t.Fatalf("partition %d's term ended while only its heartbeat was slow", id)
+		case <-time.After(time.Until(windowEnd)):
+		}
+	}
+	pool := testdb.Pool(t, url)
+	for id, term := range terms {
+		var epoch int64
+		var holder string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT epoch, holder FROM scheduler_partitions WHERE partition_id = $1`, id).
+			Scan(&epoch, &holder))
+		assert.Equal(t, term.Epoch, epoch, "partition %d kept its term", id)
+		assert.Equal(t, victim.id, holder, "partition %d kept its holder", id)
+	}
+	gate.resume()
+	victim.p.testSignals.partitionTick.Await(t, waitTimeout, "a heartbeat after the slow one")
+	for id, term := range terms {
+		assert.NoError(t, term.Ctx.Err(), "partition %d's term goes on", id)
+	}
+}

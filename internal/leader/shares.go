@@ -204,8 +204,8 @@ func (p *Partitions) elect(ctx context.Context, session *store.PartitionSession)
 		failed := failedOver(p.seen[id], old, cur)
 		p.seen[id] = cur
 		termCtx, end := context.WithCancel(context.Background())
-		h.end = end
 		p.mu.Lock()
+		h.end = end
 		h.term = Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, Ctx: termCtx, work: &work{},
 			FailedOver: failed}
 		subs := append([]*Subscription(nil), p.subs[id]...)

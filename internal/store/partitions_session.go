@@ -29,6 +29,9 @@ func (db *DB) OpenPartitionSession(ctx context.Context) (*PartitionSession, erro
 // Close ends the session, which releases every partition lock it holds.
 func (s *PartitionSession) Close() { closeConn(s.conn) }
 
+// Ping checks that the session's connection, and with it every lock it holds, is alive.
+func (s *PartitionSession) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
+
 // PID is the session's backend process id, as pg_locks shows it.
 func (s *PartitionSession) PID() uint32 { return s.conn.PgConn().PID() }
 

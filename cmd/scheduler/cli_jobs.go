@@ -192,74 +192,106 @@ func printLines(w io.Writer, lines [][2]string) {
 }
 
 // definitionLines say the rest of a job's definition in words, a label and a value each:
-// what it runs and where, how, who is told; for a built-in job, what the view has.
+// what it runs and where, how, who is told; for a built-in job, what the view has. `job`
+// prints the first lines (what the job is) before the schedule, so their order matters.
 func definitionLines(j *client.Job) [][2]string {
-	var out [][2]string
-	add := func(label, value string) {
-		if value != "" {
-			out = append(out, [2]string{label, value})
-		}
-	}
-	add("Kind", j.Kind)
-	add("Target", j.Target)
 	var d runtimejob.Definition
 	if hasDefinition(j) {
 		d, _ = runtimejob.Decode(j.Definition)
 	}
+	var out jobLines
+	out.add("Kind", j.Kind)
+	out.add("Target", j.Target)
+	out.where(d)
+	out.how(j, d)
+	if d.HTTP != nil {
+		out.httpAuth(d.HTTP)
+	}
+	out.notify(j)
+	out.about(j)
+	return out
+}
+
+// jobLines are definitionLines' label-value pairs. A step adds only what the job has, so a
+// line is never printed with an empty value.
+type jobLines [][2]string
+
+func (l *jobLines) add(label, value string) {
+	if value != "" {
+		*l = append(*l, [2]string{label, value})
+	}
+}
+
+// where says what a SQL, River or NATS job reaches, field by field: the Target line above
+// is the one-line summary made for lists.
+func (l *jobLines) where(d runtimejob.Definition) {
 	if d.SQL != nil {
-		add("SQL target", d.SQL.Target)
+		l.add("SQL target", d.SQL.Target)
 	}
 	if r := d.River; r != nil {
-		add("SQL target", r.Target)
-		add("River job", fmt.Sprintf("kind %s, queue %s, args %s", r.Kind, cmp.Or(r.Queue, "default"), cmp.Or(string(r.Args), "{}")))
+		l.add("SQL target", r.Target)
+		l.add("River job", fmt.Sprintf("kind %s, queue %s, args %s", r.Kind, cmp.Or(r.Queue, "default"), cmp.Or(string(r.Args), "{}")))
 		if r.Unique {
-			add("Unique", "no job while one of the same kind, args and queue waits or runs")
+			l.add("Unique", "no job while one of the same kind, args and queue waits or runs")
 		}
 	}
 	if n := d.NATS; n != nil {
-		add("NATS server", cmp.Or(n.URL, "the URL in secret "+n.URLSecret))
-		add("NATS subject", n.Subject+" (Nats-Msg-Id: the slot's key)")
+		l.add("NATS server", cmp.Or(n.URL, "the URL in secret "+n.URLSecret))
+		l.add("NATS subject", n.Subject+" (Nats-Msg-Id: the slot's key)")
 	}
-	add("Overlap", cmp.Or(j.Overlap, d.Overlap))
+}
+
+// how says how the job runs: overlap, concurrency, jitter, retries and pausing. A runtime
+// job without retries says so: a missing line would not tell the reader it tries once.
+func (l *jobLines) how(j *client.Job, d runtimejob.Definition) {
+	l.add("Overlap", cmp.Or(j.Overlap, d.Overlap))
 	if d.MaxConcurrent > 0 {
-		add("Max concurrent", strconv.Itoa(d.MaxConcurrent))
+		l.add("Max concurrent", strconv.Itoa(d.MaxConcurrent))
 	}
-	add("Jitter", d.Jitter)
+	l.add("Jitter", d.Jitter)
 	switch r := d.Retry; {
 	case r == nil || r.MaxAttempts <= 1:
 		if j.Runtime() {
-			add("Retries", "none (one attempt)")
+			l.add("Retries", "none (one attempt)")
 		}
 	default:
-		add("Retries", fmt.Sprintf("up to %d attempts, backoff %s doubling to %s", r.MaxAttempts, cmp.Or(r.InitialBackoff, "default"), cmp.Or(r.MaxBackoff, "default")))
+		l.add("Retries", fmt.Sprintf("up to %d attempts, backoff %s doubling to %s", r.MaxAttempts, cmp.Or(r.InitialBackoff, "default"), cmp.Or(r.MaxBackoff, "default")))
 	}
 	if d.PauseAfterFailures > 0 {
-		add("Pause after", fmt.Sprintf("%d failures in a row", d.PauseAfterFailures))
+		l.add("Pause after", fmt.Sprintf("%d failures in a row", d.PauseAfterFailures))
 	}
-	if h := d.HTTP; h != nil {
-		var auth []string
-		if a := h.Auth; a != nil {
-			if a.BearerSecret != "" {
-				auth = append(auth, "bearer token from secret "+a.BearerSecret)
-			}
-			if a.Header != "" {
-				auth = append(auth, "header "+a.Header+" from secret "+a.HeaderSecret)
-			}
-			if a.OIDC != nil {
-				auth = append(auth, "OIDC token signed by the scheduler for audience "+a.OIDC.Audience)
-			}
+}
+
+// httpAuth says how an HTTP job proves itself, naming the secrets and never their values,
+// and "none" when it does not, so an unauthenticated call is visible; then its completion.
+func (l *jobLines) httpAuth(h *runtimejob.HTTPTarget) {
+	var auth []string
+	if a := h.Auth; a != nil {
+		if a.BearerSecret != "" {
+			auth = append(auth, "bearer token from secret "+a.BearerSecret)
 		}
-		if h.SigningSecret != "" {
-			auth = append(auth, "body signed with secret "+h.SigningSecret)
+		if a.Header != "" {
+			auth = append(auth, "header "+a.Header+" from secret "+a.HeaderSecret)
 		}
-		if len(auth) == 0 {
-			auth = []string{"none"}
-		}
-		add("Auth", strings.Join(auth, "; "))
-		if h.Completion == runtimejob.CompletionCallback {
-			add("Completion", "callback (heartbeat timeout "+cmp.Or(h.HeartbeatTimeout, "5m")+")")
+		if a.OIDC != nil {
+			auth = append(auth, "OIDC token signed by the scheduler for audience "+a.OIDC.Audience)
 		}
 	}
+	if h.SigningSecret != "" {
+		auth = append(auth, "body signed with secret "+h.SigningSecret)
+	}
+	if len(auth) == 0 {
+		auth = []string{"none"}
+	}
+	l.add("Auth", strings.Join(auth, "; "))
+	if h.Completion == runtimejob.CompletionCallback {
+		l.add("Completion", "callback (heartbeat timeout "+cmp.Or(h.HeartbeatTimeout, "5m")+")")
+	}
+}
+
+// notify says who is told, one rule a line: a runtime job's rules are in its definition, a
+// built-in job's in the view (SCHEDULER_JOB_<NAME>_NOTIFY_*). "nobody" is said outright.
+func (l *jobLines) notify(j *client.Job) {
 	rules := notifyRules(j.Definition)
 	if !j.Runtime() {
 		rules = notifyRules([]byte(`{"notify":` + cmp.Or(string(j.Notify), "null") + `}`))
@@ -269,25 +301,29 @@ func definitionLines(j *client.Job) [][2]string {
 		if i == 0 {
 			label = "Notify"
 		}
-		out = append(out, [2]string{label, r})
+		*l = append(*l, [2]string{label, r})
 	}
 	if len(rules) == 0 {
-		add("Notify", "nobody (no notify rules)")
+		l.add("Notify", "nobody (no notify rules)")
 	}
+}
+
+// about says what describes the job rather than how it runs: labels (sorted, so the output
+// is stable), description, version, and why a stored definition no longer passes the check.
+func (l *jobLines) about(j *client.Job) {
 	if len(j.Labels) > 0 {
 		keys := slices.Sorted(maps.Keys(j.Labels))
 		pairs := make([]string, len(keys))
 		for i, k := range keys {
 			pairs[i] = k + "=" + j.Labels[k]
 		}
-		add("Labels", strings.Join(pairs, ", "))
+		l.add("Labels", strings.Join(pairs, ", "))
 	}
 	if j.Description != nil {
-		add("Description", oneLine(*j.Description, 100))
+		l.add("Description", oneLine(*j.Description, 100))
 	}
 	if j.Version != nil {
-		add("Version", strconv.FormatInt(*j.Version, 10))
+		l.add("Version", strconv.FormatInt(*j.Version, 10))
 	}
-	add("Definition error", j.DefinitionError)
-	return out
+	l.add("Definition error", j.DefinitionError)
 }

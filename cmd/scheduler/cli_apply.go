@@ -146,88 +146,154 @@ func byNamespace(defs []runtimejob.Definition) (order []string, jobs map[string]
 	return order, jobs
 }
 
+// apply reads each namespace's job list, brings the file's jobs to the server, prunes with
+// --prune, and reports. Its steps share an applyRun: the lists and what was done so far.
 func (x *cli) apply(ctx context.Context, defs []runtimejob.Definition, prune, dryRun bool, scope pruneScope) int {
-	// One read of each namespace's job list is all apply needs to know: each job's version
-	// and definition. All are read before the first write, so a namespace that does not
-	// exist, or that the token may not read, stops apply with nothing changed. --prune
-	// deletes what the server had then, each at the version listed (If-Match): a job
-	// created or edited meanwhile by someone else is not deleted unseen.
 	order, inNS := byNamespace(defs)
+	lists, err := x.readLists(ctx, order)
+	if err != nil {
+		return x.fail(ctx, err)
+	}
+	r := &applyRun{x: x, dryRun: dryRun, order: order, lists: lists}
+	if err := r.applyJobs(ctx, inNS); err != nil {
+		return x.fail(ctx, err)
+	}
+	var unpruned []string
+	if prune {
+		if unpruned, err = r.prune(ctx, scope); err != nil {
+			return x.fail(ctx, err)
+		}
+	}
+	return r.report(unpruned)
+}
+
+// readLists reads each namespace's job list, once: it is all apply needs to know, each job's
+// version and definition. All are read before the first write, so a namespace that does
+// not exist, or that the token may not read, stops apply with nothing changed.
+func (x *cli) readLists(ctx context.Context, order []string) (map[string][]client.Job, error) {
 	lists := make(map[string][]client.Job, len(order))
 	for _, ns := range order {
 		server, err := listJobs(ctx, x.c, ns)
 		if err != nil {
-			return x.fail(ctx, err)
+			return nil, err
 		}
 		lists[ns] = server
 	}
-	var changes []change
-	failed := 0
-	record := func(c change) {
-		changes = append(changes, c)
-		if c.Action == actionFailed {
-			failed++
-		}
-		x.printChange(c, dryRun)
+	return lists, nil
+}
+
+// applyRun is one apply under way: the lists it read before the first write, and what it
+// has done since, which its steps share.
+type applyRun struct {
+	x      *cli
+	dryRun bool
+	order  []string                // the file's namespaces, in the order it names them
+	lists  map[string][]client.Job // each namespace's jobs, as read before the first write
+	inFile map[string]bool         // the file's jobs, by namespace.Key: never pruned
+
+	changes []change
+	// failed counts the failed jobs as apply goes, not at the end: --prune checks it before
+	// each delete.
+	failed int
+}
+
+// record keeps a job's change for the report and prints its line at once: a refusal that
+// ends apply midway leaves the lines of what it had already done.
+func (r *applyRun) record(c change) {
+	r.changes = append(r.changes, c)
+	if c.Action == actionFailed {
+		r.failed++
 	}
-	inFile := make(map[string]bool, len(defs)) // by namespace.Key
-	for _, ns := range order {
-		byName := make(map[string]*client.Job, len(lists[ns]))
-		for i := range lists[ns] {
-			byName[lists[ns][i].Name] = &lists[ns][i]
+	r.x.printChange(c, r.dryRun)
+}
+
+// applyJobs brings each job of the file to the server, namespace by namespace, parents
+// first. A job that fails is recorded and the next one tried; a refusal (unreachable, or
+// the token refused) is returned at once: the next job would only be refused again.
+func (r *applyRun) applyJobs(ctx context.Context, inNS map[string][]runtimejob.Definition) error {
+	r.inFile = make(map[string]bool)
+	for _, ns := range r.order {
+		byName := make(map[string]*client.Job, len(r.lists[ns]))
+		for i := range r.lists[ns] {
+			byName[r.lists[ns][i].Name] = &r.lists[ns][i]
 		}
 		for _, d := range parentsFirst(inNS[ns]) {
-			inFile[namespace.Key(ns, d.Name)] = true
-			c, err := x.applyJob(ctx, ns, d, byName[d.Name], dryRun)
+			r.inFile[namespace.Key(ns, d.Name)] = true
+			c, err := r.x.applyJob(ctx, ns, d, byName[d.Name], r.dryRun)
 			if refused(err) {
-				return x.fail(ctx, err)
+				return err
 			}
 			if err != nil {
 				c = change{Name: d.Name, Action: actionFailed, Errors: problemLines(err)}
 			}
 			c.Namespace = ns
-			record(c)
+			r.record(c)
 		}
 	}
-	var unpruned []string
-	for _, ns := range order {
-		for _, v := range childrenFirst(lists[ns]) {
-			gone := change{Name: v.Name, Namespace: ns, Version: jobVersion(&v)}
+	return nil
+}
+
+// prune deletes what the server had when apply read the lists: the runtime jobs of the
+// file's namespaces that the file does not define and scope selects, children first (the
+// server refuses to delete a parent). It returns the jobs it left because a job of the file
+// failed, and a refusal, which ends apply.
+func (r *applyRun) prune(ctx context.Context, scope pruneScope) (unpruned []string, err error) {
+	for _, ns := range r.order {
+		for _, v := range childrenFirst(r.lists[ns]) {
+			if !v.Runtime() || r.inFile[namespace.Key(ns, v.Name)] || !scope.candidate(jobLabels(&v)) {
+				continue
+			}
 			switch {
-			case !prune || !v.Runtime() || inFile[namespace.Key(ns, v.Name)] || !scope.candidate(jobLabels(&v)):
-			case dryRun:
-				gone.Action = actionDelete
-				record(gone)
-			case failed > 0:
+			case r.dryRun:
+				r.record(change{Name: v.Name, Namespace: ns, Version: jobVersion(&v), Action: actionDelete})
+			case r.failed > 0:
 				// A job of the file that failed may be the one replacing this one (a
 				// rename): deleting it now would leave neither running.
-				unpruned = append(unpruned, gone.label())
+				unpruned = append(unpruned, change{Name: v.Name, Namespace: ns}.label())
 			default:
-				err := x.c.InNamespace(ns).DeleteJob(ctx, v.Name, client.WriteJobOptions{Version: jobVersion(&v), Reason: x.reason})
-				switch {
-				case refused(err):
-					return x.fail(ctx, err)
-				case err != nil:
-					gone.Action, gone.Errors, gone.Version = actionFailed, problemLines(err), 0
-				default:
-					gone.Action, gone.Version = actionDeleted, 0
+				gone, err := r.x.deleteListed(ctx, ns, &v)
+				if err != nil {
+					return nil, err
 				}
-				record(gone)
+				r.record(gone)
 			}
 		}
 	}
+	return unpruned, nil
+}
 
+// deleteListed deletes job v of namespace ns at the version listed (If-Match): a job created
+// or edited meanwhile by someone else is not deleted unseen. A refusal is returned, to end
+// apply; any other error is this job's failure.
+func (x *cli) deleteListed(ctx context.Context, ns string, v *client.Job) (change, error) {
+	gone := change{Name: v.Name, Namespace: ns}
+	err := x.c.InNamespace(ns).DeleteJob(ctx, v.Name, client.WriteJobOptions{Version: jobVersion(v), Reason: x.reason})
+	switch {
+	case refused(err):
+		return change{}, err
+	case err != nil:
+		gone.Action, gone.Errors = actionFailed, problemLines(err)
+	default:
+		gone.Action = actionDeleted
+	}
+	return gone, nil
+}
+
+// report ends apply: every change as JSON with -o json, else a dry run's summary line; the
+// jobs --prune left, and why; exit 1 if any job failed, once every other job was tried.
+func (r *applyRun) report(unpruned []string) int {
+	x := r.x
 	if x.json {
-		b, _ := json.Marshal(map[string]any{"dry_run": dryRun, "jobs": changes})
+		b, _ := json.Marshal(map[string]any{"dry_run": r.dryRun, "jobs": r.changes})
 		x.printJSON(b)
-	} else if dryRun {
-		fmt.Fprintln(x.stdout, planSummary(changes))
+	} else if r.dryRun {
+		fmt.Fprintln(x.stdout, planSummary(r.changes))
 	}
 	if len(unpruned) > 0 {
 		fmt.Fprintf(x.stderr, "scheduler: not pruned, because a job of the file failed (it may replace them): %s\n", strings.Join(unpruned, ", "))
 	}
-	if failed > 0 {
-		fmt.Fprintf(x.stderr, "scheduler: %d of %d job(s) failed\n", failed, len(changes))
+	if r.failed > 0 {
+		fmt.Fprintf(x.stderr, "scheduler: %d of %d job(s) failed\n", r.failed, len(r.changes))
 		return exitFailure
 	}
 	return exitOK

@@ -14,26 +14,14 @@ func parentsFirst(defs []runtimejob.Definition) []runtimejob.Definition {
 	for i, d := range defs {
 		index[d.Name] = i
 	}
-	out := make([]runtimejob.Definition, 0, len(defs))
-	state := make([]int, len(defs)) // 0 not placed, 1 placing, 2 placed
-	var place func(i int)
-	place = func(i int) {
-		if state[i] != 0 {
-			return // placed, or a cycle: left where the file has it
-		}
-		state[i] = 1
+	return placeAfter(defs, func(i int) (parents []int) {
 		for _, p := range defs[i].After {
 			if j, ok := index[p]; ok {
-				place(j)
+				parents = append(parents, j)
 			}
 		}
-		state[i] = 2
-		out = append(out, defs[i])
-	}
-	for i := range defs {
-		place(i)
-	}
-	return out
+		return parents
+	})
 }
 
 // childrenFirst orders the jobs apply prunes so that a job goes before its parents among
@@ -51,21 +39,29 @@ func childrenFirst(jobs []client.Job) []client.Job {
 			}
 		}
 	}
-	out := make([]client.Job, 0, len(jobs))
-	state := make([]int, len(jobs))
+	return placeAfter(jobs, func(i int) []int { return children[i] })
+}
+
+// placeAfter orders items so that each comes after the items first(i) names (by index), and
+// in the items' order otherwise: a depth-first walk, the one both orders above need. An item
+// met again while it is being placed closes a cycle: it is left where the walk has it, for
+// the server to refuse with its own words.
+func placeAfter[T any](items []T, first func(i int) []int) []T {
+	out := make([]T, 0, len(items))
+	state := make([]int, len(items)) // 0 not placed, 1 placing, 2 placed
 	var place func(i int)
 	place = func(i int) {
 		if state[i] != 0 {
-			return
+			return // placed, or a cycle
 		}
 		state[i] = 1
-		for _, c := range children[i] {
-			place(c)
+		for _, j := range first(i) {
+			place(j)
 		}
 		state[i] = 2
-		out = append(out, jobs[i])
+		out = append(out, items[i])
 	}
-	for i := range jobs {
+	for i := range items {
 		place(i)
 	}
 	return out

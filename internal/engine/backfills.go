@@ -48,7 +48,7 @@ func (s *backfiller) run(ctx context.Context) {
 // carrying how many backfills it read, unless the read failed.
 func (s *backfiller) pass(ctx context.Context) {
 	log := s.log
-	list, err := s.e.conf.DB.RunningBackfills(ctx, store.AllPartitions)
+	list, err := s.e.conf.DB.RunningBackfills(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("reading the running backfills failed; they wait", "error", err)

@@ -42,7 +42,7 @@ func TestBackfillIdsCannotBeWalked(t *testing.T) {
 		}
 	}
 	assert.Zero(t, near, "backfill ids follow each other: %v", ids)
-	running, err := db.RunningBackfills(ctx, 0)
+	running, err := db.RunningBackfills(ctx)
 	require.NoError(t, err)
 	require.Len(t, running, n)
 	assert.Equal(t, ids[0], running[0].ID, "the leader still works oldest first")

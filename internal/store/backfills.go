@@ -90,11 +90,11 @@ func (q queries) Backfill(ctx context.Context, id int64) (Backfill, error) {
 	return b, nil
 }
 
-// RunningBackfills returns the running backfills of partition's jobs (every partition's when
-// partition is AllPartitions), oldest first (by created_at: ids are random).
-func (q queries) RunningBackfills(ctx context.Context, partition int) ([]Backfill, error) {
+// RunningBackfills returns the running backfills of every partition's jobs, oldest first (by
+// created_at: ids are random): the coordinator steps them all (engine/backfills.go).
+func (q queries) RunningBackfills(ctx context.Context) ([]Backfill, error) {
 	rows, err := q.q.Query(ctx, `SELECT `+backfillColumns+` FROM scheduler_backfills
-		WHERE state = 'running' AND ($1 < 0 OR job_run_partition(job) = $1) ORDER BY created_at, id`, partition)
+		WHERE state = 'running' ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list running backfills: %w", err)
 	}
@@ -104,9 +104,6 @@ func (q queries) RunningBackfills(ctx context.Context, partition int) ([]Backfil
 	}
 	return list, nil
 }
-
-// AllPartitions asks RunningBackfills for every partition's backfills.
-const AllPartitions = -1
 
 // AdvanceBackfill records that the slot at index next was queued as run runID (nil: passed
 // over), when the backfill is still running at that index; ok is false otherwise

@@ -93,7 +93,7 @@ type Executor interface {
 	// scheduler_backfills (backfills.go)
 	CreateBackfill(ctx context.Context, b Backfill) (Backfill, error)
 	Backfill(ctx context.Context, id int64) (Backfill, error)
-	RunningBackfills(ctx context.Context, partition int) ([]Backfill, error)
+	RunningBackfills(ctx context.Context) ([]Backfill, error)
 	AdvanceBackfill(ctx context.Context, id int64, next int, runID *int64) (ok bool, err error)
 	EndBackfill(ctx context.Context, id int64, state string) (Backfill, error)
 

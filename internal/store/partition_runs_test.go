@@ -185,8 +185,9 @@ func TestActiveBoundHoldsWhateverPartitionARowNames(t *testing.T) {
 }
 
 // A partition leader's reads across jobs see only its partition: partition 2's running run
-// (its cancel asked for, its callback expired), queued run and backfill are partition 2's
-// leader's alone, though partition 1's term has the same epoch number.
+// (its cancel asked for, its callback expired) is partition 2's leader's alone, though
+// partition 1's term has the same epoch number. (Backfills are not read per partition: the
+// coordinator steps every partition's.)
 func TestPartitionReadsSeeOnlyTheirPartition(t *testing.T) {
 	t.Parallel()
 	db, _ := testdb.Open(t, store.Options{})
@@ -205,16 +206,11 @@ func TestPartitionReadsSeeOnlyTheirPartition(t *testing.T) {
 	expired := storetest.Run(ctx, t, db.Pool, storetest.RunOpts{Job: b2, Status: store.StatusRunning, StartedAt: past,
 		InstanceID: "r2", Epoch: &f2.Epoch, Partition: 2, CallbackAcceptedAt: past, CallbackHeartbeatAt: past,
 		CallbackHeartbeatTimeout: time.Minute, CallbackDeadline: past.Add(time.Minute)})
-	_, err := db.CreateBackfill(ctx, store.Backfill{Job: b, Since: past, Until: time.Now(), Only: "all", Slots: []time.Time{past}})
-	require.NoError(t, err)
-
-	reads := func(f store.Fence) (cancels, runs []int64, backfills int, ended []store.Ended, abandoned []store.Abandoned) {
+	reads := func(f store.Fence) (cancels, runs []int64, ended []store.Ended, abandoned []store.Abandoned) {
 		t.Helper()
 		cancels, err := db.CancelRequested(ctx, f.Partition, f.Epoch)
 		require.NoError(t, err)
 		runs, err = db.RunningRuns(ctx, f.Partition, f.Epoch)
-		require.NoError(t, err)
-		list, err := db.RunningBackfills(ctx, f.Partition)
 		require.NoError(t, err)
 		require.NoError(t, db.Fenced(ctx, f, func(tx *store.Tx) error {
 			if ended, err = tx.ExpireCallbacks(ctx, nil); err != nil {
@@ -223,19 +219,17 @@ func TestPartitionReadsSeeOnlyTheirPartition(t *testing.T) {
 			abandoned, err = tx.AbandonRuns(ctx, nil, []int64{running.ID})
 			return err
 		}))
-		return cancels, runs, len(list), ended, abandoned
+		return cancels, runs, ended, abandoned
 	}
-	cancels, runs, backfills, ended, abandoned := reads(f1)
+	cancels, runs, ended, abandoned := reads(f1)
 	assert.Empty(t, cancels, "partition 1 sees no cancel request of partition 2's runs")
 	assert.Empty(t, runs, "partition 1 sees no running run of partition 2's")
-	assert.Zero(t, backfills, "partition 1 steps no backfill of partition 2's jobs")
 	assert.Empty(t, ended, "partition 1 ends no callback run of partition 2's")
 	assert.Empty(t, abandoned, "partition 1 abandons no run of partition 2's, even one named as its orphan")
 
-	cancels, runs, backfills, ended, abandoned = reads(f2)
+	cancels, runs, ended, abandoned = reads(f2)
 	assert.Equal(t, []int64{running.ID}, cancels)
 	assert.Equal(t, []int64{running.ID}, runs)
-	assert.Equal(t, 1, backfills)
 	require.Len(t, ended, 1)
 	assert.Equal(t, expired.ID, ended[0].ID)
 	require.Len(t, abandoned, 1, "partition 2 abandons its own orphan")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -72,27 +73,48 @@ func (k *keyReceiver) doubles() (sameAttempt int64, manyRuns map[string][]int64)
 	return sameAttempt, manyRuns
 }
 
-// startRuntimeJobs starts the receiver and defines the runtime jobs through the first
-// replica's API, once it answers.
+// startRuntimeJobs starts the receiver and, once the first replica is ready, defines the
+// runtime jobs through its API.
 func (r *runner) startRuntimeJobs(ctx context.Context) (stop func(), err error) {
 	r.receiver = &keyReceiver{calls: map[string][]callKey{}}
 	srv := httptest.NewServer(r.receiver)
-	c := client.New("http://" + r.replicas[0].addr)
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; i < r.cfg.RuntimeJobs; {
-		def := map[string]any{"name": fmt.Sprintf("chaos-rt-%04d", i), "schedule": "@every 1s",
-			"http": map[string]any{"url": srv.URL + "/hook"}}
-		if _, err := c.CreateJob(ctx, def, client.WriteJobOptions{}); err != nil {
-			if time.Now().After(deadline) {
-				srv.Close()
-				return nil, fmt.Errorf("define runtime job %d through %s: %w", i, r.replicas[0].addr, err)
-			}
-			time.Sleep(100 * time.Millisecond) // the replica is still starting; retried until the deadline
-			continue
+	rep := r.replicas[0]
+	if err := awaitReady(ctx, rep); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	c := client.New("http://" + rep.addr)
+	for i := range r.cfg.RuntimeJobs {
+		name := fmt.Sprintf("chaos-rt-%04d", i)
+		def := map[string]any{"name": name, "schedule": "@every 1s", "http": map[string]any{"url": srv.URL + "/hook"}}
+		if err := defineJob(ctx, c, name, def); err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("define runtime job %d through %s: %w", i, rep.addr, err)
 		}
-		i++
 	}
 	return srv.Close, nil
+}
+
+// defineRetries bounds the retries of one definition that the API answered 503 (its
+// database call failed; the answer says to retry after a second).
+const defineRetries = 5
+
+// defineJob defines a runtime job, retrying only the API's 503s. It puts the job rather
+// than posting it, so that a retry of a change that was committed though its answer said
+// otherwise defines the same job again instead of failing with 409.
+func defineJob(ctx context.Context, c *client.Client, name string, def map[string]any) error {
+	for attempt := 1; ; attempt++ {
+		_, err := c.PutJob(ctx, name, def, client.WriteJobOptions{})
+		var p *client.Problem
+		if err == nil || !errors.As(err, &p) || p.Status != http.StatusServiceUnavailable || attempt == defineRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second): // the answer's Retry-After
+		}
+	}
 }
 
 // watchPartitions records every partition term seen with its since, and the longest

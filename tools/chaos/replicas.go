@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -121,6 +122,42 @@ func (r *runner) start(i int) error {
 	}()
 	rep.cmd, rep.done, rep.addr = cmd, done, "127.0.0.1:"+port
 	return nil
+}
+
+// readyTimeout bounds the wait for a started replica's /readyz: it migrates the schema
+// before it answers 200, which on a fresh database takes seconds.
+const readyTimeout = 30 * time.Second
+
+// awaitReady waits until rep answers /readyz 200 (its database answers and the schema is
+// migrated), failing at once when its process exits, or after readyTimeout. A starting
+// process sends nothing this run could listen to: /readyz is asked every 50 ms.
+func awaitReady(ctx context.Context, rep *replica) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	last := "no answer"
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rep.addr+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if res, err := http.DefaultClient.Do(req); err != nil {
+			last = err.Error()
+		} else {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = res.Status
+		}
+		select {
+		case <-rep.done:
+			return fmt.Errorf("replica %s exited before it was ready; see replica-%d.log in the work directory", rep.id, rep.n)
+		case <-ctx.Done():
+			return fmt.Errorf("replica %s was not ready within %s (last /readyz: %s); see replica-%d.log in the work directory: %w",
+				rep.id, readyTimeout, last, rep.n, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // stopAll signals every live replica and waits for it (SIGKILL after 10 s).

@@ -113,7 +113,7 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 
 			// The failover: the last four slots' rows are gone but the oldest one's claim,
 			// which a lost term made and whose end was lost: it is still running.
-			lost := loseTicks(ctx, t, db.Pool, tc.lostEpoch(first.Epoch))
+			lost := loseTicks(ctx, t, db.Pool, a.en, tc.lostEpoch(first.Epoch))
 			if tc.fail != "" {
 				faults.fail(tc.fail, 1)
 			}
@@ -162,14 +162,13 @@ func TestFailoverEndsTheLostTermsRunsBeforeTheRepair(t *testing.T) {
 	}
 }
 
-// tickSucceededForTenMinutes records every slot of job tick in the last ten minutes
-// succeeded, so that a first term has nothing to catch up.
 // loseTicks deletes tick's rows of the last four minutes and writes the oldest one back as
 // running under lostEpoch, as a failover that lost those commits leaves them, and returns the
-// slots it deleted. It waits for a moment when tick has no active run of this term (one
-// claimed ahead for the next minute would hold the job's bound), under the active runs'
-// lock so that no claim comes between the look and the writes.
-func loseTicks(ctx context.Context, t *testing.T, pool *pgxpool.Pool, lostEpoch int64) []time.Time {
+// slots it deleted. It waits for a moment when tick has no active run of en's term (one
+// claimed ahead for the next minute would hold the job's bound), awaiting en's run ends,
+// and looks under the active runs' lock so that no claim comes between the look and the
+// writes.
+func loseTicks(ctx context.Context, t *testing.T, pool *pgxpool.Pool, en *Engine, lostEpoch int64) []time.Time {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -182,7 +181,9 @@ func loseTicks(ctx context.Context, t *testing.T, pool *pgxpool.Pool, lostEpoch 
 		if busy {
 			require.NoError(t, tx.Rollback(ctx))
 			require.True(t, time.Now().Before(deadline), "tick never went without an active run")
-			time.Sleep(20 * time.Millisecond) // polling the database for the moment; nothing signals it
+			// Only the end of a run makes tick idle, and en records it before it signals it;
+			// a claim that came first makes it busy again, and the next end is awaited.
+			awaitSignal(t, &en.testSignals.finished, "the end of tick's active run")
 			continue
 		}
 		rows, err := tx.Query(ctx, `
@@ -200,6 +201,8 @@ func loseTicks(ctx context.Context, t *testing.T, pool *pgxpool.Pool, lostEpoch 
 	}
 }
 
+// tickSucceededForTenMinutes records every slot of job tick in the last ten minutes
+// succeeded, so that a first term has nothing to catch up.
 func tickSucceededForTenMinutes(ctx context.Context, t *testing.T, db storetest.DBTX) {
 	t.Helper()
 	now := time.Now()

@@ -105,3 +105,32 @@ func TestUpdateCurrentKeepsOneRowPerTarget(t *testing.T) {
 	_, err = updateCurrent(string(page), nil, at)
 	require.NoError(t, err)
 }
+
+// TestHTTPFloorCallsConcAtATimeOverWarmConnections: the floor makes its n calls, no more
+// than conc at a time (each waits receiverDelay at the receiver), over the connections
+// its warm-up opened.
+func TestHTTPFloorCallsConcAtATimeOverWarmConnections(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n, conc = 200, 16
+	late, dialed, err := httpFloor(ctx, n, conc)
+	require.NoError(t, err)
+	assert.Len(t, late, n)
+	assert.Zero(t, dialed, "connections opened after the release")
+	// The last call waited for ⌈n/conc⌉-1 rounds of conc calls before it.
+	assert.GreaterOrEqual(t, percentile(late, 100), (n+conc-1)/conc*receiverDelay-receiverDelay)
+}
+
+// TestProcCPUReadsARunningProcess: /proc/<pid>/stat's CPU time of this process grows as
+// its rusage does.
+func TestProcCPUReadsARunningProcess(t *testing.T) {
+	before, err := procCPU(os.Getpid())
+	require.NoError(t, err)
+	r0 := processCPU()
+	for processCPU()-r0 < 300*time.Millisecond { // burn CPU: the clock's ticks are 10 ms
+	}
+	used := processCPU() - r0
+	after, err := procCPU(os.Getpid())
+	require.NoError(t, err)
+	assert.InDelta(t, used.Seconds(), (after - before).Seconds(), 0.05)
+}

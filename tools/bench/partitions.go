@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ import (
 
 // The partitions run: the runtime HTTP jobs of a whole platform due on one minute, led by
 // three `scheduler serve` processes that share the partitions. Processes, not in-process
-// replicas, so that each replica's peak RSS and CPU time are its own (rusage).
+// replicas, so that each replica's peak RSS and CPU time are its own (rusage, /proc/<pid>/stat).
 
 const (
 	partitionReplicas = 3
@@ -45,13 +46,6 @@ type partitionShare struct {
 	peakRSSMB  float64
 	life       time.Duration // CPU time of the process's whole life (rusage)
 	measured   time.Duration // CPU time over the measured minutes (procCPU)
-}
-
-// partitionFloor is the raw HTTP floor of the run's calls (httpFloor).
-type partitionFloor struct {
-	late   []time.Duration
-	conc   int
-	dialed int64
 }
 
 func benchPartitions(ctx context.Context, b *bench) error {
@@ -82,8 +76,8 @@ func benchPartitions(ctx context.Context, b *bench) error {
 	}
 
 	// The floor goes first, so that the replicas do not compete with it.
-	floor := partitionFloor{conc: partitionReplicas * scaleBounds.global}
-	if floor.late, floor.dialed, err = httpFloor(ctx, n, floor.conc); err != nil {
+	floor, err := measureFloor(ctx, n, partitionReplicas*scaleBounds.global, b.sz.reps)
+	if err != nil {
 		return err
 	}
 
@@ -355,7 +349,7 @@ func reportPartitions(b *bench, n, minutes int, late, slotP99 []time.Duration, f
 	} else {
 		value = dur(p99)
 	}
-	floorP99 := percentile(floor.late, 99)
+	floorP99 := median(slices.Clone(floor.p99))
 	times := fmt.Sprintf("%.2f", ratio(p99, floorP99))
 	if p99 == time.Minute {
 		times = "> " + times
@@ -369,8 +363,8 @@ func reportPartitions(b *bench, n, minutes int, late, slotP99 []time.Duration, f
 		data: fmt.Sprintf("%s bare POSTs from one Go http.Client, %d at a time (%d replicas × SCHEDULER_HTTP_CONCURRENCY=%d) over keep-alive connections opened beforehand, one receiver answering in %s",
 			count(n), floor.conc, partitionReplicas, scaleBounds.global, receiverDelay),
 		value: dur(floorP99),
-		note: fmt.Sprintf("arrival at the receiver − the calls' release; p50 %s, last %s; %d connections opened after the release; measured in this run before the replicas started, with no scheduler and no database: what this machine takes for the calls alone",
-			dur(percentile(floor.late, 50)), dur(percentile(floor.late, 100)), floor.dialed)})
+		note: fmt.Sprintf("arrival at the receiver − the calls' release, median of %d repetitions (p99 %s; p50 %s); %d connections opened after a release; measured in this run before the replicas started, with no scheduler and no database: what this machine takes for the calls alone",
+			len(floor.p99), durs(floor.p99), durs(floor.p50), floor.dialed)})
 	b.report.add(row{name: name + "peak RSS of the largest replica", data: data,
 		value: fmt.Sprintf("%.0f MB", maxRSS), target: "≤ the 10 000-job run's", pass: nil,
 		note: "rusage Maxrss of each `scheduler serve` process after SIGTERM"})

@@ -23,6 +23,30 @@ import (
 // floorSlot and warmSlot key the floor's calls at its receiver (X-Scheduler-Scheduled-At).
 const floorSlot, warmSlot = "floor", "warm"
 
+// partitionFloor is the raw HTTP floor of the partitions run's calls: the p50 and p99 of
+// each repetition of httpFloor, its concurrency, and the connections opened after a release.
+type partitionFloor struct {
+	p50, p99 []time.Duration
+	conc     int
+	dialed   int64
+}
+
+// measureFloor runs httpFloor reps times: it lasts seconds, so a moment's load of the
+// shared machine would sway a single one.
+func measureFloor(ctx context.Context, n, conc, reps int) (partitionFloor, error) {
+	f := partitionFloor{conc: conc}
+	for range max(reps, 1) {
+		late, dialed, err := httpFloor(ctx, n, conc)
+		if err != nil {
+			return f, err
+		}
+		f.p50 = append(f.p50, percentile(late, 50))
+		f.p99 = append(f.p99, percentile(late, 99))
+		f.dialed += dialed
+	}
+	return f, nil
+}
+
 // httpFloor makes n bare POSTs from one http.Client to a receiver like the run's (a
 // slotReceiver answering in receiverDelay), conc at a time, with no scheduler: the least
 // any scheduler on this machine could take to make the run's calls. Its conc keep-alive

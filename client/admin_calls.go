@@ -119,11 +119,19 @@ func (c *Client) RevokeToken(ctx context.Context, id, reason string) error {
 
 func (c *Client) secretsPath() string { return namespacePath(c.namespace) + "/secrets" }
 
+// SecretRequest is PUT …/secrets/{name}'s body: the value (required) and the hosts it may
+// be sent to (1 to 32).
+type SecretRequest struct {
+	AllowedHosts []string `json:"allowed_hosts"`
+	Value        string   `json:"value"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
 // PutSecret creates or replaces a secret of the Client's namespace, sent only to
 // allowedHosts.
 func (c *Client) PutSecret(ctx context.Context, name, value string, allowedHosts []string) (*Secret, error) {
 	var s Secret
-	body := map[string]any{"value": value, "allowed_hosts": allowedHosts}
+	body := SecretRequest{Value: value, AllowedHosts: allowedHosts}
 	_, err := c.do(ctx, request{method: http.MethodPut, path: c.secretsPath() + "/" + url.PathEscape(name), body: body, out: &s})
 	return &s, err
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -165,14 +166,21 @@ type Triggered struct {
 	Status int
 }
 
+// TriggerRequest is POST …/jobs/{name}/runs's body, every member optional: Params is a JSON
+// object ({"dry_run": true}, a runtime job's vars, body and headers).
+type TriggerRequest struct {
+	Params json.RawMessage `json:"params,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+}
+
 // TriggerRun runs job name now (POST …/jobs/{name}/runs).
 func (c *Client) TriggerRun(ctx context.Context, name string, o TriggerOptions) (*Triggered, error) {
-	body := map[string]any{}
+	body := TriggerRequest{Reason: o.Reason}
 	if o.Params != nil {
-		body["params"] = o.Params
-	}
-	if o.Reason != "" {
-		body["reason"] = o.Reason
+		var err error
+		if body.Params, err = json.Marshal(o.Params); err != nil {
+			return &Triggered{}, encodeError(http.MethodPost, c.jobPath(name)+"/runs", err)
+		}
 	}
 	q := url.Values{}
 	if o.Wait > 0 {

@@ -83,7 +83,7 @@ func (c *Client) do(ctx context.Context, r request) (int, error) {
 		if !ok {
 			var err error
 			if b, err = json.Marshal(r.body); err != nil {
-				return 0, fmt.Errorf("encode %s %s: %w", r.method, r.path, err)
+				return 0, encodeError(r.method, r.path, err)
 			}
 		}
 		rd = bytes.NewReader(b)
@@ -127,6 +127,11 @@ func (c *Client) do(ctx context.Context, r request) (int, error) {
 	return res.StatusCode, nil
 }
 
+// encodeError is a body that could not be encoded, before any call.
+func encodeError(method, path string, err error) error {
+	return fmt.Errorf("encode %s %s: %w", method, path, err)
+}
+
 // UnreachableError is a call that got no answer: no server at the base URL, a refused
 // connection, a timeout.
 type UnreachableError struct{ Err error }
@@ -155,10 +160,17 @@ func reasonHeader(h http.Header, reason string) http.Header {
 	return h
 }
 
-// reasonBody is an action's optional body.
+// ReasonRequest is the optional body of an action (pause, resume, cancel, rerun, step-down,
+// drain, a token's revoke, a key rotation): the reason its audit row keeps. The API decodes
+// it with this very type.
+type ReasonRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// reasonBody is an action's optional body: none without a reason.
 func reasonBody(reason string) any {
 	if reason == "" {
 		return nil
 	}
-	return map[string]string{"reason": reason}
+	return ReasonRequest{Reason: reason}
 }

@@ -193,22 +193,18 @@ func remoteHost(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// actionRequest is the optional body of pause, resume, cancel and step-down.
-type actionRequest struct {
-	Reason *string `json:"reason"`
-}
-
-// actionReason reads the optional {"reason": "..."} body of an action, or answers 400.
+// actionReason reads the optional {"reason": "..."} body of an action (client.ReasonRequest),
+// or answers 400.
 func actionReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
 	body, ok := httpx.ReadBody(w, r)
 	if !ok {
 		return nil, false
 	}
-	var req actionRequest
+	var req client.ReasonRequest
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return nil, false
 	}
-	return checkReason(w, r, req.Reason)
+	return checkReason(w, r, &req.Reason)
 }
 
 // reasonHeader is the header that carries the reason of a runtime job's create, replace or
@@ -230,7 +226,7 @@ func headerReason(w http.ResponseWriter, r *http.Request) (*string, bool) {
 	return checkReason(w, r, &reason)
 }
 
-// checkReason drops an empty reason and refuses one that is too long or not UTF-8.
+// checkReason drops an empty reason (so a body's reason left out, null or "" is none) and refuses one that is too long or not UTF-8.
 func checkReason(w http.ResponseWriter, r *http.Request, reason *string) (*string, bool) {
 	reason, p := validReason(reason)
 	if p != nil {

@@ -229,7 +229,7 @@ func (s *Server) cancelBackfill(w http.ResponseWriter, r *http.Request) {
 
 // rerunRun queues the slot of run {id} again (202): same scheduled_at, same Idempotency-Key.
 func (s *Server) rerunRun(ctx context.Context, q *runAction) (*runAnswer, error) {
-	id, r, reason := q.id, q.r, q.Reason
+	id, r, reason := q.id, q.r, q.reason
 	run, err := s.runToActOn(ctx, r, id, "re-run")
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (q *drainRequest) Extract(r *http.Request) error {
 // heartbeat. 404 when no replica of that id has a row in scheduler_instances.
 func (s *Server) drain(ctx context.Context, req *drainRequest) (*client.Drain, error) {
 	var ok bool
-	action := s.action(req.r, store.ActionDrain, "", req.Reason)
+	action := s.action(req.r, store.ActionDrain, "", req.reason)
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		creq := store.ControlRequest{TokenKind: action.TokenKind, Reason: action.Reason, RequestID: action.RequestID}

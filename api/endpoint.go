@@ -37,16 +37,19 @@ func (q *routed) Extract(r *http.Request) error {
 	return nil
 }
 
-// reasonRequest is an action's optional body, {"reason": "..."}, with the request.
+// reasonRequest is an action's optional body, {"reason": "..."} (client.ReasonRequest), with
+// the request.
 type reasonRequest struct {
 	routed
-	Reason *string `json:"reason"`
+	client.ReasonRequest
+	// reason is Validate's: the reason to record, nil for none.
+	reason *string
 }
 
 // Validate refuses a reason the audit log cannot hold, and reads "" as none.
 func (q *reasonRequest) Validate() error {
-	reason, p := validReason(q.Reason)
-	q.Reason = reason
+	reason, p := validReason(&q.ReasonRequest.Reason)
+	q.reason = reason
 	if p != nil {
 		return p
 	}

@@ -67,18 +67,6 @@ func (s *Server) getNamespace(ctx context.Context, q *namespaceRoute) (*client.N
 	return &v, nil
 }
 
-// namespaceRequest is PUT /v1/namespaces/{ns}'s body: its quotas, each optional (left out:
-// unbounded), and its outbound surface (internal/outbound; left out or null: as it is).
-type namespaceRequest struct {
-	MaxJobs            *int      `json:"max_jobs"`
-	MaxConcurrentCalls *int      `json:"max_concurrent_calls"`
-	MinInterval        *string   `json:"min_interval"`
-	SQLTargets         *[]string `json:"sql_targets"`
-	HTTPAllow          *[]string `json:"http_allow"`
-	EnvSecrets         *[]string `json:"env_secrets"`
-	Reason             *string   `json:"reason"`
-}
-
 // errLoginsHeld ends a PUT's transaction whose targets' logins another namespace holds.
 var errLoginsHeld = errors.New("a login is bound to another namespace")
 
@@ -100,7 +88,9 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req namespaceRequest
+	// Its quotas, each optional (left out: unbounded), and its outbound surface
+	// (internal/outbound; left out or null: as it is).
+	var req client.NamespaceRequest
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
@@ -124,7 +114,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		fields = append(fields, client.FieldError{Field: p.Field, Detail: p.Detail})
 	}
 	n.SQLTargets, n.HTTPAllow, n.EnvSecrets = binding.SQLTargets, binding.HTTPAllow, binding.EnvSecrets
-	reason, ok := checkReason(w, r, req.Reason)
+	reason, ok := checkReason(w, r, &req.Reason)
 	if !ok {
 		return
 	}

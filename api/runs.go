@@ -247,7 +247,7 @@ func (a *runAnswer) SetHeader(h http.Header) {
 // cancelRun cancels a queued run at once (200), or asks the leader to cancel a running one
 // (202: the engine cancels the run's context and records the outcome).
 func (s *Server) cancelRun(ctx context.Context, q *runAction) (*runAnswer, error) {
-	id, r, reason := q.id, q.r, q.Reason
+	id, r, reason := q.id, q.r, q.reason
 	run, err := s.runToActOn(ctx, r, id, "cancel")
 	if err != nil {
 		return nil, err

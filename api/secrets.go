@@ -63,13 +63,6 @@ func newSecretView(sec store.Secret) client.Secret {
 		CreatedAt: sec.CreatedAt.UTC(), UpdatedAt: sec.UpdatedAt.UTC()}
 }
 
-// secretRequest is PUT's body.
-type secretRequest struct {
-	Value        *string  `json:"value"`
-	AllowedHosts []string `json:"allowed_hosts"`
-	Reason       *string  `json:"reason"`
-}
-
 func (s *Server) listSecrets(ctx context.Context, q *namespaceRoute) (*client.Secrets, error) {
 	list, err := s.cfg.DB.Secrets(ctx, q.ns)
 	if err != nil {
@@ -125,11 +118,11 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req secretRequest
+	var req client.SecretRequest
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
-	reason, ok := checkReason(w, r, req.Reason)
+	reason, ok := checkReason(w, r, &req.Reason)
 	if !ok {
 		return
 	}
@@ -145,7 +138,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 				". Reading secrets' names and jobs naming them still work")
 		return
 	}
-	keyID, sealed, err := s.cfg.Secrets.Box().Seal(ns, name, []byte(*req.Value))
+	keyID, sealed, err := s.cfg.Secrets.Box().Seal(ns, name, []byte(req.Value))
 	if err != nil {
 		s.databaseProblem(w, r, err) // a nonce could not be drawn: the machine, not the request
 		return
@@ -183,7 +176,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 
 // checkSecret checks PUT's name and body, every field at once, and returns the allowed hosts
 // in their normal form. No message repeats the value.
-func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []client.FieldError) {
+func (s *Server) checkSecret(ns, name string, req client.SecretRequest) ([]string, []client.FieldError) {
 	var fields []client.FieldError
 	fail := func(field, format string, args ...any) {
 		fields = append(fields, client.FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
@@ -196,12 +189,12 @@ func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []cl
 	case s.cfg.Secrets != nil && s.cfg.Secrets.IsOperator(ns, name):
 		fail("name", "namespace %s has the operator's secret %s (SCHEDULER_SECRET_%s), which jobs use before a stored one; choose another name", ns, name, name)
 	}
-	switch v := req.Value; {
-	case v == nil || *v == "":
+	switch v := req.Value; { // left out, null and "" alike
+	case v == "":
 		fail("value", "required: the secret's value, a non-empty string")
-	case len(*v) > maxSecretValue:
-		fail("value", "%d bytes; at most %d (8 KiB)", len(*v), maxSecretValue)
-	case strings.ContainsRune(*v, 0):
+	case len(v) > maxSecretValue:
+		fail("value", "%d bytes; at most %d (8 KiB)", len(v), maxSecretValue)
+	case strings.ContainsRune(v, 0):
 		fail("value", "holds a NUL character (\\u0000), which no header can carry")
 	}
 	switch n := len(req.AllowedHosts); {
@@ -227,7 +220,7 @@ func (s *Server) checkSecret(ns, name string, req secretRequest) ([]string, []cl
 // deleteSecret deletes the secret (204), audited in the same transaction. Jobs that name it
 // fail their next run saying so.
 func (s *Server) deleteSecret(ctx context.Context, q *secretDelete) (*struct{}, error) {
-	ns, name, r, reason := q.ns, q.name, q.r, q.Reason
+	ns, name, r, reason := q.ns, q.name, q.r, q.reason
 	if err := q.known(); err != nil {
 		return nil, err
 	}

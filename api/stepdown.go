@@ -17,7 +17,7 @@ func (s *Server) stepDown(ctx context.Context, req *reasonRequest) (*client.Step
 	var ok bool
 	// The request is a row of scheduler_control, committed with its audit row; the NOTIFY
 	// that wakes the leader is sent at the same commit. The leader obeys the row only.
-	action := s.action(req.r, store.ActionStepDown, "", req.Reason)
+	action := s.action(req.r, store.ActionStepDown, "", req.reason)
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		var err error
 		req := store.ControlRequest{TokenKind: action.TokenKind, Reason: action.Reason, RequestID: action.RequestID}

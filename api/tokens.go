@@ -36,17 +36,16 @@ func newTokenView(t store.Token) client.Token {
 		CreatedBy: t.CreatedBy, ExpiresAt: utcPtr(t.ExpiresAt), RevokedAt: utcPtr(t.RevokedAt)}
 }
 
-// tokenRequest is POST /v1/tokens's body.
+// tokenRequest is POST /v1/tokens's: its body (client.TokenRequest), with the request.
 type tokenRequest struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
-	Role      string `json:"role"`
-	ExpiresIn string `json:"expires_in"`
-	reasonRequest
+	client.TokenRequest
+	routed
 
-	// Derived by Validate: the namespace of a token that is not an admin's, the expiry.
+	// Derived by Validate: the namespace of a token that is not an admin's, the expiry, the
+	// reason to record (nil for none).
 	ns      *string
 	expires *time.Time
+	reason  *string
 }
 
 const maxTokenLifetime = 5 * 365 * 24 * time.Hour
@@ -82,13 +81,14 @@ func (req *tokenRequest) Validate() error {
 			expires = &t
 		}
 	}
-	if err := req.reasonRequest.Validate(); err != nil {
-		return err
+	reason, p := validReason(&req.Reason)
+	if p != nil {
+		return p
 	}
 	if len(fields) > 0 {
 		return httpx.Problem(http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the token request has problems; see errors", fields...)
 	}
-	req.ns, req.expires = ns, expires
+	req.ns, req.expires, req.reason = ns, expires, reason
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (s *Server) createToken(ctx context.Context, req *tokenRequest) (*createdTo
 			return err
 		}
 		view = newTokenView(out)
-		a := s.actionIn(r, store.ActionTokenCreate, req.Namespace, req.Reason)
+		a := s.actionIn(r, store.ActionTokenCreate, req.Namespace, req.reason)
 		a.Detail, _ = json.Marshal(view) // without the value
 		return ex.RecordAction(ctx, a)
 	})
@@ -149,7 +149,7 @@ func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*client.Tokens, e
 
 // revokeToken revokes a token (204); every replica refuses it within storedTokenTTL.
 func (s *Server) revokeToken(ctx context.Context, req *revokeRequest) (*struct{}, error) {
-	id, r, reason := req.id, req.r, req.Reason
+	id, r, reason := req.id, req.r, req.reason
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
 		t, err := ex.RevokeToken(ctx, id)
 		if err != nil {

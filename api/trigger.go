@@ -22,12 +22,6 @@ const (
 	maxReasonRunes = 500
 )
 
-// triggerRequest is the optional body of POST /v1/jobs/{name}/runs.
-type triggerRequest struct {
-	Reason *string         `json:"reason"`
-	Params json.RawMessage `json:"params"`
-}
-
 // triggerRun queues a manual run; the leader's engine executes it (the insert NOTIFYs it).
 //
 // Without an Idempotency-Key, a trigger while the job has a queued or running run answers
@@ -65,7 +59,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req triggerRequest
+	var req client.TriggerRequest
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
 		return
 	}
@@ -75,14 +69,14 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fields := checkParams(j, params); len(fields) > 0 {
-		if p := reasonProblem(req.Reason); p != "" { // every problem at once
+		if p := reasonProblem(&req.Reason); p != "" { // every problem at once
 			fields = append([]client.FieldError{{Field: "reason", Detail: p}}, fields...)
 		}
 		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the run's params have problems; see errors", fields...)
 		return
 	}
 	paramsJSON, _ := json.Marshal(params)
-	reason, ok := checkReason(w, r, req.Reason)
+	reason, ok := checkReason(w, r, &req.Reason)
 	if !ok {
 		return
 	}

@@ -120,25 +120,40 @@ func (s *Server) refuseBuiltin(w http.ResponseWriter, r *http.Request, name stri
 	return true
 }
 
-// createJob defines a new runtime job (201), or answers 409 when the name is taken.
-func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+// definitionWrite is what POST and PUT read before the definition's check, in this order:
+// ?dry_run, the X-Reason header, the body.
+type definitionWrite struct {
+	dryRun bool
+	reason *string
+	def    runtimejob.Definition
+}
+
+// readDefinitionWrite reads a POST's or PUT's definitionWrite, or answers the first thing
+// wrong with it.
+func readDefinitionWrite(w http.ResponseWriter, r *http.Request) (definitionWrite, bool) {
+	var dw definitionWrite
 	q, ok := httpx.QueryParams(w, r)
 	if !ok {
-		return
+		return dw, false
 	}
-	dryRun, ok := parseDryRun(w, r, q)
+	if dw.dryRun, ok = parseDryRun(w, r, q); !ok {
+		return dw, false
+	}
+	if dw.reason, ok = headerReason(w, r); !ok {
+		return dw, false
+	}
+	dw.def, ok = readDefinition(w, r)
+	return dw, ok
+}
+
+// createJob defines a new runtime job (201), or answers 409 when the name is taken.
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	dw, ok := readDefinitionWrite(w, r)
 	if !ok {
 		return
 	}
-	reason, ok := headerReason(w, r)
-	if !ok {
-		return
-	}
-	d, ok := readDefinition(w, r)
-	if !ok {
-		return
-	}
-	j, ok := s.checkDefinition(w, r, d)
+	dryRun, reason := dw.dryRun, dw.reason
+	j, ok := s.checkDefinition(w, r, dw.def)
 	if !ok {
 		return
 	}
@@ -181,118 +196,6 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
 	writeDefinitionAnswer(w, http.StatusCreated, view)
-}
-
-// putJob creates the {name} job (201) or replaces its definition (200). With If-Match the
-// job must exist at that version (412 otherwise). A definition equal to the stored one
-// keeps its version and writes no audit row.
-func (s *Server) putJob(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	if s.refuseBuiltin(w, r, name) {
-		return
-	}
-	cond, ok := parseIfMatch(w, r)
-	if !ok {
-		return
-	}
-	q, ok := httpx.QueryParams(w, r)
-	if !ok {
-		return
-	}
-	dryRun, ok := parseDryRun(w, r, q)
-	if !ok {
-		return
-	}
-	reason, ok := headerReason(w, r)
-	if !ok {
-		return
-	}
-	d, ok := readDefinition(w, r)
-	if !ok {
-		return
-	}
-	var fields []client.FieldError
-	if d.Name != "" && d.Name != name {
-		fields = append(fields, client.FieldError{Field: "name", Detail: fmt.Sprintf(
-			"the body names job %q and the URL %q; leave name out or make them the same", d.Name, name)})
-	}
-	d.Name = name
-	j, ok := s.checkDefinition(w, r, d, fields...)
-	if !ok {
-		return
-	}
-	name = j.Def.Key()
-	def, _ := json.Marshal(j.Def)
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-
-	if dryRun {
-		s.previewPut(ctx, w, r, j, def, cond)
-		return
-	}
-
-	// A create that loses a race with another request creating the same name is retried
-	// once, as the replacement it has become.
-	for attempt := 0; ; attempt++ {
-		var view client.Job
-		var current store.StoredDefinition
-		created, changed := false, false
-		err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
-			created, changed = false, false
-			if err := checkAfterInTx(ctx, ex, j.Def); err != nil {
-				return err
-			}
-			before, after, err := ex.ReplaceDefinition(ctx, name, j.Def.Kind(), def, cond.version)
-			current = before
-			switch {
-			case errors.Is(err, store.ErrDefinitionNotFound) && !cond.given:
-				created = true
-				if after, err = ex.CreateDefinition(ctx, name, j.Def.Kind(), def, s.cfg.MaxJobs); err != nil {
-					return err
-				}
-				view, err = s.recordChange(ctx, ex, r, store.ActionCreate, reason, nil, &after)
-				return err
-			case err != nil:
-				return err
-			case before.Version == after.Version:
-				views, err := s.views(ctx, ex, runtimeJob(after)) // unchanged: nothing to audit
-				if err == nil {
-					view = views[0]
-				}
-				return err
-			}
-			changed = true
-			view, err = s.recordChange(ctx, ex, r, store.ActionUpdate, reason, &before, &after)
-			return err
-		})
-		switch {
-		case errors.Is(err, store.ErrDefinitionExists) && attempt == 0:
-			continue
-		case errors.Is(err, store.ErrDefinitionNotFound):
-			httpx.WriteProblem(w, r, http.StatusPreconditionFailed, probVersionMismatch, fmt.Sprintf(
-				"no job named %q exists, and If-Match names a version of it; leave If-Match out to create it", name),
-				client.FieldError{Field: "If-Match", Detail: "the job does not exist"})
-			return
-		case errors.Is(err, store.ErrVersionMismatch):
-			versionMismatch(w, r, name, current.Version)
-			return
-		case writeAfterRefused(w, r, err):
-			return
-		case err != nil:
-			s.definitionProblem(w, r, name, err)
-			return
-		}
-		status := http.StatusOK
-		switch {
-		case created:
-			status = http.StatusCreated
-			s.cfg.Log.InfoContext(ctx, "runtime job created", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
-		case changed:
-			s.cfg.Log.InfoContext(ctx, "runtime job replaced", "job", name, "version", *view.Version, "request_id", httpx.RequestID(ctx))
-		}
-		writeDefinitionAnswer(w, status, view)
-		return
-	}
 }
 
 // deleteJob deletes a runtime job (204). Its runs and its audit rows stay.

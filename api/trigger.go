@@ -35,95 +35,124 @@ const (
 // 409 idempotency-key-in-progress with Retry-After, as the IETF Idempotency-Key draft
 // prescribes; once the answer is sent, it is stored and replayed.
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
-	j := s.jobToActOn(w, r)
-	if j == nil {
-		return
-	}
-	if !j.enabled() {
-		httpx.WriteProblem(w, r, http.StatusConflict, probJobDisabled, disabledDetail(j))
-		return
-	}
-	q, ok := httpx.QueryParams(w, r)
+	in, ok := s.readTrigger(w, r)
 	if !ok {
 		return
 	}
-	wait, ok := parseWait(w, r, q)
-	if !ok {
-		return
-	}
-	key, ok := idempotencyKey(w, r)
-	if !ok {
-		return
-	}
-	body, ok := httpx.ReadBody(w, r)
-	if !ok {
-		return
-	}
-	var req client.TriggerRequest
-	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
-		return
-	}
-	params, err := jobcontract.ParseParams(req.Params)
-	if err != nil {
-		httpx.FieldProblem(w, r, httpx.ProbInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
-		return
-	}
-	if fields := checkParams(j, params); len(fields) > 0 {
-		if p := reasonProblem(&req.Reason); p != "" { // every problem at once
-			fields = append([]client.FieldError{{Field: "reason", Detail: p}}, fields...)
-		}
-		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the run's params have problems; see errors", fields...)
-		return
-	}
-	paramsJSON, _ := json.Marshal(params)
-	reason, ok := checkReason(w, r, &req.Reason)
-	if !ok {
-		return
-	}
-
 	// Not cancelled by the client going away: a cancel that lands while the commit is in
 	// flight leaves the run and a PENDING key committed but this handler with an error, so
 	// it would never store the answer and the client's retry would find the key in progress.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 	defer cancel()
-	scope := "POST /v1/jobs/{name}/runs:" + j.conf.Name
-	hash := requestHash(body)
-	t, err := s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
-		Job: j.conf.Name, Reason: reason, Params: paramsJSON, Traceparent: tracing.Traceparent(r.Header),
-		Key: key, Scope: scope, RequestHash: hash, TTL: s.cfg.IdempotencyTTL, Wait: wait > 0,
-		// Also when the job already had an active run: the operator did ask for a run.
-		Audit:  s.triggerAction(r, j.conf.Name, reason, params),
-		Refuse: func(active *store.Run) bool { return !answersParams(active, params) },
-		Answer: func(run *store.Run, created bool) (int, []byte) {
-			answer, _ := json.Marshal(newRunView(run))
-			return triggerStatus(created), answer
-		},
-	})
+	t, err := s.queueTrigger(ctx, r, in)
 	switch {
 	case err != nil:
 		s.databaseProblem(w, r, err)
 		return
 	case t.Existing != nil:
-		s.replay(w, r, t.Existing, key, scope, hash)
+		s.replay(w, r, t.Existing, in.key, in.scope, in.hash)
 		return
 	case t.Refused:
-		activeRunProblem(w, r, j, t.Run)
+		activeRunProblem(w, r, in.j, t.Run)
 		return
 	}
 	s.logTrigger(r, t.Run, t.Created)
+	s.answerTrigger(w, r, in, t)
+}
+
+// triggerInput is a trigger's request, checked: the job, ?wait, the Idempotency-Key with
+// its scope and the body's hash, and the body's params and reason.
+type triggerInput struct {
+	j                *jobRef
+	wait             time.Duration
+	key, scope, hash string
+	params           jobcontract.Params
+	paramsJSON       []byte
+	reason           *string
+}
+
+// readTrigger reads and checks a trigger's request, or answers the first thing wrong with
+// it (every problem of the body at once).
+func (s *Server) readTrigger(w http.ResponseWriter, r *http.Request) (triggerInput, bool) {
+	in := triggerInput{j: s.jobToActOn(w, r)}
+	if in.j == nil {
+		return in, false
+	}
+	if !in.j.enabled() {
+		httpx.WriteProblem(w, r, http.StatusConflict, probJobDisabled, disabledDetail(in.j))
+		return in, false
+	}
+	q, ok := httpx.QueryParams(w, r)
+	if !ok {
+		return in, false
+	}
+	if in.wait, ok = parseWait(w, r, q); !ok {
+		return in, false
+	}
+	if in.key, ok = idempotencyKey(w, r); !ok {
+		return in, false
+	}
+	body, ok := httpx.ReadBody(w, r)
+	if !ok {
+		return in, false
+	}
+	var req client.TriggerRequest
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
+		return in, false
+	}
+	params, err := jobcontract.ParseParams(req.Params)
+	if err != nil {
+		httpx.FieldProblem(w, r, httpx.ProbInvalidJSON, "params", "params must be an object with only known members (dry_run, vars, body, headers): "+err.Error())
+		return in, false
+	}
+	if fields := checkParams(in.j, params); len(fields) > 0 {
+		if p := reasonProblem(&req.Reason); p != "" { // every problem at once
+			fields = append([]client.FieldError{{Field: "reason", Detail: p}}, fields...)
+		}
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the run's params have problems; see errors", fields...)
+		return in, false
+	}
+	in.params = params
+	in.paramsJSON, _ = json.Marshal(params)
+	if in.reason, ok = checkReason(w, r, &req.Reason); !ok {
+		return in, false
+	}
+	in.scope, in.hash = "POST /v1/jobs/{name}/runs:"+in.j.conf.Name, requestHash(body)
+	return in, true
+}
+
+// queueTrigger queues the run, or finds the job's active run or the key's earlier answer,
+// with the trigger's audit row and the key's claim in one transaction.
+func (s *Server) queueTrigger(ctx context.Context, r *http.Request, in triggerInput) (store.Triggered, error) {
+	return s.cfg.DB.TriggerManualRun(ctx, store.ManualTrigger{
+		Job: in.j.conf.Name, Reason: in.reason, Params: in.paramsJSON, Traceparent: tracing.Traceparent(r.Header),
+		Key: in.key, Scope: in.scope, RequestHash: in.hash, TTL: s.cfg.IdempotencyTTL, Wait: in.wait > 0,
+		// Also when the job already had an active run: the operator did ask for a run.
+		Audit:  s.triggerAction(r, in.j.conf.Name, in.reason, in.params),
+		Refuse: func(active *store.Run) bool { return !answersParams(active, in.params) },
+		Answer: func(run *store.Run, created bool) (int, []byte) {
+			answer, _ := json.Marshal(newRunView(run))
+			return triggerStatus(created), answer
+		},
+	})
+}
+
+// answerTrigger answers the queued (or active) run: at once, or once it ends within ?wait;
+// a waited answer is stored for the key, which stayed PENDING meanwhile.
+func (s *Server) answerTrigger(w http.ResponseWriter, r *http.Request, in triggerInput, t store.Triggered) {
 	run, status, answer := t.Run, triggerStatus(t.Created), t.Answer
-	if wait > 0 {
-		run, status = s.awaitRun(r.Context(), run, wait)
+	if in.wait > 0 {
+		run, status = s.awaitRun(r.Context(), run, in.wait)
 	}
 	if answer == nil {
 		answer, _ = json.Marshal(newRunView(run))
 	}
-	if key != "" && wait > 0 {
+	if in.key != "" && in.wait > 0 {
 		// Stored even when the client went away meanwhile, so its retry replays an answer
 		// instead of finding the key PENDING until it expires.
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(r.Context()), queryTimeout)
 		defer scancel()
-		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, key, scope, status, answer); err != nil {
+		if err := s.cfg.DB.CompleteIdempotencyKey(sctx, in.key, in.scope, status, answer); err != nil {
 			s.cfg.Log.ErrorContext(sctx, "store the answer of an Idempotency-Key", "error", err, "run_id", run.ID,
 				"request_id", httpx.RequestID(r.Context()))
 		}

@@ -57,20 +57,73 @@ func chosen(only string, v slotView) bool {
 	return v.Outcome != slotPending && v.Outcome != store.StatusQueued && v.Outcome != store.StatusRunning && (!redone || failed)
 }
 
+// backfillJob runs again a window's slots of a job, chosen by only (POST
+// …/jobs/{name}/backfill): 202 with the backfill made; a dry run (or nothing to run)
+// answers 200 with the slots that would run, and makes none.
 func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	j := s.jobToActOn(w, r)
 	if j == nil {
 		return
 	}
-	body, ok := httpx.ReadBody(w, r)
+	req, reason, now, ok := readBackfill(w, r)
 	if !ok {
 		return
 	}
-	var req backfillRequest
-	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
+	since, until := req.Since.UTC(), req.Until.UTC()
+	slots, ok := s.backfillSlots(w, r, j, req.Only, since, until, now)
+	if !ok {
 		return
 	}
-	now := time.Now().UTC().Truncate(time.Second)
+	ns, name := namespace.Split(j.conf.Name)
+	if req.DryRun || len(slots) == 0 {
+		// Nothing to run (a second identical backfill) is answered as a dry run is: what
+		// would run, and no backfill made.
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": nil, "job": name, "namespace": ns, "slots": slots, "dry_run": req.DryRun})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	b := store.Backfill{Job: j.conf.Name, Since: since, Until: until, Only: req.Only, Slots: slots}
+	view, err := s.createBackfill(ctx, r, b, reason)
+	switch {
+	case errors.Is(err, store.ErrBackfillRunning):
+		httpx.WriteProblem(w, r, http.StatusConflict, probBackfillRunning, fmt.Sprintf(
+			"a backfill of %s is running; wait for it (GET /v1/backfills) or cancel it", name))
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	s.cfg.Log.InfoContext(ctx, "backfill asked for", "job", j.conf.Name, "backfill_id", view.ID, "slots", len(slots), "request_id", httpx.RequestID(ctx))
+	w.Header().Set("Location", fmt.Sprintf("/v1/backfills/%d", view.ID))
+	httpx.WriteJSON(w, http.StatusAccepted, view)
+}
+
+// readBackfill reads a backfill's body and its reason, or answers 400 (the body, the
+// reason) or 422 (every wrong field at once). Since and Until are then set, and Only; now
+// is the time until was checked against, once the body was read.
+func readBackfill(w http.ResponseWriter, r *http.Request) (req backfillRequest, reason *string, now time.Time, ok bool) {
+	body, ok := httpx.ReadBody(w, r)
+	if !ok {
+		return req, nil, now, false
+	}
+	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
+		return req, nil, now, false
+	}
+	now = time.Now().UTC().Truncate(time.Second)
+	fields := req.check(now)
+	if reason, ok = checkReason(w, r, req.Reason); !ok {
+		return req, nil, now, false
+	}
+	if len(fields) > 0 {
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the backfill has problems; see errors", fields...)
+		return req, nil, now, false
+	}
+	return req, reason, now, true
+}
+
+// check lists the request's wrong fields, and sets Only's default (missed).
+func (req *backfillRequest) check(now time.Time) []client.FieldError {
 	var fields []client.FieldError
 	if req.Since == nil {
 		fields = append(fields, client.FieldError{Field: "since", Detail: "required: the first slot time to look at (RFC 3339)"})
@@ -90,22 +143,19 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 	default:
 		fields = append(fields, client.FieldError{Field: "only", Detail: fmt.Sprintf("%q: want missed (the default), failed or all", req.Only)})
 	}
-	reason, ok := checkReason(w, r, req.Reason)
-	if !ok {
-		return
-	}
-	if len(fields) > 0 {
-		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the backfill has problems; see errors", fields...)
-		return
-	}
-	since, until := req.Since.UTC(), req.Until.UTC()
+	return fields
+}
+
+// backfillSlots are the window's slots that only chooses, oldest first (the order they
+// run in; never nil), or it answers 422 when there are more than a backfill runs.
+func (s *Server) backfillSlots(w http.ResponseWriter, r *http.Request, j *jobRef, only string, since, until, now time.Time) ([]time.Time, bool) {
 	views, ok := s.slotViews(w, r, j, since, until, now)
 	if !ok {
-		return
+		return nil, false
 	}
-	var slots []time.Time
-	for i := len(views) - 1; i >= 0; i-- { // oldest first: the order they run in
-		if chosen(req.Only, views[i]) {
+	slots := []time.Time{}
+	for i := len(views) - 1; i >= 0; i-- {
+		if chosen(only, views[i]) {
 			slots = append(slots, views[i].ScheduledAt)
 		}
 	}
@@ -113,43 +163,25 @@ func (s *Server) backfillJob(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, fmt.Sprintf(
 			"%d slots would be run; a backfill runs at most %d: narrow since and until", len(slots), maxBackfillSlots),
 			client.FieldError{Field: "since", Detail: "too many slots"})
-		return
+		return nil, false
 	}
-	if slots == nil {
-		slots = []time.Time{}
-	}
-	ns, name := namespace.Split(j.conf.Name)
-	if req.DryRun || len(slots) == 0 {
-		// Nothing to run (a second identical backfill) is answered as a dry run is: what
-		// would run, and no backfill made.
-		httpx.WriteJSON(w, http.StatusOK, map[string]any{"id": nil, "job": name, "namespace": ns, "slots": slots, "dry_run": req.DryRun})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
+	return slots, true
+}
+
+// createBackfill stores backfill b with its audit row, in one transaction.
+func (s *Server) createBackfill(ctx context.Context, r *http.Request, b store.Backfill, reason *string) (client.Backfill, error) {
 	var view client.Backfill
 	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
-		b, err := ex.CreateBackfill(ctx, store.Backfill{Job: j.conf.Name, Since: since, Until: until, Only: req.Only, Slots: slots})
+		created, err := ex.CreateBackfill(ctx, b)
 		if err != nil {
 			return err
 		}
-		view = newBackfillView(b)
-		a := s.action(r, store.ActionBackfill, j.conf.Name, reason)
-		a.Detail, _ = json.Marshal(map[string]any{"backfill_id": b.ID, "since": since, "until": until, "only": req.Only, "slots": len(slots)})
+		view = newBackfillView(created)
+		a := s.action(r, store.ActionBackfill, b.Job, reason)
+		a.Detail, _ = json.Marshal(map[string]any{"backfill_id": created.ID, "since": b.Since, "until": b.Until, "only": b.Only, "slots": len(b.Slots)})
 		return ex.RecordAction(ctx, a)
 	})
-	switch {
-	case errors.Is(err, store.ErrBackfillRunning):
-		httpx.WriteProblem(w, r, http.StatusConflict, probBackfillRunning, fmt.Sprintf(
-			"a backfill of %s is running; wait for it (GET /v1/backfills) or cancel it", name))
-		return
-	case err != nil:
-		s.databaseProblem(w, r, err)
-		return
-	}
-	s.cfg.Log.InfoContext(ctx, "backfill asked for", "job", j.conf.Name, "backfill_id", view.ID, "slots", len(slots), "request_id", httpx.RequestID(ctx))
-	w.Header().Set("Location", fmt.Sprintf("/v1/backfills/%d", view.ID))
-	httpx.WriteJSON(w, http.StatusAccepted, view)
+	return view, err
 }
 
 // backfill reads {id}, checking that the caller may read (or, with edit, change) its job's

@@ -77,7 +77,46 @@ const (
 	maxMinInterval    = 30 * 24 * time.Hour
 )
 
+// putNamespace creates namespace {ns} (201) or sets its quotas and outbound surface (200),
+// with its audit row, in one transaction.
 func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
+	put, ok := s.readNamespacePut(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	view, created, held, err := s.storeNamespace(ctx, r, put)
+	switch {
+	case errors.Is(err, errLoginsHeld):
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "a SQL target's login serves one namespace; see errors", held...)
+		return
+	case err != nil:
+		s.databaseProblem(w, r, err)
+		return
+	}
+	ns := put.row.Name
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/namespaces/"+ns)
+	}
+	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", httpx.RequestID(ctx))
+	httpx.WriteJSON(w, status, view)
+}
+
+// namespacePut is a checked PUT of a namespace: the row to store, the binding of its
+// outbound surface, the sql_targets as sent (which a refusal's fields index), the reason.
+type namespacePut struct {
+	row        store.Namespace
+	binding    outbound.Binding
+	sqlTargets *[]string
+	reason     *string
+}
+
+// readNamespacePut reads and checks a PUT of namespace {ns}, or answers 400 (the body, the
+// reason) or 422 (every wrong field at once).
+func (s *Server) readNamespacePut(w http.ResponseWriter, r *http.Request) (namespacePut, bool) {
 	ns := routeNamespace(r)
 	var fields []client.FieldError
 	if !namespace.Valid(ns) {
@@ -86,14 +125,35 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 	}
 	body, ok := httpx.ReadBody(w, r)
 	if !ok {
-		return
+		return namespacePut{}, false
 	}
 	// Its quotas, each optional (left out: unbounded), and its outbound surface
 	// (internal/outbound; left out or null: as it is).
 	var req client.NamespaceRequest
 	if body != nil && !httpx.DecodeStrict(w, r, body, &req) {
-		return
+		return namespacePut{}, false
 	}
+	n, quotaFields := namespaceQuotas(ns, req)
+	fields = append(fields, quotaFields...)
+	binding, problems := s.outbound.CheckBinding(ns, req.SQLTargets, req.HTTPAllow, req.EnvSecrets)
+	for _, p := range problems {
+		fields = append(fields, client.FieldError{Field: p.Field, Detail: p.Detail})
+	}
+	n.SQLTargets, n.HTTPAllow, n.EnvSecrets = binding.SQLTargets, binding.HTTPAllow, binding.EnvSecrets
+	reason, ok := checkReason(w, r, &req.Reason)
+	if !ok {
+		return namespacePut{}, false
+	}
+	if len(fields) > 0 {
+		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the namespace has problems; see errors", fields...)
+		return namespacePut{}, false
+	}
+	return namespacePut{row: n, binding: binding, sqlTargets: req.SQLTargets, reason: reason}, true
+}
+
+// namespaceQuotas is namespace ns's row with req's quotas, and what is wrong with them.
+func namespaceQuotas(ns string, req client.NamespaceRequest) (store.Namespace, []client.FieldError) {
+	var fields []client.FieldError
 	n := store.Namespace{Name: ns, MaxJobs: req.MaxJobs, MaxConcurrentCalls: req.MaxConcurrentCalls}
 	if v := req.MaxJobs; v != nil && (*v < 1 || *v > maxNamespaceJobs) {
 		fields = append(fields, client.FieldError{Field: "max_jobs", Detail: fmt.Sprintf("want 1 to %d, or leave it out for no bound", maxNamespaceJobs)})
@@ -109,36 +169,27 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 		}
 		n.MinInterval = &d
 	}
-	binding, problems := s.outbound.CheckBinding(ns, req.SQLTargets, req.HTTPAllow, req.EnvSecrets)
-	for _, p := range problems {
-		fields = append(fields, client.FieldError{Field: p.Field, Detail: p.Detail})
-	}
-	n.SQLTargets, n.HTTPAllow, n.EnvSecrets = binding.SQLTargets, binding.HTTPAllow, binding.EnvSecrets
-	reason, ok := checkReason(w, r, &req.Reason)
-	if !ok {
-		return
-	}
-	if len(fields) > 0 {
-		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "the namespace has problems; see errors", fields...)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	var view client.Namespace
-	var created bool
-	err := s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
-		out, c, err := ex.PutNamespace(ctx, n)
+	return n, fields
+}
+
+// storeNamespace stores the namespace, binds its SQL targets' logins and writes its audit
+// row, in one transaction; created says it was new. A login another namespace holds ends
+// it with errLoginsHeld, and held says which.
+func (s *Server) storeNamespace(ctx context.Context, r *http.Request, put namespacePut) (view client.Namespace, created bool, held []client.FieldError, err error) {
+	ns := put.row.Name
+	err = s.cfg.DB.Atomically(ctx, func(ex store.Executor) error {
+		out, c, err := ex.PutNamespace(ctx, put.row)
 		if err != nil {
 			return err
 		}
 		created = c
-		if binding.SQLTargets != nil {
-			held, err := ex.BindSQLLogins(ctx, ns, binding.Logins)
+		if put.binding.SQLTargets != nil {
+			holders, err := ex.BindSQLLogins(ctx, ns, put.binding.Logins)
 			if err != nil {
 				return err
 			}
-			if len(held) > 0 {
-				fields = heldLogins(*req.SQLTargets, s.outbound, held)
+			if len(holders) > 0 {
+				held = heldLogins(*put.sqlTargets, s.outbound, holders)
 				return errLoginsHeld
 			}
 		}
@@ -147,25 +198,11 @@ func (s *Server) putNamespace(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		view = newNamespaceView(out, counts[list[0].Name])
-		a := s.actionIn(r, store.ActionNamespace, ns, reason)
+		a := s.actionIn(r, store.ActionNamespace, ns, put.reason)
 		a.Detail, _ = json.Marshal(view)
 		return ex.RecordAction(ctx, a)
 	})
-	if errors.Is(err, errLoginsHeld) {
-		httpx.WriteProblem(w, r, http.StatusUnprocessableEntity, httpx.ProbInvalidRequest, "a SQL target's login serves one namespace; see errors", fields...)
-		return
-	}
-	if err != nil {
-		s.databaseProblem(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-		w.Header().Set("Location", "/v1/namespaces/"+ns)
-	}
-	s.cfg.Log.InfoContext(ctx, "namespace put", "namespace", ns, "created", created, "request_id", httpx.RequestID(ctx))
-	httpx.WriteJSON(w, status, view)
+	return view, created, held, err
 }
 
 // heldLogins words the refusal of targets whose logins other namespaces hold: one field per

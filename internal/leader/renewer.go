@@ -81,8 +81,8 @@ func (r *renewer) run(ctx context.Context) {
 // after a failure). A term the statement did not renew was replaced by another replica's
 // election: it ends at once and is queued for the heartbeat to forget.
 func (r *renewer) renew(ctx context.Context, conn **store.PartitionSession, deadline time.Time) error {
-	fences := r.p.electedFences()
-	if len(fences) == 0 {
+	fences, pending := r.p.electedFences(), r.p.pendingElections()
+	if len(fences) == 0 && len(pending) == 0 {
 		return nil
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
@@ -94,7 +94,14 @@ func (r *renewer) renew(ctx context.Context, conn **store.PartitionSession, dead
 		}
 		*conn = c
 	}
-	renewed, err := (*conn).Renew(rctx, fences)
+	var renewed map[int]bool
+	var err error
+	if len(fences) > 0 {
+		renewed, err = (*conn).Renew(rctx, fences)
+	}
+	if err == nil && len(pending) > 0 {
+		err = (*conn).Stamp(rctx, pending)
+	}
 	if err != nil {
 		(*conn).Close()
 		*conn = nil
@@ -131,6 +138,20 @@ func (p *Partitions) electedFences() []store.Fence {
 		}
 	}
 	return fences
+}
+
+// pendingElections are the partitions whose lock this replica holds and whose election has
+// not happened yet.
+func (p *Partitions) pendingElections() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []int
+	for id, h := range p.held {
+		if h.term.Ctx == nil && h.drained == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // endElectedTerm ends the term of f if it is still the one held, from the renewer's

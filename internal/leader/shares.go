@@ -246,7 +246,9 @@ func (p *Partitions) releaseSome(n int) {
 // passed, so that what the term's runs finish still commits under its fence.
 func (p *Partitions) drain(id int, h *heldPartition, why string) {
 	done := make(chan struct{})
+	p.mu.Lock() // the renewer reads it
 	h.drained = done
+	p.mu.Unlock()
 	if h.term.Ctx == nil { // never elected: nothing to wait for
 		close(done)
 		return

@@ -69,6 +69,22 @@ func (s *PartitionSession) Unlock(ctx context.Context, f Fence) error {
 	return nil
 }
 
+// Stamp stamps renewed_at on partitions whose lock the replica holds while their elections
+// wait (store.PartitionSession.Elect): a lock held by an idle backend with an old renewal is
+// what a paused holder looks like (SurveyPartitions), and a replica that takes many
+// partitions at once elects them one after another, for longer than the lease on a busy
+// machine.
+func (s *PartitionSession) Stamp(ctx context.Context, partitions []int) error {
+	ids := make([]int32, len(partitions))
+	for i, p := range partitions {
+		ids[i] = int32(p)
+	}
+	if _, err := s.conn.Exec(ctx, `UPDATE scheduler_partitions SET renewed_at = clock_timestamp() WHERE partition_id = ANY($1::int[])`, ids); err != nil {
+		return fmt.Errorf("stamp the partitions whose elections wait: %w", err)
+	}
+	return nil
+}
+
 // ErrElectionWaiting means a partition's election waited its slice for the old term's
 // fenced transactions: the caller keeps the lock and tries again, with end set once the
 // whole lease has passed.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,7 +31,7 @@ type Options struct {
 	// LeaseTimeout bounds how long either side of a broken connection may keep believing in
 	// it; above 0 (config.Load validates SCHEDULER_LEASE_TIMEOUT).
 	LeaseTimeout time.Duration
-	// MaxConns caps the pool (default 10).
+	// MaxConns caps the pool: default the URL's pool_max_conns when it has one, else 10.
 	MaxConns int32
 	// Tracer, when set, sees every statement on every connection, before it is sent: the
 	// seam through which tests inject transient faults (a connection reset at a claim, a
@@ -61,9 +62,6 @@ type DB struct {
 // It does not wait for the database: a replica must start (and answer /readyz 503) while
 // PostgreSQL is down, and connect once it is back.
 func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
-	if opts.MaxConns == 0 {
-		opts.MaxConns = defaultMaxConns
-	}
 	conf, err := connConfig(databaseURL, opts)
 	if err != nil {
 		return nil, err
@@ -73,7 +71,14 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
 	poolConf.ConnConfig = conf
-	poolConf.MaxConns = opts.MaxConns
+	// An operator's pool_max_conns in DATABASE_URL is obeyed, not overwritten: a replica
+	// leading many partitions may need more than the default.
+	switch {
+	case opts.MaxConns > 0:
+		poolConf.MaxConns = opts.MaxConns
+	case !strings.Contains(databaseURL, "pool_max_conns="):
+		poolConf.MaxConns = defaultMaxConns
+	}
 	poolConf.HealthCheckPeriod = 10 * time.Second
 	pool, err := pgxpool.NewWithConfig(ctx, poolConf)
 	if err != nil {

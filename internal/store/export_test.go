@@ -20,3 +20,6 @@ var ClaimSQL = claimSQL
 
 // EndRunsSQL lets the external tests EXPLAIN the one statement that ends runs.
 const EndRunsSQL = endRunsSQL
+
+// PoolMaxConns is the cap of db's pool.
+func PoolMaxConns(db *DB) int32 { return db.pool.Config().MaxConns }

@@ -1,0 +1,42 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/schedulerhq/scheduler/internal/store"
+	"github.com/schedulerhq/scheduler/internal/testdb"
+)
+
+// An operator's pool_max_conns in DATABASE_URL sizes the replica's pool; without it the
+// pool has 10 connections, and a caller's Options.MaxConns wins over both.
+func TestPoolSizeFollowsTheURL(t *testing.T) {
+	url := testdb.New(t)
+	withParam := func(u, p string) string {
+		if strings.Contains(u, "?") {
+			return u + "&" + p
+		}
+		return u + "?" + p
+	}
+	for _, c := range []struct {
+		name string
+		url  string
+		opt  int32
+		want int32
+	}{
+		{"default", url, 0, 10},
+		{"the URL's", withParam(url, "pool_max_conns=3"), 0, 3},
+		{"the caller's", withParam(url, "pool_max_conns=3"), 2, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, err := store.Open(context.Background(), c.url, store.Options{InstanceID: "pool", LeaseTimeout: 5e9, MaxConns: c.opt})
+			require.NoError(t, err)
+			defer db.Close()
+			assert.Equal(t, c.want, store.PoolMaxConns(db))
+		})
+	}
+}

@@ -146,9 +146,9 @@ func ConnConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 // *server* drops the backends of a replica that vanished, within about the lease; the
 // client-side ones make this replica notice a vanished server just as fast.
 func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
-	conf, err := pgx.ParseConfig(databaseURL)
+	conf, err := parseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+		return nil, err
 	}
 	lease := opts.LeaseTimeout
 	if lease <= 0 {
@@ -166,6 +166,7 @@ func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	for k, v := range params {
 		conf.RuntimeParams[k] = v
 	}
+
 	dialer := &net.Dialer{
 		Timeout: lease,
 		KeepAliveConfig: net.KeepAliveConfig{
@@ -185,5 +186,21 @@ func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	conf.DialFunc = dialer.DialContext
 	conf.ConnectTimeout = lease
 	conf.Tracer = opts.Tracer
+	return conf, nil
+}
+
+// parseConfig parses DATABASE_URL for one connection. pgxpool's settings in it
+// (pool_max_conns, ...) are the pool's, never the server's, which refuses a parameter it
+// does not know.
+func parseConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	conf, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	for k := range conf.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			delete(conf.RuntimeParams, k)
+		}
+	}
 	return conf, nil
 }

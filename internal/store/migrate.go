@@ -30,9 +30,9 @@ type Migrator struct {
 
 // NewMigrator connects to databaseURL for migrations. Close it when done.
 func NewMigrator(databaseURL string) (*Migrator, error) {
-	conf, err := pgx.ParseConfig(databaseURL)
+	conf, err := parseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+		return nil, err
 	}
 	src, err := iofs.New(migrations.FS, ".")
 	if err != nil {

@@ -12,8 +12,9 @@ import (
 	"github.com/schedulerhq/scheduler/internal/testdb"
 )
 
-// An operator's pool_max_conns in DATABASE_URL sizes the replica's pool; without it the
-// pool has 10 connections, and a caller's Options.MaxConns wins over both.
+// An operator's pool_max_conns in DATABASE_URL sizes the replica's pool, and is never sent
+// to the server (which refuses it), by the pool or by the migrations; without it the pool
+// has 10 connections, and a caller's Options.MaxConns wins over both.
 func TestPoolSizeFollowsTheURL(t *testing.T) {
 	url := testdb.New(t)
 	withParam := func(u, p string) string {
@@ -37,6 +38,23 @@ func TestPoolSizeFollowsTheURL(t *testing.T) {
 			require.NoError(t, err)
 			defer db.Close()
 			assert.Equal(t, c.want, store.PoolMaxConns(db))
+			_, err = db.Definitions(context.Background())
+			require.NoError(t, err, "the pool's settings are not sent to the server")
 		})
 	}
+}
+
+// The migrations connect with the URL's pool settings left out too.
+func TestMigratorIgnoresThePoolSettings(t *testing.T) {
+	url := testdb.New(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	m, err := store.NewMigrator(url + sep + "pool_max_conns=3")
+	require.NoError(t, err)
+	defer m.Close()
+	v, _, err := m.Version()
+	require.NoError(t, err)
+	assert.Equal(t, store.SchemaVersion(), v)
 }

@@ -34,7 +34,7 @@ func TestGateHoldsANamespaceToItsShare(t *testing.T) {
 	var holding, most atomic.Int64
 	slowStarted := make(chan struct{}, 12)
 	for range 12 {
-		g.Go(context.Background(), "slow", func() {
+		g.Go(context.Background(), "slow", func(func()) {
 			n := holding.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
@@ -49,7 +49,7 @@ func TestGateHoldsANamespaceToItsShare(t *testing.T) {
 	var others sync.WaitGroup
 	for i := range 40 {
 		others.Add(1)
-		g.Go(context.Background(), fmt.Sprint("team-", i%2), others.Done)
+		g.Go(context.Background(), fmt.Sprint("team-", i%2), func(func()) { others.Done() })
 	}
 	done := make(chan struct{})
 	go func() { others.Wait(); close(done) }()
@@ -63,14 +63,14 @@ func TestGateServesWaitingNamespacesRoundRobin(t *testing.T) {
 	g := NewGate(1, nil)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	g.Go(context.Background(), "x", func() { close(started); <-release })
+	g.Go(context.Background(), "x", func(func()) { close(started); <-release })
 	<-started
 	var mu sync.Mutex
 	var order []string
 	var all sync.WaitGroup
 	for _, name := range []string{"a1", "a2", "a3", "b1", "b2", "c1"} {
 		all.Add(1)
-		g.Go(context.Background(), name[:1], func() {
+		g.Go(context.Background(), name[:1], func(func()) {
 			defer all.Done()
 			mu.Lock()
 			defer mu.Unlock()
@@ -91,16 +91,16 @@ func TestGateCallsAWaitingRunAtOnceWhenItsContextEnds(t *testing.T) {
 	g := NewGate(1, nil)
 	release := make(chan struct{})
 	started := make(chan struct{})
-	g.Go(context.Background(), "x", func() { close(started); <-release })
+	g.Go(context.Background(), "x", func(func()) { close(started); <-release })
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	abandoned := make(chan struct{})
-	g.Go(ctx, "a", func() {
+	g.Go(ctx, "a", func(func()) {
 		assert.Error(t, ctx.Err(), "called only once its context ended")
 		close(abandoned)
 	})
 	next := make(chan struct{})
-	g.Go(context.Background(), "a", func() { close(next) })
+	g.Go(context.Background(), "a", func(func()) { close(next) })
 	cancel()
 	awaitClosed(t, abandoned, "the abandoned run")
 	select {
@@ -113,8 +113,9 @@ func TestGateCallsAWaitingRunAtOnceWhenItsContextEnds(t *testing.T) {
 }
 
 // Many claimers submit at once, across namespaces, while some runs' contexts end as they
-// wait: every run is called exactly once, the bound and each namespace's share hold at
-// every moment, and the gate ends empty.
+// wait and half the runs give their place up before they return: every run is called
+// exactly once, the bound and each namespace's share hold at every moment, and the gate
+// ends empty.
 func TestGateUnderConcurrentSubmitsAndCancels(t *testing.T) {
 	const limit, submitters, each = 6, 16, 200
 	g := NewGate(limit, nil)
@@ -128,17 +129,23 @@ func TestGateUnderConcurrentSubmitsAndCancels(t *testing.T) {
 				id, ns := s*each+i, (s+i)%len(byNS)
 				ctx, cancel := context.WithCancel(context.Background())
 				all.Add(1)
-				g.Go(ctx, fmt.Sprint("ns-", ns), func() {
+				g.Go(ctx, fmt.Sprint("ns-", ns), func(release func()) {
 					defer all.Done()
 					calls[id].Add(1)
 					if ctx.Err() != nil {
-						return // abandoned: called outside the bound, does no work
+						release() // abandoned: holds no place, so this frees none
+						return    // and, called outside the bound, it does no work
 					}
 					assert.LessOrEqual(t, total.Add(1), int64(limit), "the bound")
 					assert.LessOrEqual(t, byNS[ns].Add(1), int64(limit/2), "namespace ns-%d's share", ns)
 					runtime.Gosched()
 					byNS[ns].Add(-1)
 					total.Add(-1)
+					if id%2 == 0 { // half give their place up before their bookkeeping, twice
+						release()
+						release()
+						runtime.Gosched()
+					}
 				})
 				if i%3 == 0 {
 					cancel()
@@ -170,7 +177,7 @@ func BenchmarkSlotThroughTheGate(b *testing.B) {
 		var all sync.WaitGroup
 		all.Add(10_000)
 		for range 10_000 {
-			g.Go(context.Background(), "default", func() { growStack(0); all.Done() })
+			g.Go(context.Background(), "default", func(func()) { growStack(0); all.Done() })
 		}
 		all.Wait()
 	}
@@ -185,4 +192,30 @@ func BenchmarkSlotGoroutinePerRun(b *testing.B) {
 		}
 		all.Wait()
 	}
+}
+
+// A run that gives its place up once its body is done (its end waits for its batch) lets
+// the next waiting run begin at once, while it still records; giving it up twice frees one
+// place, not two.
+func TestGateReleasedPlaceGoesToTheNextRunAtOnce(t *testing.T) {
+	g := NewGate(1, nil)
+	recording, recorded := make(chan struct{}), make(chan struct{})
+	g.Go(context.Background(), "a", func(release func()) {
+		release()
+		release()
+		close(recording)
+		<-recorded // the run's end waiting for its batch
+	})
+	awaitClosed(t, recording, "the first run's record")
+	secondStarted, secondHolds := make(chan struct{}), make(chan struct{})
+	g.Go(context.Background(), "b", func(func()) { close(secondStarted); <-secondHolds })
+	awaitClosed(t, secondStarted, "the next run, while the first still records")
+	third := make(chan struct{})
+	g.Go(context.Background(), "c", func(func()) { close(third) })
+	running, waiting := g.counts()
+	assert.Equal(t, 1, running, "the second run holds the one place")
+	assert.Equal(t, 1, waiting, "the third run waits: the first run's place was freed once")
+	close(recorded)
+	close(secondHolds)
+	awaitClosed(t, third, "the third run, once the second ended")
 }

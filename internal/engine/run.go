@@ -76,7 +76,8 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 	x.notBefore = notBefore
 	// The body waits for a place of the replica's bound as a value, not a goroutine; the
 	// run stays owned (tracked, held) meanwhile, and its end is recorded as any other's.
-	e.conf.Gate.Go(runCtx, en.gateNamespace(), func() {
+	e.conf.Gate.Go(runCtx, en.gateNamespace(), func(releasePlace func()) {
+		x.releasePlace = releasePlace
 		defer e.runs.Done()
 		defer release()
 		defer e.untrack(run.ID)
@@ -111,6 +112,9 @@ type execution struct {
 	pending []store.Attempt
 	// rules: what the job says about its runs' ends, decided with the run's end.
 	rules runend.Rules
+	// releasePlace gives the run's place in the replica's bound up (Gate.Go) once its body
+	// is done and only the record of its end is left; nil outside the gate.
+	releasePlace func()
 }
 
 func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, run *store.Run) *execution {
@@ -307,6 +311,9 @@ func (x *execution) finish(stats jobcontract.Stats, runErr, cause error) {
 func (x *execution) record(ctx context.Context, status string, stats json.RawMessage, errText *string) bool {
 	run, log := x.run, x.log
 	ended := time.Now()
+	if x.releasePlace != nil {
+		x.releasePlace() // the body is done: the record waits outside the bound
+	}
 	err := retryWhileLeading(ctx, func() error {
 		err := x.e.finishes.finish(ctx, x.term.Fence(), store.Finish{RunID: run.ID, Status: status, Stats: stats,
 			Error: errText, Version: x.version, Attempts: x.pending}, ended, x.rules)

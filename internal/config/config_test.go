@@ -160,7 +160,7 @@ func TestBadVariable(t *testing.T) {
 		{"SCHEDULER_SEND_RATE=-1", []string{`SCHEDULER_SEND_RATE="-1" is not valid: want messages per second, 0 (no bound) or more`}},
 		{"SCHEDULER_SEND_RATE=fast", []string{`SCHEDULER_SEND_RATE="fast" is not valid: want messages per second`}},
 		{"SCHEDULER_HTTP_JOB_CONCURRENCY=0", []string{`SCHEDULER_HTTP_JOB_CONCURRENCY="0" is not valid: want a whole number from 1 to 65536`}},
-		{"SCHEDULER_RUN_CONCURRENCY=0", []string{`SCHEDULER_RUN_CONCURRENCY="0" is not valid: want a whole number from 1 to 1048576 such as 4096`}},
+		{"SCHEDULER_RUN_CONCURRENCY=0", []string{`SCHEDULER_RUN_CONCURRENCY="0" is not valid: want a whole number from 1 to 1048576 such as 1024`}},
 		{"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=*/5 * *", []string{`SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE="*/5 * *" is not valid: want a valid schedule: expected 5 or 6 fields (e.g. "0 2 * * *"`}},
 		{"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=0 0 30 2 *", []string{`SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE="0 0 30 2 *"`, "never fires"}},
 		{"SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE=CRON_TZ=Mars/Olympus 0 2 * * *", []string{`SCHEDULER_JOB_PLAN_CHANGE_SCHEDULE="CRON_TZ=Mars/Olympus 0 2 * * *"`, `unknown time zone "Mars/Olympus"`}},

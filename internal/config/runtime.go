@@ -58,7 +58,7 @@ const (
 	HTTPHostConcurrencyDefault = 64
 	HTTPJobConcurrencyDefault  = 16
 	SQLConnectionsDefault      = 4
-	RunConcurrencyDefault      = 4096
+	RunConcurrencyDefault      = 1024
 	// OIDCKeyRotationDefault is SCHEDULER_OIDC_KEY_ROTATION's default; the bounds keep a
 	// rotation longer than a next key's pre-publication and a token's life (minutes).
 	OIDCKeyRotationDefault = 30 * 24 * time.Hour
@@ -108,7 +108,7 @@ func loadRuntime(env *Env) Runtime {
 		}
 	}
 	if r.RunConcurrency < 1 || r.RunConcurrency > maxRunConcurrency {
-		env.Fail("SCHEDULER_RUN_CONCURRENCY", strconv.Itoa(r.RunConcurrency), fmt.Sprintf("a whole number from 1 to %d such as 4096", maxRunConcurrency))
+		env.Fail("SCHEDULER_RUN_CONCURRENCY", strconv.Itoa(r.RunConcurrency), fmt.Sprintf("a whole number from 1 to %d such as 1024", maxRunConcurrency))
 	}
 	if r.SQLConnections < 1 || r.SQLConnections > maxSQLConnections {
 		env.Fail("SCHEDULER_SQL_CONNECTIONS", strconv.Itoa(r.SQLConnections), fmt.Sprintf("a whole number from 1 to %d such as 4", maxSQLConnections))

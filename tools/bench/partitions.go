@@ -91,23 +91,8 @@ func benchPartitions(ctx context.Context, b *bench) error {
 		return err
 	}
 	first, last := m.first, m.last
-	var missing int
-	if err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
-		CROSS JOIN (SELECT name FROM job_definitions) AS j
-		WHERE (SELECT count(*) FROM job_runs r WHERE r.job = j.name AND r.scheduled_at = s) <> 1`,
-		first, last).Scan(&missing); err != nil {
-		return err
-	}
-	var handovers, recoveries int
-	var claimP50, claimP99 time.Duration
-	if err := pool.QueryRow(ctx, `
-		SELECT (SELECT coalesce(sum(handovers), 0) FROM scheduler_partitions),
-		       (SELECT count(*) FROM job_runs WHERE trigger = 'recovery' AND created_at >= $1),
-		       percentile_disc(0.5) WITHIN GROUP (ORDER BY started_at - scheduled_at),
-		       percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
-		FROM job_runs WHERE scheduled_at BETWEEN $1 AND $2 AND started_at IS NOT NULL`,
-		first, last).Scan(&handovers, &recoveries, &claimP50, &claimP99); err != nil {
+	missing, churn, err := slotRecords(ctx, pool, first, last, m.unfinished)
+	if err != nil {
 		return err
 	}
 	shares, err := partitionShares(ctx, c, pool, first, last)
@@ -125,10 +110,34 @@ func benchPartitions(ctx context.Context, b *bench) error {
 		}
 	}
 	recv.mu.Unlock()
-	reportPartitions(b, n, minutes, m.late, m.slotP99, floor, missing, doubles, shares,
-		fmt.Sprintf("claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d partition hand-overs since the cluster was made, %d recovery runs in the measured minutes, %d of their runs unfinished 2 minutes after the last",
-			dur(claimP50), dur(claimP99), handovers, recoveries, m.unfinished))
+	reportPartitions(b, n, minutes, m.late, m.slotP99, floor, missing, doubles, shares, churn)
 	return nil
+}
+
+// slotRecords reads what the database recorded of the measured slots first..last: the
+// slots × jobs without exactly one row, and a line on the claims' lateness, the hand-overs
+// and the recoveries.
+func slotRecords(ctx context.Context, pool *pgxpool.Pool, first, last time.Time, unfinished int) (missing int, churn string, err error) {
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM generate_series($1::timestamptz, $2::timestamptz, interval '1 minute') AS s
+		CROSS JOIN (SELECT name FROM job_definitions) AS j
+		WHERE (SELECT count(*) FROM job_runs r WHERE r.job = j.name AND r.scheduled_at = s) <> 1`,
+		first, last).Scan(&missing); err != nil {
+		return 0, "", err
+	}
+	var handovers, recoveries int
+	var claimP50, claimP99 time.Duration
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT coalesce(sum(handovers), 0) FROM scheduler_partitions),
+		       (SELECT count(*) FROM job_runs WHERE trigger = 'recovery' AND created_at >= $1),
+		       percentile_disc(0.5) WITHIN GROUP (ORDER BY started_at - scheduled_at),
+		       percentile_disc(0.99) WITHIN GROUP (ORDER BY started_at - scheduled_at)
+		FROM job_runs WHERE scheduled_at BETWEEN $1 AND $2 AND started_at IS NOT NULL`,
+		first, last).Scan(&handovers, &recoveries, &claimP50, &claimP99); err != nil {
+		return 0, "", err
+	}
+	return missing, fmt.Sprintf("claimed (job_runs.started_at − slot) p50 %s, p99 %s; %d partition hand-overs since the cluster was made, %d recovery runs in the measured minutes, %d of their runs unfinished 2 minutes after the last",
+		dur(claimP50), dur(claimP99), handovers, recoveries, unfinished), nil
 }
 
 // partitionCluster is the run's cluster of partitionReplicas `scheduler serve` processes,

@@ -23,6 +23,9 @@ import (
 var (
 	errTimedOut        = errors.New("the run exceeded its maximum runtime")
 	errCancelRequested = errors.New("cancel requested")
+	// errTermStopped ends a run whose term stopped starting runs before its body began: it
+	// is left to the next holder's recovery, which makes it (nothing was called yet).
+	errTermStopped = errors.New("the term stopped starting runs before the run's body began")
 )
 
 // finishAfterTermTimeout bounds recording the end of a run that finished as its term ended.
@@ -65,9 +68,21 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 
 // startAt is start for a run claimed ahead of its slot: its body begins at notBefore, when
 // the slot has come by the database's clock (store.ClaimOutcome.StartIn).
+//
+// A runtime job's run ends with its term's RunsCtx, not with ctx (the term's Ctx or a
+// child): a term given up starts nothing more, but a call or statement in flight finishes
+// and records its end under the term, where cut it would be made again, under the same
+// key, by the next holder's recovery. A run whose body has not begun (waiting for a place
+// or for its slot) stops with the term's Ctx, and that recovery makes it. A built-in job's
+// run stops with the term's Ctx: its body gives back at once what it has not sent.
 func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *store.Run, notBefore time.Time) {
+	stopOutliving := func() {}
+	if en.def != nil {
+		ctx, stopOutliving = outlive(ctx, term.RunsCtx())
+	}
 	ctx, span := e.traceRun(ctx, term.Epoch, run)
 	runCtx, cancel := context.WithCancelCause(ctx)
+	startCtx, stopStart := endsWith(runCtx, term.Ctx, errTermStopped)
 	e.track(run, cancel)
 	e.runs.Add(1)
 	// A resignation keeps the lock until the run has recorded what it did.
@@ -76,15 +91,40 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 	x.notBefore = notBefore
 	// The body waits for a place of the replica's bound as a value, not a goroutine; the
 	// run stays owned (tracked, held) meanwhile, and its end is recorded as any other's.
-	e.conf.Gate.Go(runCtx, en.gateNamespace(), func(releasePlace func()) {
+	e.conf.Gate.Go(startCtx, en.gateNamespace(), func(releasePlace func()) {
 		x.releasePlace = releasePlace
 		defer e.runs.Done()
 		defer release()
 		defer e.untrack(run.ID)
+		defer stopOutliving()
 		defer cancel(nil)
+		defer stopStart()
 		defer endRun(span, x)
-		x.execute(runCtx)
+		x.execute(runCtx, startCtx)
 	})
+}
+
+// outlive returns ctx's values with end's end instead of ctx's own.
+func outlive(ctx, end context.Context) (context.Context, func()) {
+	if ctx == end {
+		return ctx, func() {}
+	}
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(end, func() { cancel(context.Cause(end)) })
+	return out, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// endsWith returns a child of ctx that also ends, with cause, when also ends.
+func endsWith(ctx, also context.Context, cause error) (context.Context, func()) {
+	out, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(also, func() { cancel(cause) })
+	return out, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // execution is one run on this replica, from its start to its recorded end. It holds what
@@ -127,8 +167,9 @@ func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, 
 }
 
 // execute runs the job body under the job's timeout and runCtx, which the queue cancels on
-// request, then finishes the run under the term's ctx.
-func (x *execution) execute(runCtx context.Context) {
+// request, then finishes the run under the term's ctx. startCtx is runCtx until the body
+// begins, which also ends when the term stops starting runs.
+func (x *execution) execute(runCtx, startCtx context.Context) {
 	e, en, run := x.e, x.en, x.run
 	// The run's time counts from its place in the gate, not from its claim.
 	x.gated, x.started = time.Since(x.started), time.Now()
@@ -143,7 +184,7 @@ func (x *execution) execute(runCtx context.Context) {
 	if en.def != nil {
 		call, callErr = x.call(runCtx)
 	}
-	ended := x.awaitSlot(runCtx)
+	ended := x.awaitSlot(startCtx)
 	// Before anything can call finish: RunFinished lowers the running gauge RunStarted raised.
 	e.conf.Metrics.RunStarted(run.Job, run.Trigger, x.startDelay())
 	switch {
@@ -262,7 +303,7 @@ func (x *execution) finish(stats jobcontract.Stats, runErr, cause error) {
 			e.testSignals.finished.Send(run.ID)
 		}
 	}()
-	if errors.Is(runErr, store.ErrNotLeader) || (ctx.Err() != nil && runErr != nil) {
+	if errors.Is(runErr, store.ErrNotLeader) || errors.Is(cause, errTermStopped) || (ctx.Err() != nil && runErr != nil) {
 		status = statusInterrupted
 		log.Warn("run interrupted by the loss of leadership; the next leader recovers it",
 			"error", runErr, "elapsed", elapsed)

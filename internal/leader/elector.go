@@ -40,6 +40,9 @@ const (
 	// drainTimeoutDefault is how long a resignation waits for its term's runs to record
 	// what they did, when the caller does not say (the replica passes jobs.HandOverDrain).
 	drainTimeoutDefault = 15 * time.Second
+	// runGraceDefault is how long a term given up lets a runtime job's call in flight finish:
+	// most calls take less, and meanwhile nothing of the term's partition is claimed.
+	runGraceDefault = 2 * time.Second
 	// subscriberBuffer holds terms for a subscriber that is busy; see Subscription.
 	subscriberBuffer = 16
 	// pollIntervalDefault is config's SCHEDULER_POLL_INTERVAL default, for a Config without it.
@@ -67,6 +70,9 @@ type Config struct {
 	// DrainTimeout bounds how long a voluntary resignation waits for the work its term holds
 	// (Term.Hold) before releasing the lock. Default drainTimeoutDefault.
 	DrainTimeout time.Duration
+	// RunGrace is how long, within DrainTimeout, a term given up lets the runs in flight
+	// that outlive its Ctx (Term.RunsCtx) go on. Default runGraceDefault.
+	RunGrace time.Duration
 	// PollInterval is how often this replica ends other logins' backends that hold or await
 	// the election's lock (guard.go). Default pollIntervalDefault (config's
 	// SCHEDULER_POLL_INTERVAL).
@@ -98,6 +104,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.DrainTimeout <= 0 {
 		out.DrainTimeout = drainTimeoutDefault
+	}
+	if out.RunGrace <= 0 {
+		out.RunGrace = runGraceDefault
 	}
 	if out.PollInterval <= 0 {
 		out.PollInterval = pollIntervalDefault
@@ -224,14 +233,14 @@ func (e *Elector) Run(ctx context.Context) {
 	for electCtx.Err() == nil {
 		var session *store.LockSession
 		var term Term
-		var endTerm context.CancelFunc
+		var end ending
 		var failed string // what the last attempt failed at
 		err := backoff.Retry(electCtx, reconnectMin, reconnectMax, func() (err error) {
 			if session, err = e.conf.DB.OpenLockSession(electCtx); err != nil {
 				failed = "cannot reach PostgreSQL for the leader lock; retrying"
 				return err
 			}
-			if term, endTerm, err = e.attemptGainLeadership(electCtx, session); err != nil {
+			if term, end, err = e.attemptGainLeadership(electCtx, session); err != nil {
 				e.control.disarm()
 				session.Close()
 				failed = "election attempt failed; reconnecting"
@@ -244,16 +253,16 @@ func (e *Elector) Run(ctx context.Context) {
 		if err != nil {
 			break // ctx ended, or the replica was drained
 		}
-		e.keepLeadershipLoop(ctx, session, term, endTerm)
+		e.keepLeadershipLoop(ctx, session, term, end)
 	}
 	<-ctx.Done() // a drained replica still heartbeats its instance row and guards the locks
 }
 
 // attemptGainLeadership waits inside PostgreSQL for the leader lock, then bumps the epoch.
-func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.LockSession) (Term, context.CancelFunc, error) {
+func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.LockSession) (Term, ending, error) {
 	waitStart := time.Now()
 	if err := session.Lock(ctx); err != nil {
-		return Term{}, nil, fmt.Errorf("wait for the leader lock: %w", err)
+		return Term{}, ending{}, fmt.Errorf("wait for the leader lock: %w", err)
 	}
 	lockedAt := time.Now()
 	e.testSignals.lockAcquired.Send(struct{}{})
@@ -261,7 +270,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 	e.control.arm()
 	taken, err := session.LockTaken(ctx)
 	if err != nil {
-		return Term{}, nil, err
+		return Term{}, ending{}, err
 	}
 	// The follower's wait in pg_advisory_lock is unbounded by design and says nothing; the
 	// bump's wait for the old epoch's fenced transactions is the hand-over's lock cost.
@@ -276,7 +285,7 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 		e.log.Error("cannot end what holds up the epoch bump; no leader until it ends", "error", err)
 	}
 	if err != nil {
-		return Term{}, nil, err
+		return Term{}, ending{}, err
 	}
 	bumpWait := time.Since(bumpStart)
 	e.conf.Metrics.LockAcquired("leader_row", bumpWait)
@@ -294,16 +303,15 @@ func (e *Elector) attemptGainLeadership(ctx context.Context, session *store.Lock
 		e.conf.Metrics.Elected(handover.Seconds())
 	}
 	e.conf.Metrics.SetLeader(true, cur.Epoch)
-	termCtx, endTerm := context.WithCancel(ctx)
-	return Term{Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, FailedOver: failedOver,
-		Ctx: termCtx, work: &work{}}, endTerm, nil
+	term, end := begin(ctx, Term{Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, FailedOver: failedOver})
+	return term, end, nil
 }
 
 // keepLeadershipLoop heartbeats the lock connection until leadership ends. A leader that
 // cannot prove within the lease that it still holds its lock steps down (docs/design.md
 // guarantee 6): the heartbeat's deadline is the last success plus the lease, so jobs are
 // cancelled within the lease of the moment the connection was last known good.
-func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, endTerm context.CancelFunc) {
+func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSession, term Term, end ending) {
 	e.control.begin(term.Epoch)
 	defer e.control.disarm()
 	e.setLeader(true, term)
@@ -318,10 +326,10 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			e.attemptResign(session, term, endTerm, "shutdown")
+			e.attemptResign(session, term, end, "shutdown")
 			return
 		case e.isDrained():
-			e.attemptResign(session, term, endTerm, "drain")
+			e.attemptResign(session, term, end, "drain")
 			return
 		case len(asked) > 0:
 			for _, m := range asked {
@@ -330,10 +338,10 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 			}
 			// Back to Run's loop: this replica rejoins the election as a follower, behind
 			// the replicas already waiting for the lock, one of which takes over at once.
-			e.attemptResign(session, term, endTerm, "step_down")
+			e.attemptResign(session, term, end, "step_down")
 			return
 		case err != nil:
-			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("reading step-down requests on the lock connection failed: %w", err))
+			e.stepDown(session, term, end, "lock_lost", fmt.Errorf("reading step-down requests on the lock connection failed: %w", err))
 			return
 		}
 		start := time.Now()
@@ -342,13 +350,13 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			e.attemptResign(session, term, endTerm, "shutdown")
+			e.attemptResign(session, term, end, "shutdown")
 			return
 		case err != nil:
-			e.stepDown(session, term, endTerm, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
+			e.stepDown(session, term, end, "lock_lost", fmt.Errorf("heartbeat on the lock connection failed: %w", err))
 			return
 		case cur != term.Fence():
-			e.stepDown(session, term, endTerm, "fenced", fmt.Errorf("the term is now %s: another replica was elected", cur))
+			e.stepDown(session, term, end, "fenced", fmt.Errorf("the term is now %s: another replica was elected", cur))
 			return
 		}
 		// The server answered after start, so the lock was still held at start.
@@ -358,8 +366,8 @@ func (e *Elector) keepLeadershipLoop(ctx context.Context, session *store.LockSes
 }
 
 // stepDown ends a term that can no longer be trusted: jobs first, then the connection.
-func (e *Elector) stepDown(session *store.LockSession, term Term, endTerm context.CancelFunc, kind string, reason error) {
-	endTerm()
+func (e *Elector) stepDown(session *store.LockSession, term Term, end ending, kind string, reason error) {
+	end.lost()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
 	e.steppedDownAt = time.Now()
@@ -374,24 +382,22 @@ func (e *Elector) stepDown(session *store.LockSession, term Term, endTerm contex
 // takes over at once (docs/design.md guarantee 7). It uses a fresh bounded context because we
 // want to give up leadership even during a shutdown, when ctx is already cancelled; closing
 // the connection releases the lock too if the unlock fails.
-func (e *Elector) attemptResign(session *store.LockSession, term Term, endTerm context.CancelFunc, kind string) {
-	endTerm()
+func (e *Elector) attemptResign(session *store.LockSession, term Term, end ending, kind string) {
+	end.stopStarting()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
-	// Still holding the lock, so nobody can bump the epoch: what the term's runs finished,
-	// the outcomes of the messages they sent included, commits under its fence. Unlocked at
-	// once, the next leader's bump would refuse those writes, and a delivered message would
-	// stay PENDING and be sent again.
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), e.conf.DrainTimeout)
+	// Still holding the lock, so nobody can bump the epoch: the runs in flight finish (the
+	// term's RunsCtx lasts), and what they did, the outcomes of the messages they sent
+	// included, commits under its fence. Unlocked at once, the next leader's bump would
+	// refuse those writes, and a delivered message would stay PENDING and be sent again.
 	drainStart := time.Now()
-	if !term.work.wait(drainCtx) {
+	if !term.drain(end, e.conf.RunGrace, e.conf.DrainTimeout) {
 		e.log.Warn("runs still recording at the drain timeout; releasing the lock anyway, the next leader settles them",
 			"epoch", term.Epoch, "drain_timeout", e.conf.DrainTimeout)
 	} else {
 		e.log.Info("the term's runs recorded what they did; releasing the lock", "epoch", term.Epoch,
 			"drained_in", time.Since(drainStart))
 	}
-	cancelDrain()
 	e.steppedDownAt = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()

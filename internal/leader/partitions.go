@@ -46,7 +46,9 @@ type PartitionsConfig struct {
 	// DrainTimeout is how long a voluntary release waits for its term's Term.Hold()s.
 	// Default drainTimeoutDefault.
 	DrainTimeout time.Duration
-	Metrics      *metrics.Metrics // nil: none
+	// RunGrace is Config.RunGrace, for the partitions' terms. Default runGraceDefault.
+	RunGrace time.Duration
+	Metrics  *metrics.Metrics // nil: none
 }
 
 // Partitions runs this replica's side of the partitions' elections.
@@ -77,7 +79,7 @@ type Partitions struct {
 // for its election (term.Ctx nil), or draining before the unlock.
 type heldPartition struct {
 	term     Term
-	end      context.CancelFunc
+	end      ending
 	lockedAt time.Time
 	drained  chan struct{} // non-nil while draining; closed once the holds are released
 	// ending is set by the first endTerm: the heartbeat and the renewer may both end it.
@@ -103,6 +105,9 @@ func NewPartitions(c PartitionsConfig) (*Partitions, error) {
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = drainTimeoutDefault
+	}
+	if c.RunGrace <= 0 {
+		c.RunGrace = runGraceDefault
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -233,15 +238,24 @@ func (p *Partitions) heartbeat(ctx context.Context, session *store.PartitionSess
 	return nil
 }
 
-// endTerm cancels a term's context, once.
+// endTerm ends a term, once. Given up ("released", "shutdown"), it stops starting runs, and
+// its drain (Partitions.drain) stops those in flight later; lost, it stops both at once,
+// even after it was given up.
 func (p *Partitions) endTerm(partition int, h *heldPartition, why string, reason error) {
-	if h.term.Ctx == nil || !h.ending.CompareAndSwap(false, true) {
+	if h.term.Ctx == nil {
 		return
 	}
-	h.end()
+	givenUp := why == "released" || why == "shutdown"
+	if !givenUp {
+		h.end.stopRuns()
+	}
+	if !h.ending.CompareAndSwap(false, true) {
+		return
+	}
+	h.end.stopStarting()
 	p.conf.Metrics.PartitionLost(why)
 	level := slog.LevelWarn // lost: its runs were cut short
-	if why == "released" || why == "shutdown" {
+	if givenUp {
 		level = slog.LevelInfo
 	}
 	p.log.Log(context.Background(), level, "partition term ended", "partition", partition, "epoch", h.term.Epoch,
@@ -249,11 +263,15 @@ func (p *Partitions) endTerm(partition int, h *heldPartition, why string, reason
 	p.testSignals.partitionLost.Send(partition)
 }
 
-// endAll ends every term at once: the lock connection is gone or cannot be trusted, so the
-// locks are (or will be) someone else's, and nothing waits for holds.
+// endAll ends every term and its runs at once: the lock connection is gone, cannot be
+// trusted or is closing, so the locks are (or will be) someone else's, and nothing waits
+// for holds.
 func (p *Partitions) endAll(why string, reason error) {
 	for id, h := range p.held {
 		p.endTerm(id, h, why, reason)
+		if h.term.Ctx != nil {
+			h.end.stopRuns()
+		}
 		p.forget(id)
 	}
 }

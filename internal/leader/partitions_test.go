@@ -176,12 +176,16 @@ func TestPartitionsOfAClosedLockConnectionAreTakenOver(t *testing.T) {
 		}
 	}
 	victim.p.mu.Unlock()
+	for _, term := range victimTerms {
+		term.Hold() // a run in flight, never released: a lost term stops it all the same
+	}
 	pool := testdb.Pool(t, url)
 	start := time.Now()
 	_, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int32(victim.p.sessionPID.Load()))
 	require.NoError(t, err)
 	for id, term := range victimTerms {
 		awaitEnded(t, term, fmt.Sprintf("the victim's term of partition %d ending", id))
+		awaitDone(t, term.RunsCtx(), fmt.Sprintf("the victim's runs of partition %d stopping", id))
 	}
 	// Every partition it held is led again, by a new term, within the lease and 3 s.
 	deadline := time.Now().Add(partLease + 3*time.Second)
@@ -265,11 +269,49 @@ func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
 // awaitEnded waits for term's context to end.
 func awaitEnded(t *testing.T, term Term, what string) {
 	t.Helper()
+	awaitDone(t, term.Ctx, what)
+}
+
+// awaitDone waits for ctx to end.
+func awaitDone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
 	select {
-	case <-term.Ctx.Done():
+	case <-ctx.Done():
 	case <-time.After(waitTimeout):
 		t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
 	}
+}
+
+// A partition released to rebalance stops starting runs at once, but its runs in flight go
+// on, and its lock stays held, until they are done: the joining replica gets it only then,
+// so nothing they began is cut and made again by the next holder.
+func TestAReleasedPartitionsRunsFinishBeforeItsLockGoes(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	long := func(p *Partitions) { p.conf.DrainTimeout, p.conf.RunGrace = 2*waitTimeout, 2*waitTimeout } // only the hold ends the drain
+	first := startPartReplica(t, url, "r0", 4, long)
+	awaitSettled(t, []*partReplica{first}, 4, 4, 4, waitTimeout)
+	terms := map[int]Term{}
+	first.p.mu.Lock()
+	for id, h := range first.p.held {
+		terms[id] = h.term
+	}
+	first.p.mu.Unlock()
+	// Two replicas share 4 partitions 2 and 2: the first gives up 3 and 2, highest first.
+	running := terms[3].Hold()
+	second := startPartReplica(t, url, "r1", 4, long)
+	for !slices.Contains(second.p.Held(), 2) {
+		second.p.testSignals.partitionTick.Await(t, waitTimeout, "the joining replica electing partition 2")
+	}
+	awaitEnded(t, terms[3], "partition 3's term ending: it starts no more runs")
+	assert.NoError(t, terms[3].RunsCtx().Err(), "partition 3's run in flight goes on")
+	assert.NotContains(t, second.p.Held(), 3, "partition 3's lock is held while its run is in flight")
+	awaitDone(t, terms[2].RunsCtx(), "partition 2's runs, none in flight, stopping")
+
+	running()
+	awaitDone(t, terms[3].RunsCtx(), "partition 3's runs stopping once the run in flight is done")
+	awaitSettled(t, []*partReplica{first, second}, 4, 2, 2, waitTimeout)
+	assert.Equal(t, []int{2, 3}, second.p.Held(), "the joining replica leads what the first gave up")
 }
 
 // A drained replica (here the coordinator) releases its partitions and steps down; the other

@@ -203,11 +203,10 @@ func (p *Partitions) elect(ctx context.Context, session *store.PartitionSession)
 		// Compared with the newest term seen before this one: this one is newer than old.
 		failed := failedOver(p.seen[id], old, cur)
 		p.seen[id] = cur
-		termCtx, end := context.WithCancel(context.Background())
+		term, end := begin(context.Background(), Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID,
+			Since: cur.Since, FailedOver: failed})
 		p.mu.Lock()
-		h.end = end
-		h.term = Term{Partition: id, Epoch: cur.Epoch, TermID: cur.TermID, Since: cur.Since, Ctx: termCtx, work: &work{},
-			FailedOver: failed}
+		h.term, h.end = term, end
 		subs := append([]*Subscription(nil), p.subs[id]...)
 		p.mu.Unlock()
 		handover := old.InstanceID != "" && old.InstanceID != p.conf.InstanceID
@@ -241,9 +240,10 @@ func (p *Partitions) releaseSome(n int) {
 	}
 }
 
-// drain ends a term voluntarily: its Ctx is cancelled at once, and its lock is released
-// (unlockDrained, at a heartbeat) once every Term.Hold is released or DrainTimeout has
-// passed, so that what the term's runs finish still commits under its fence.
+// drain ends a term voluntarily (Term.drain): its Ctx ends at once, its runs in flight go on
+// (RunsCtx) for up to RunGrace, its Term.Holds are awaited up to DrainTimeout, and its lock
+// is released (unlockDrained, at a heartbeat) only then, so that what they finish commits
+// under its fence and is not made again by the next holder.
 func (p *Partitions) drain(id int, h *heldPartition, why string) {
 	done := make(chan struct{})
 	p.mu.Lock() // the renewer reads it
@@ -256,9 +256,7 @@ func (p *Partitions) drain(id int, h *heldPartition, why string) {
 	p.endTerm(id, h, why, nil)
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), p.conf.DrainTimeout)
-		defer cancel()
-		if !h.term.work.wait(ctx) {
+		if !h.term.drain(h.end, p.conf.RunGrace, p.conf.DrainTimeout) {
 			p.log.Warn("runs still recording at the drain timeout; releasing the partition anyway",
 				"partition", id, "epoch", h.term.Epoch, "drain_timeout", p.conf.DrainTimeout)
 		}

@@ -28,11 +28,60 @@ type Term struct {
 	// term this replica saw. Commits of the previous terms may be lost; the engine repairs the
 	// slots of a window before Since instead of recording them missed.
 	FailedOver string
-	// Ctx is cancelled when the term ends (step-down, resignation, shutdown): everything
-	// the term started must stop.
+	// Ctx is cancelled when the term ends (step-down, resignation, shutdown): the term
+	// starts nothing more (claims, timers, services). What it started may outlive it for a
+	// while: see RunsCtx.
 	Ctx context.Context
 
+	// runs is RunsCtx's context; nil: Ctx.
+	runs context.Context
 	work *work
+}
+
+// RunsCtx is cancelled when the runs the term started must stop too. A term that is lost
+// (its lock gone, another replica elected) ends it with Ctx. A term given up (a partition
+// released to rebalance, a step-down, a shutdown) ends it only once its Term.Holds are
+// released or its drain timeout has passed: a call in flight finishes and records its end
+// under the term, instead of being cut and made again, under the same key, by the next
+// holder's recovery.
+func (t Term) RunsCtx() context.Context {
+	if t.runs == nil {
+		return t.Ctx
+	}
+	return t.runs
+}
+
+// ending ends a term: lost at once, or given up in two steps (stopStarting, then stopRuns
+// once drained).
+type ending struct{ stopStarting, stopRuns context.CancelFunc }
+
+func (e ending) lost() {
+	e.stopStarting()
+	e.stopRuns()
+}
+
+// begin gives t its contexts and work: Ctx ends with parent, but RunsCtx does not, since
+// a shutdown gives the term up and drains it like a resignation.
+func begin(parent context.Context, t Term) (Term, ending) {
+	var e ending
+	t.Ctx, e.stopStarting = context.WithCancel(parent)
+	t.runs, e.stopRuns = context.WithCancel(context.WithoutCancel(parent))
+	t.work = &work{}
+	return t, e
+}
+
+// drain waits up to grace for the term's holds, stops its runs (cutting those still in
+// flight, which then record nothing), and waits for the holds left up to timeout in all; it
+// reports whether every hold was released in time. The grace is short because the lock is
+// held meanwhile: nothing of the term's partition is claimed, whoever's job it is.
+func (t Term) drain(e ending, grace, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	graceCtx, cancelGrace := context.WithTimeout(ctx, grace)
+	done := t.work.wait(graceCtx)
+	cancelGrace()
+	e.stopRuns()
+	return done || t.work.wait(ctx)
 }
 
 // Fence is the identity every write of the term is fenced by.

@@ -70,9 +70,9 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 // the slot has come by the database's clock (store.ClaimOutcome.StartIn).
 //
 // A runtime job's run ends with its term's RunsCtx, not with ctx (the term's Ctx or a
-// child): a term given up starts nothing more, but a call or statement in flight finishes
-// and records its end under the term, where cut it would be made again, under the same
-// key, by the next holder's recovery. A run whose body has not begun (waiting for a place
+// child): a term given up starts nothing more, but gives a call or statement in flight a
+// grace to finish and record its end under the term, where cut it would be made again,
+// under the same key, by the next holder's recovery. A run whose body has not begun (waiting for a place
 // or for its slot) stops with the term's Ctx, and that recovery makes it. A built-in job's
 // run stops with the term's Ctx: its body gives back at once what it has not sent.
 func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *store.Run, notBefore time.Time) {
@@ -106,9 +106,6 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 
 // outlive returns ctx's values with end's end instead of ctx's own.
 func outlive(ctx, end context.Context) (context.Context, func()) {
-	if ctx == end {
-		return ctx, func() {}
-	}
 	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(end, func() { cancel(context.Cause(end)) })
 	return out, func() {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
 
+	"github.com/schedulerhq/scheduler/internal/backoff"
 	"github.com/schedulerhq/scheduler/internal/leader"
 	"github.com/schedulerhq/scheduler/internal/schedule"
 	"github.com/schedulerhq/scheduler/internal/store"
@@ -99,15 +101,78 @@ func (t *timers) add(en *entry) error {
 	return nil
 }
 
-// fire ticks slot for each job, each in its own goroutine, as a tick retries while the
-// database does not answer; ahead is how long before the slot the timer fired.
+// fire claims slot for each job; ahead is how long before the slot the timer fired. A job
+// whose tick is its claim alone (no jitter to wait for, no active run to wait for: most
+// jobs) is claimed together with the others like it, from one goroutine (tickTogether);
+// the rest tick each in a goroutine of its own, as a tick may wait and retry for the
+// slot's whole period.
 func (t *timers) fire(jobs []*entry, slot time.Time, ahead time.Duration) {
+	var plain []*entry
 	for _, en := range jobs {
-		t.e.runs.Add(1)
-		go func() {
-			defer t.e.runs.Done()
-			t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule, ahead)
-		}()
+		if en.waitsForIdle() || en.def != nil && en.def.Offset() > 0 {
+			t.tickAlone(en, slot, ahead, 0)
+		} else {
+			plain = append(plain, en)
+		}
+	}
+	if len(plain) == 0 {
+		return
+	}
+	t.e.runs.Add(1)
+	go func() {
+		defer t.e.runs.Done()
+		t.tickTogether(plain, slot, ahead)
+	}()
+}
+
+// tickAlone ticks slot for en in a goroutine of its own, after wait.
+func (t *timers) tickAlone(en *entry, slot time.Time, ahead, wait time.Duration) {
+	t.e.runs.Add(1)
+	go func() {
+		defer t.e.runs.Done()
+		if !backoff.Sleep(t.ctx, wait) {
+			return // the next leader's catch-up finds the slot
+		}
+		t.e.tick(t.ctx, t.term, t.claims, t.log, en, slot, store.TriggerSchedule, ahead)
+	}()
+}
+
+// tickTogether hands the claimer every job's claim of slot and waits for their answers. A
+// goroutine per job, waiting on its claim, cost a 100 000-job slot 33 000 goroutines on
+// each of three replicas, with their stacks and their scheduling, to do what one loop does.
+// A claim that neither won nor lost outright goes on as a tick of its own, where tick's
+// own loop would have gone: a claim ahead that did not win outright is claimed again at
+// the slot, not ahead again, and an error is retried for the slot's period. When the term
+// ends first, the next leader's catch-up finds the unclaimed slots.
+func (t *timers) tickTogether(jobs []*entry, slot time.Time, ahead time.Duration) {
+	requests := make([]*claimRequest, 0, len(jobs))
+	for _, en := range jobs {
+		if t.e.passOver(en, slot) {
+			continue
+		}
+		r := &claimRequest{en: en, slot: slot, trigger: store.TriggerSchedule, mode: claimSkips, ahead: ahead,
+			log: t.log.With("job", en.conf.Name, "scheduled_at", slot, "trigger", store.TriggerSchedule), done: make(chan error, 1)}
+		select {
+		case t.claims.requests <- r:
+		case <-t.ctx.Done():
+			return
+		}
+		requests = append(requests, r)
+	}
+	for _, r := range requests {
+		select {
+		case err := <-r.done:
+			var early *earlyError
+			switch {
+			case err == nil:
+			case ahead > 0 && errors.As(err, &early):
+				t.tickAlone(r.en, slot, 0, early.by)
+			default:
+				t.tickAlone(r.en, slot, ahead, 0)
+			}
+		case <-t.ctx.Done():
+			return
+		}
 	}
 }
 

@@ -78,7 +78,8 @@ func (e *Engine) start(ctx context.Context, term leader.Term, en *entry, run *st
 func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *store.Run, notBefore time.Time) {
 	stopOutliving := func() {}
 	if en.def != nil {
-		ctx, stopOutliving = outlive(ctx, term.RunsCtx())
+		// ctx's values, with the end of the term's runs instead of ctx's own.
+		ctx, stopOutliving = endsWith(context.WithoutCancel(ctx), term.RunsCtx(), nil)
 	}
 	ctx, span := e.traceRun(ctx, term.Epoch, run)
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -104,20 +105,17 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 	})
 }
 
-// outlive returns ctx's values with end's end instead of ctx's own.
-func outlive(ctx, end context.Context) (context.Context, func()) {
-	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(end, func() { cancel(context.Cause(end)) })
-	return out, func() {
-		stop()
-		cancel(nil)
-	}
-}
-
-// endsWith returns a child of ctx that also ends, with cause, when also ends.
+// endsWith returns a child of ctx that also ends when also ends, with cause (nil: also's
+// own cause), and the func that releases it.
 func endsWith(ctx, also context.Context, cause error) (context.Context, func()) {
 	out, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(also, func() { cancel(cause) })
+	stop := context.AfterFunc(also, func() {
+		if cause == nil {
+			cancel(context.Cause(also))
+			return
+		}
+		cancel(cause)
+	})
 	return out, func() {
 		stop()
 		cancel(nil)

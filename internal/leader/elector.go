@@ -386,8 +386,8 @@ func (e *Elector) attemptResign(session *store.LockSession, term Term, end endin
 	end.stopStarting()
 	e.setLeader(false, term)
 	e.conf.Metrics.SteppedDown(kind)
-	// Still holding the lock, so nobody can bump the epoch: the runs in flight finish (the
-	// term's RunsCtx lasts), and what they did, the outcomes of the messages they sent
+	// Still holding the lock, so nobody can bump the epoch: the runs in flight get the
+	// grace to finish (the term's RunsCtx lasts), and what they did, the outcomes of the messages they sent
 	// included, commits under its fence. Unlocked at once, the next leader's bump would
 	// refuse those writes, and a delivered message would stay PENDING and be sent again.
 	drainStart := time.Now()

@@ -40,10 +40,10 @@ type Term struct {
 
 // RunsCtx is cancelled when the runs the term started must stop too. A term that is lost
 // (its lock gone, another replica elected) ends it with Ctx. A term given up (a partition
-// released to rebalance, a step-down, a shutdown) ends it only once its Term.Holds are
-// released or its drain timeout has passed: a call in flight finishes and records its end
-// under the term, instead of being cut and made again, under the same key, by the next
-// holder's recovery.
+// released to rebalance, a step-down, a shutdown) ends it once its Term.Holds are released
+// or its grace (Config.RunGrace) has passed (drain): a call in flight finishes and records
+// its end under the term, instead of being cut and made again, under the same key, by the
+// next holder's recovery.
 func (t Term) RunsCtx() context.Context {
 	if t.runs == nil {
 		return t.Ctx

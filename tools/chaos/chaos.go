@@ -68,6 +68,10 @@ type Config struct {
 	// Partitions is the replicas' SCHEDULER_PARTITIONS (default 1: one leader for all), and
 	// RuntimeJobs the runtime HTTP jobs on "@every 1s" spread over them (partitions.go).
 	Partitions, RuntimeJobs int
+	// Script, when set, replaces the random faults on the leader: each strike hits the
+	// replica it names, once, in order, once the replicas hold their fair shares
+	// (scripted.go). The chaos phase then ends with the script; Duration bounds it.
+	Script []Strike
 }
 
 // Fault kinds (Config.Faults).
@@ -191,6 +195,12 @@ type Result struct {
 	Handovers             []Handover
 	RunsByStatus          map[string]int64
 	Epoch                 int64
+	// A scripted run's (scripted.go): the partitions each replica held once the shares
+	// settled, the runtime runs each had started when the first strike came, and what
+	// followed each strike.
+	Holdings          map[string]int
+	RunsBeforeStrikes map[string]int64
+	Takeovers         []Takeover
 }
 
 // Violations lists the broken invariants; empty means the run proved the promise.
@@ -285,12 +295,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		defer wg.Done()
 		res.MembersInserted, insertErr = r.insertMembers(chaosCtx)
 	}()
-	killErr := r.injectFaults(chaosCtx, res)
+	var killErr error
+	if len(cfg.Script) > 0 {
+		killErr = r.runScript(chaosCtx, res)
+		stopChaos() // the script is over: the members' inserts stop too
+	} else {
+		killErr = r.injectFaults(chaosCtx, res)
+	}
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if insertErr != nil && !errors.Is(insertErr, context.DeadlineExceeded) {
+	if insertErr != nil && !errors.Is(insertErr, context.DeadlineExceeded) && !errors.Is(insertErr, context.Canceled) { // Canceled: the script ended
 		return nil, insertErr
 	}
 	if killErr != nil && !errors.Is(killErr, context.DeadlineExceeded) {

@@ -183,19 +183,6 @@ WHERE NOT EXISTS (SELECT 1 FROM job_runs x WHERE x.job = j.job AND x.scheduled_a
 	r.receiver.mu.Lock()
 	res.RuntimeKeys = int64(len(r.receiver.calls))
 	r.receiver.mu.Unlock()
-	rows, err := r.pool.Query(ctx, `SELECT instance_id, count(*) FROM job_runs WHERE job LIKE 'chaos-rt-%' AND instance_id IS NOT NULL GROUP BY 1 ORDER BY 1`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	res.RuntimeRunsByInstance = map[string]int64{}
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return err
-		}
-		res.RuntimeRunsByInstance[id] = n
-	}
-	return rows.Err()
+	res.RuntimeRunsByInstance, err = r.runtimeRunsByInstance(ctx)
+	return err
 }

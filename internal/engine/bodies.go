@@ -23,9 +23,9 @@ import (
 // whose target hangs holds its share until its runs time out, and the other namespaces
 // always have the rest. The built-in jobs are a namespace of their own ("").
 //
-// A waiting run whose context ends (its term ended, or its cancel was requested) leaves
-// the queue at once and runs outside the bound: its body sees the context ended and does
-// not begin (execution.execute), so it costs no place.
+// A waiting run whose context ends (its term ended), or that leaves (its cancel was
+// requested), leaves the queue at once and runs outside the bound: its body sees the end
+// and does not begin (execution.execute), so it costs no place.
 type Gate struct {
 	limit, share int
 	metrics      *metrics.Metrics
@@ -79,7 +79,11 @@ func NewGate(limit int, m *metrics.Metrics) *Gate {
 // Held until the end committed, a place cost a call's time plus the finisher's: with the
 // database busy at a 100 000-job slot, most of each place's time, and the calls of a
 // replica went out a few hundred a second.
-func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) {
+//
+// Go returns, for a body that waits, leave, which takes it out of the queue and calls run
+// at once outside the bound, as ctx's end does (a run's cancel requested while it waits);
+// nil for a body that got its place at once.
+func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) (leave func()) {
 	b := &body{g: g, ns: ns}
 	b.run = func() { run(b.release) }
 	g.mu.Lock()
@@ -87,7 +91,7 @@ func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) {
 		g.admitLocked(b)
 		g.mu.Unlock()
 		go g.work(b)
-		return
+		return nil
 	}
 	b.queued = true
 	q := g.queues[ns]
@@ -103,6 +107,7 @@ func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) {
 	// Registered under mu, so the body cannot be admitted before stop is set.
 	b.stop = context.AfterFunc(ctx, func() { g.abandon(b) })
 	g.mu.Unlock()
+	return func() { g.abandon(b) }
 }
 
 // work runs b and, while waiting bodies may take the place b frees, the next one.
@@ -203,8 +208,8 @@ func (g *Gate) admitLocked(b *body) {
 	g.observeLocked()
 }
 
-// abandon takes b out of its queue when its context ended while it waited, and runs it
-// outside the bound so that it records its end without waiting for a place.
+// abandon takes b out of its queue when its context ended while it waited, or it left,
+// and runs it outside the bound so that it records its end without waiting for a place.
 func (g *Gate) abandon(b *body) {
 	g.mu.Lock()
 	if !b.queued {
@@ -215,6 +220,7 @@ func (g *Gate) abandon(b *body) {
 	b.freed = true // it never held a place
 	g.observeLocked()
 	g.mu.Unlock()
+	b.stop() // when it left: its context's end has nothing more to do
 	b.run()
 }
 

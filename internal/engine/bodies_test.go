@@ -219,3 +219,17 @@ func TestGateReleasedPlaceGoesToTheNextRunAtOnce(t *testing.T) {
 	close(secondHolds)
 	awaitClosed(t, third, "the third run, once the second ended")
 }
+
+// A run's contexts are made as its body begins, which may be after its term ended (it
+// waited for a place): its start context must then be ended already, or the body would
+// begin a call the next leader's recovery makes again. AfterFunc alone ends it later, in a
+// goroutine of its own.
+func TestEndsWithAnEndedContextIsEndedAtOnce(t *testing.T) {
+	ended, end := context.WithCancel(context.Background())
+	end()
+	for range 1000 {
+		ctx, stop := endsWith(context.Background(), ended, errTermStopped)
+		require.ErrorIs(t, context.Cause(ctx), errTermStopped)
+		stop()
+	}
+}

@@ -136,7 +136,19 @@ func (c *Config) validate() error {
 				"(-pgdata, -standby, -standby-port; make chaos FAULTS=failover starts them)")
 		}
 	}
-	return nil
+	var errs []error
+	for i, s := range c.Script {
+		if s.Fault != FaultKill && s.Fault != FaultPause {
+			errs = append(errs, fmt.Errorf("strike %d: fault %q; a script strikes with %s or %s", i+1, s.Fault, FaultKill, FaultPause))
+		}
+		if s.Replica < 0 || s.Replica >= c.Replicas {
+			errs = append(errs, fmt.Errorf("strike %d: replica %d; the run has replicas 0 to %d", i+1, s.Replica, c.Replicas-1))
+		}
+	}
+	if len(c.Script) > 0 && c.Partitions < 2 {
+		errs = append(errs, errors.New("a script strikes partitions' holders: set Partitions to 2 or more"))
+	}
+	return errors.Join(errs...)
 }
 
 // Handover is one fault and what followed.

@@ -61,3 +61,18 @@ func TestPartitionedClusterLosesAReplicaAndAPausedOne(t *testing.T) {
 	}
 	assert.Positive(t, res.RuntimeKeys)
 }
+
+// A script that strikes with a fault it cannot aim, or a replica the run does not have, is
+// refused with every mistake at once, before anything starts.
+func TestScriptIsChecked(t *testing.T) {
+	t.Parallel()
+	c := Config{Replicas: 3, Script: []Strike{{Fault: FaultBlackhole, Replica: 3}, {Fault: FaultKill, Replica: -1}}}
+	c.defaults()
+	err := c.validate()
+	require.Error(t, err)
+	for _, want := range []string{`strike 1: fault "blackhole"`, "strike 1: replica 3", "strike 2: replica -1", "set Partitions to 2 or more"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	c.Partitions, c.Script = 64, []Strike{{Fault: FaultKill, Replica: 0}, {Fault: FaultPause, Replica: 2}}
+	assert.NoError(t, c.validate())
+}

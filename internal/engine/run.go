@@ -85,8 +85,7 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 	x := e.newExecution(ctx, term, en, run)
 	x.notBefore = notBefore
 	// The body waits for a place of the replica's bound as a value, not a goroutine, and
-	// without contexts of its own: they are made as it begins (x.contexts). A slot's 30 000
-	// runs waiting held 2 KB of contexts each. The run stays owned (tracked, held)
+	// without contexts of its own (runctx.go). The run stays owned (tracked, held)
 	// meanwhile, and its end is recorded as any other's. Not begun, a built-in job's run
 	// stops with ctx, a runtime job's with the term's Ctx (ctx may be a child of it).
 	waitCtx := ctx

@@ -36,11 +36,67 @@ type timers struct {
 
 // timerGroup is the timer of every job on one schedule.
 type timerGroup struct {
-	id uuid.UUID
+	id    uuid.UUID
+	sched *schedule.Schedule
 	// lead is how long before each slot the timer fires (claimLead).
 	lead    time.Duration
 	mu      sync.Mutex
 	members map[string]*entry
+	// last is the latest slot the timer fired for (guarded by mu); the slots up to it when
+	// the group was made are the catch-up's and startTimers'.
+	last time.Time
+}
+
+// maxSlotsAFiring bounds the slots one firing claims after a stall; the later ones are the
+// next firings'.
+const maxSlotsAFiring = 100
+
+// due returns the slots a firing at now claims, and records the last as fired: every slot
+// after the last one fired that has come (by now + lead), oldest first; or, when none has
+// (the timer fired a moment before its slot), the nearest slot. A firing carries no slot of
+// its own: taking the slot nearest to when it ran, a firing more than half a period late
+// (a loaded machine, a long pause of the process) claimed the next slot instead of its
+// own, whose slot then had no row at all.
+func (g *timerGroup) due(now time.Time) []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at := now.Add(g.lead)
+	var slots []time.Time
+	if !g.last.IsZero() {
+		for s := g.sched.Next(g.last); !s.IsZero() && !s.After(at) && len(slots) < maxSlotsAFiring; s = g.sched.Next(s) {
+			slots = append(slots, s)
+		}
+	}
+	if len(slots) == 0 {
+		if s := g.sched.Nearest(at); !s.IsZero() && s.After(g.last) {
+			slots = append(slots, s)
+		}
+	}
+	if len(slots) > 0 {
+		g.last = slots[len(slots)-1]
+	}
+	return slots
+}
+
+// fired is the group's gocron task: it claims each due slot for every member.
+func (t *timers) fired(g *timerGroup) {
+	slots := g.due(time.Now())
+	if len(slots) == 0 {
+		return
+	}
+	g.mu.Lock()
+	members := make([]*entry, 0, len(g.members))
+	for _, m := range g.members {
+		members = append(members, m)
+	}
+	g.mu.Unlock()
+	if len(slots) > 1 {
+		t.log.Warn("the timer fired late: claiming every slot it passed", "schedule", g.sched.Key(),
+			"slots", len(slots), "first", slots[0], "last", slots[len(slots)-1])
+	}
+	for _, slot := range slots {
+		t.fire(members, slot, g.lead)
+	}
 }
 
 // add starts en's timer: it joins its schedule's group. A one-time schedule's timer is a
@@ -68,16 +124,10 @@ func (t *timers) add(en *entry) error {
 	g := t.groups[key]
 	if g == nil {
 		lead := t.e.claimLead(sched)
-		g = &timerGroup{lead: lead, members: map[string]*entry{}}
-		task := gocron.NewTask(func() {
-			g.mu.Lock()
-			members := make([]*entry, 0, len(g.members))
-			for _, m := range g.members {
-				members = append(members, m)
-			}
-			g.mu.Unlock()
-			t.fire(members, sched.Nearest(time.Now().Add(lead)), lead)
-		})
+		// gocron fires first for the first slot after now + lead; the ones up to it are
+		// the catch-up's (startTimers), or, for a member that joins, add's below.
+		g = &timerGroup{sched: sched, lead: lead, members: map[string]*entry{}, last: sched.Prev(time.Now().Add(lead))}
+		task := gocron.NewTask(func() { t.fired(g) })
 		j, err := t.s.NewJob(gocron.CronJob(key, true), task,
 			gocron.WithCronImplementation(timerCron{sched, lead}), gocron.WithName(key))
 		if err != nil {

@@ -70,6 +70,7 @@ func run(m *testing.M) int {
 }
 
 // New creates a migrated database for this test, dropped when the test ends, and returns its URL.
+// With TESTDB_KEEP_FAILED set, a failed test's database is kept for a look inside.
 func New(t testing.TB) string {
 	t.Helper()
 	if adminURL == "" {
@@ -86,6 +87,10 @@ func New(t testing.TB) string {
 		t.Fatalf("testdb: create database: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("TESTDB_KEEP_FAILED") != "" {
+			t.Logf("testdb: TESTDB_KEEP_FAILED is set: the failed test's database %s is kept", name)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := admin(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name)); err != nil {

@@ -185,7 +185,7 @@ type Result struct {
 	// when the server does not track them (track_commit_timestamp off).
 	OldEpochCommits    int64
 	CommitOrderChecked bool
-	Settled            bool // a run that started after the last insert succeeded
+	Settled            bool // a run that started after the last insert succeeded, and none was left running under a replaced term
 	NoHandover         int  // faults after which no new leader was elected in time
 	// SlowTakeovers counts pauses after which the new leader came later than the lease + 3 s.
 	SlowTakeovers int
@@ -239,7 +239,7 @@ func (r *Result) Violations() []string {
 	check("keys called twice without an abandoned run", r.KeysCalledTwice)
 	check("partitions without a holder for longer than the lease + 3 s", r.UnheldTooLong)
 	if !r.Settled {
-		v = append(v, "no run succeeded after the last insert within the settle time")
+		v = append(v, "not settled within the settle time: no run succeeded after the last insert, or a run of a replaced term was left running")
 	}
 	return v
 }
@@ -298,40 +298,50 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{}
-	chaosCtx, stopChaos := context.WithTimeout(ctx, cfg.Duration)
+	if err := r.strikeWhileInserting(ctx, res); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info("chaos over; settling", "members_inserted", res.MembersInserted, "faults", len(res.Handovers))
+	if err := r.checkAfter(ctx, res); err != nil {
+		return nil, err
+	}
+	r.stopAll(syscall.SIGTERM)
+	return res, nil
+}
+
+// strikeWhileInserting is the chaos phase: members come due all the time while the faults
+// strike (the script's, or the leader at random), for cfg.Duration or until the script
+// is over.
+func (r *runner) strikeWhileInserting(ctx context.Context, res *Result) error {
+	chaosCtx, stopChaos := context.WithTimeout(ctx, r.cfg.Duration)
 	defer stopChaos()
 	var wg sync.WaitGroup
-	var insertErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		res.MembersInserted, insertErr = r.insertMembers(chaosCtx)
-	}()
-	var killErr error
-	if len(cfg.Script) > 0 {
-		killErr = r.runScript(chaosCtx, res)
+	wg.Go(func() { res.MembersInserted = r.insertMembers(chaosCtx) })
+	var err error
+	if len(r.cfg.Script) > 0 {
+		err = r.runScript(chaosCtx, res)
 		stopChaos() // the script is over: the members' inserts stop too
 	} else {
-		killErr = r.injectFaults(chaosCtx, res)
+		err = r.injectFaults(chaosCtx, res)
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	if insertErr != nil && !errors.Is(insertErr, context.DeadlineExceeded) && !errors.Is(insertErr, context.Canceled) { // Canceled: the script ended
-		return nil, insertErr
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
-	if killErr != nil && !errors.Is(killErr, context.DeadlineExceeded) {
-		return nil, killErr
-	}
+	return nil
+}
 
-	cfg.Log.Info("chaos over; settling", "members_inserted", res.MembersInserted, "faults", len(res.Handovers))
+// checkAfter lets the cluster settle and counts every invariant's violations into res.
+func (r *runner) checkAfter(ctx context.Context, res *Result) error {
 	res.Settled = r.settle(ctx)
 	if err := r.check(ctx, res); err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.checkRuntimeJobs(ctx, res); err != nil {
-		return nil, err
+		return err
 	}
 	r.epochsMu.Lock()
 	res.MaxUnheld = r.maxUnheld
@@ -339,12 +349,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.UnheldTooLong = 1
 	}
 	r.epochsMu.Unlock()
+	var err error
 	if res.HostileOverstays, err = r.hostileOverstays(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if res.HostileRuns, err = r.hostileRuns(ctx); err != nil {
-		return nil, err
-	}
-	r.stopAll(syscall.SIGTERM)
-	return res, nil
+	res.HostileRuns, err = r.hostileRuns(ctx)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,22 @@ func testBinary(t *testing.T) string {
 	return binary
 }
 
+// workDir returns a directory for the replicas' logs, removed when the test passes and kept
+// (its path logged) when it fails: a failed chaos run is read in those logs.
+func workDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "chaos-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the replicas' logs are kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // TestChaosShortRunKeepsEveryInvariant is `make chaos` in 20 seconds: three real
 // `scheduler serve` processes sharing 8 partitions, the leader struck every 2 to 4 seconds by
 // SIGKILL, SIGTERM, the termination of its backends, a blackhole or a SIGSTOP past its lease
@@ -46,7 +63,7 @@ func TestChaosShortRunKeepsEveryInvariant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run: 20 s of real processes; skipped with -short")
 	}
-	dir := t.TempDir()
+	dir := workDir(t)
 	binary := testBinary(t)
 
 	url := testdb.New(t)

@@ -27,7 +27,7 @@ ON CONFLICT DO NOTHING`
 // insertMembers inserts a few due members every 100 ms until ctx ends. An insert that fails
 // (PostgreSQL restarting) is not retried: its members may or may not exist, and the count
 // comes from the database at the end.
-func (r *runner) insertMembers(ctx context.Context) (int64, error) {
+func (r *runner) insertMembers(ctx context.Context) int64 {
 	const perTick = 10
 	var n int64
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -35,7 +35,7 @@ func (r *runner) insertMembers(ctx context.Context) (int64, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return n, ctx.Err()
+			return n
 		case <-tick.C:
 		}
 		// Not cancelled by the end of the chaos phase: an insert that committed must be counted.
@@ -49,7 +49,11 @@ func (r *runner) insertMembers(ctx context.Context) (int64, error) {
 	}
 }
 
-// settle waits until a plan-change run that started after the last insert has succeeded.
+// settle waits until a plan-change run that started after the last insert has succeeded,
+// and no run is left running under a replaced term. A partition's new holder rescues such a
+// run as its term starts; when the chaos ends during a hand-over (a rebalance after the
+// last strike), the check must not count a run whose rescue is a moment away. A run still
+// stuck when the settle time is up is counted.
 func (r *runner) settle(ctx context.Context) bool {
 	var after time.Time
 	if err := r.pool.QueryRow(ctx, `SELECT now()`).Scan(&after); err != nil {
@@ -60,7 +64,8 @@ func (r *runner) settle(ctx context.Context) bool {
 		var ok bool // errors while PostgreSQL comes back are retried
 		err := r.pool.QueryRow(ctx, `
 SELECT EXISTS (SELECT 1 FROM job_runs
-               WHERE job = 'plan-change' AND status = 'succeeded' AND started_at > $1)`, after).Scan(&ok)
+               WHERE job = 'plan-change' AND status = 'succeeded' AND started_at > $1)
+   AND NOT EXISTS (SELECT 1 FROM job_runs r WHERE `+stuckRunning+`)`, after).Scan(&ok)
 		if err == nil && ok {
 			return true
 		}
@@ -72,6 +77,13 @@ SELECT EXISTS (SELECT 1 FROM job_runs
 	}
 	return false
 }
+
+// stuckRunning is a run of job_runs r still running under a term that was replaced, or for
+// more than 10 s.
+const stuckRunning = `status = 'running'
+       AND (epoch < coalesce((SELECT p.epoch FROM scheduler_partitions p WHERE p.partition_id = r.partition_id),
+                             (SELECT epoch FROM scheduler_leader))
+            OR started_at < now() - interval '10 seconds')`
 
 // check counts the invariants' violations in the database.
 func (r *runner) check(ctx context.Context, res *Result) error {
@@ -95,11 +107,7 @@ SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM job_runs WHERE scheduled_at IS NOT NULL
         GROUP BY job, scheduled_at HAVING count(*) > 1) s),
-    (SELECT count(*) FROM job_runs r
-     WHERE status = 'running'
-       AND (epoch < coalesce((SELECT p.epoch FROM scheduler_partitions p WHERE p.partition_id = r.partition_id),
-                             (SELECT epoch FROM scheduler_leader))
-            OR started_at < now() - interval '10 seconds')),
+    (SELECT count(*) FROM job_runs r WHERE ` + stuckRunning + `),
     -- guarantee 10 for an @every 1s job: every slot from the first to the last has a row
     (SELECT count(*) FROM pc, generate_series(pc.lo, pc.hi, interval '1 second') AS g (slot)
      WHERE NOT EXISTS (SELECT 1 FROM job_runs r WHERE r.job = 'plan-change' AND r.scheduled_at = g.slot)),
@@ -118,6 +126,9 @@ SELECT
 		&res.MembersApplied, &res.MembersInserted, &res.Epoch, &res.CommitOrderChecked)
 	if err != nil {
 		return fmt.Errorf("check invariants: %w", err)
+	}
+	if res.StuckRunning > 0 {
+		r.logStuckRuns(ctx)
 	}
 	if res.CommitOrderChecked {
 		if res.OldEpochCommits, err = r.oldEpochCommits(ctx); err != nil {
@@ -171,4 +182,28 @@ SELECT
 		return 0, fmt.Errorf("check commit order: %w", err)
 	}
 	return n, nil
+}
+
+// logStuckRuns logs each run stuck in running, with its term and replica, for the report:
+// the replicas' logs go with the run's work directory.
+func (r *runner) logStuckRuns(ctx context.Context) {
+	rows, err := r.pool.Query(ctx, `
+SELECT r.id, r.job, r.partition_id, r.epoch, coalesce(r.instance_id, ''), r.started_at
+FROM job_runs r WHERE `+stuckRunning)
+	if err != nil {
+		r.cfg.Log.Warn("listing the runs stuck in running failed", "error", err)
+		return
+	}
+	var id, epoch int64
+	var partition int
+	var job, instance string
+	var started time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &job, &partition, &epoch, &instance, &started}, func() error {
+		r.cfg.Log.Warn("run stuck in running", "run_id", id, "job", job, "partition", partition, "epoch", epoch,
+			"instance", instance, "started_at", started)
+		return nil
+	})
+	if err != nil {
+		r.cfg.Log.Warn("listing the runs stuck in running failed", "error", err)
+	}
 }

@@ -203,7 +203,7 @@ func printResult(w io.Writer, r *Result) {
 	} else {
 		fmt.Fprintf(w, "  %-45s not checked (track_commit_timestamp is off)\n", "old-epoch commits after a newer epoch began")
 	}
-	fmt.Fprintf(w, "  %-45s %v\n", "settled (a run after the last insert)", r.Settled)
+	fmt.Fprintf(w, "  %-45s %v\n", "settled (a run after the last insert, none stuck)", r.Settled)
 	fmt.Fprintf(w, "\nhand-overs by fault: fault → new epoch's since (elected); → first run start of the new epoch;\n"+
 		"that start − the later of the fault and the run's slot (beyond its slot: what the hand-over added)\n")
 	var kinds []string

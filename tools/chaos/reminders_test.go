@@ -142,7 +142,7 @@ func startReminderWave(ctx context.Context, t *testing.T, binary string, due int
 		reached: make(chan struct{}), after: due / 4}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
-	dir := t.TempDir()
+	dir := workDir(t)
 	r := &runner{
 		cfg: Config{
 			DatabaseURL: url, Binary: binary, WorkDir: dir,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A scripted run (Config.Script) strikes chosen replicas in a fixed order instead of the
@@ -167,17 +169,14 @@ SELECT 0, epoch FROM scheduler_leader WHERE id = 1 AND instance_id = $1`, holder
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	terms := map[int]int64{}
-	for rows.Next() {
-		var p int
-		var epoch int64
-		if err := rows.Scan(&p, &epoch); err != nil {
-			return nil, err
-		}
+	var p int
+	var epoch int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &epoch}, func() error {
 		terms[p] = epoch
-	}
-	return terms, rows.Err()
+		return nil
+	})
+	return terms, err
 }
 
 // newTerms reports whether every partition of terms has a newer term, and the latest since
@@ -212,17 +211,14 @@ WHERE job LIKE 'chaos-rt-%' AND instance_id IS NOT NULL GROUP BY 1`)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string]int64{}
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
+	var id string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
 		out[id] = n
-	}
-	return out, rows.Err()
+		return nil
+	})
+	return out, err
 }
 
 // sleep waits d or until ctx ends.

@@ -25,7 +25,7 @@ func TestPartitionedClusterLosesAReplicaAndAPausedOne(t *testing.T) {
 		t.Skip("chaos run: real processes; skipped with -short")
 	}
 	const partitions, replicas, lease = 64, 3, 2 * time.Second
-	dir := t.TempDir()
+	dir := workDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{

@@ -308,6 +308,10 @@ func (e *Engine) lead(ctx context.Context, term leader.Term) {
 	log.Info("leading: recovering abandoned runs, catching up, starting timers")
 
 	e.loadDefinitions(termCtx, log)
+	defer func() { // last: after the timers and the services have stopped
+		e.dropDefinitions()
+		e.testSignals.stopped.Send(term.Epoch)
+	}()
 	e.loadJobHistories(termCtx, log)
 	svc := e.services(term, log)
 	if svc.runDays != nil {

@@ -30,6 +30,13 @@ import (
 // and definitions are polled every 200 ms, or every poll given.
 func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtimejob.Runtime, poll ...time.Duration) *Engine {
 	t.Helper()
+	en, _ := partitionEngineTerm(t, url, id, fence, rt, poll...)
+	return en
+}
+
+// partitionEngineTerm is partitionEngine, and how to end the engine's term while it runs.
+func partitionEngineTerm(t *testing.T, url, id string, fence store.Fence, rt *runtimejob.Runtime, poll ...time.Duration) (*Engine, context.CancelFunc) {
+	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	notes := pglisten.New(db.DB, log)
@@ -38,8 +45,9 @@ func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtim
 	require.NoError(t, err)
 	en.testSignals.init()
 	ctx, cancel := context.WithCancel(context.Background())
+	termCtx, endTerm := context.WithCancel(ctx)
 	terms := make(chan leader.Term, 1)
-	terms <- leader.Term{Partition: fence.Partition, Epoch: fence.Epoch, TermID: fence.TermID, Since: time.Now(), Ctx: ctx}
+	terms <- leader.Term{Partition: fence.Partition, Epoch: fence.Epoch, TermID: fence.TermID, Since: time.Now(), Ctx: termCtx}
 	var wg sync.WaitGroup
 	wg.Go(func() { notes.Run(ctx) })
 	wg.Go(func() { en.Run(ctx, terms) })
@@ -53,7 +61,7 @@ func partitionEngine(t *testing.T, url, id string, fence store.Fence, rt *runtim
 			t.Errorf("the engine of partition %d did not stop within %s", fence.Partition, waitTimeout)
 		}
 	})
-	return en
+	return en, endTerm
 }
 
 // jobsOf returns n job names that hash onto partition p of a cluster of partitions.
@@ -227,6 +235,27 @@ func TestPartitionEngineIgnoresOtherPartitionsDefinitions(t *testing.T) {
 		awaitSignal(t, &en.testSignals.definitionsRead, "a read of the notified definitions")
 	}
 	assert.Nil(t, en.entry(theirs), "partition 2's job is not run by partition 1's engine")
+}
+
+// A partition moves between replicas: its engine forgets its runtime definitions as its
+// term ends, so a replica does not keep the definitions of every partition it ever led (the
+// first replica of a cluster leads them all until the others join). The next term loads
+// them again.
+func TestTermEndDropsItsDefinitions(t *testing.T) {
+	db, url := newDB(t)
+	ctx := context.Background()
+	storetest.Cluster(ctx, t, db.Pool, 3)
+	_, srv := callsServer(t)
+	job := jobsOf(t, db, 3, 1, 1)[0]
+	defineJob(t, db, srv, job, "0 0 1 1 *", 1)
+	en, endTerm := partitionEngineTerm(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), runtimeFor(t, "127.0.0.1/32"))
+	awaitSignal(t, &en.testSignals.leading, "partition 1 led")
+	require.NotNil(t, en.entry(job), "the term loaded its job")
+
+	endTerm()
+	awaitSignal(t, &en.testSignals.stopped, "the term's end")
+	assert.Nil(t, en.entry(job), "the ended term's definitions are dropped")
+	assert.Empty(t, en.CatchUpWindows())
 }
 
 // An engine of a partition other than 0 refuses the built-in jobs (they are the

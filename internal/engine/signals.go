@@ -9,6 +9,7 @@ import (
 // channels, costing nothing, unless a test calls init.
 type testSignals struct {
 	leading     testsignal.Signal[int64] // a term's recovery and catch-up are done and timers run
+	stopped     testsignal.Signal[int64] // a term's leading ended: timers and services stopped, definitions dropped
 	finished    testsignal.Signal[int64] // a run's end was recorded
 	interrupted testsignal.Signal[int64] // a run was left for the next leader
 	rescued     testsignal.Signal[int]   // a rescuer pass ended, with how many runs it abandoned
@@ -40,6 +41,7 @@ type testSignals struct {
 
 func (s *testSignals) init() {
 	s.leading.Init()
+	s.stopped.Init()
 	s.finished.Init()
 	s.interrupted.Init()
 	s.rescued.Init()

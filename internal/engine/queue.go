@@ -68,7 +68,7 @@ func (e *Engine) startQueued(ctx context.Context, term leader.Term, log *slog.Lo
 		if unknown {
 			// finish lowers the running gauge, so the run is announced first.
 			e.conf.Metrics.RunStarted(run.Job, run.Trigger, 0)
-			e.newExecution(ctx, term, nil, run).finish(jobcontract.Stats{},
+			e.newExecution(ctx, term, nil, run).logged(ctx).finish(jobcontract.Stats{},
 				fmt.Errorf("job %q is not configured on the leader %s; check the leader's version and job list", run.Job, e.conf.InstanceID), nil)
 			e.untrack(run.ID)
 		}

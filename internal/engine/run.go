@@ -93,6 +93,7 @@ func (e *Engine) startAt(ctx context.Context, term leader.Term, en *entry, run *
 		waitCtx = term.Ctx
 	}
 	c.waiting(e.conf.Gate.Go(waitCtx, en.gateNamespace(), func(releasePlace func()) {
+		x.logged(ctx)
 		x.releasePlace = releasePlace
 		defer e.runs.Done()
 		defer release()
@@ -134,12 +135,21 @@ type execution struct {
 	releasePlace func()
 }
 
+// newExecution is the run's execution, without its logger (logged).
 func (e *Engine) newExecution(ctx context.Context, term leader.Term, en *entry, run *store.Run) *execution {
-	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, log: e.runLog(term, run).With(tracing.LogAttrs(ctx)...),
-		started: time.Now()}
+	x := &execution{e: e, ctx: ctx, term: term, en: en, run: run, started: time.Now()}
 	if en != nil {
 		x.version, x.rules = en.versionRef(), en.endRules()
 	}
+	return x
+}
+
+// logged gives x its logger, with the run's id, job, epoch, trigger and trace, and returns
+// x. A claimed run gets it as its body begins, not while it waits for its slot or its place:
+// the logger's attributes, formatted once, are half a kilobyte a run, and a replica of a
+// 100 000-job cluster has 33 000 runs waiting at each slot.
+func (x *execution) logged(ctx context.Context) *execution {
+	x.log = x.e.runLog(x.term, x.run).With(tracing.LogAttrs(ctx)...)
 	return x
 }
 

@@ -108,11 +108,17 @@ func (e *Engine) loadDefinitions(ctx context.Context, log *slog.Logger) {
 // again. A partition moves between replicas, and a replica that kept the definitions of
 // every partition it ever led held, after a cluster's start (the first replica leads every
 // partition until the others join), those of the whole cluster: 2.3 times its share at
-// 100 000 jobs. The term's runs keep their own entry (execution.en) to their end.
+// 100 000 jobs. The term's runs keep their own entry (execution.en) to their end. The jobs'
+// pause gauges go with them: the next holder keeps them current.
 func (e *Engine) dropDefinitions() {
 	e.runtimeMu.Lock()
+	left := make([]string, 0, len(e.runtime))
+	for name := range e.runtime {
+		left = append(left, name)
+	}
 	e.runtime = map[string]*entry{}
 	e.runtimeMu.Unlock()
+	e.conf.Metrics.JobsLeft(left)
 }
 
 // syncDefinitions reloads every definition whose version differs from the one running.

@@ -18,11 +18,13 @@ import (
 	"github.com/schedulerhq/scheduler/internal/config"
 	"github.com/schedulerhq/scheduler/internal/jobcontract"
 	"github.com/schedulerhq/scheduler/internal/leader"
+	"github.com/schedulerhq/scheduler/internal/metrics"
 	"github.com/schedulerhq/scheduler/internal/pglisten"
 	"github.com/schedulerhq/scheduler/internal/runtimejob"
 	"github.com/schedulerhq/scheduler/internal/store"
 	"github.com/schedulerhq/scheduler/internal/store/storetest"
 	"github.com/schedulerhq/scheduler/internal/testdb"
+	"github.com/schedulerhq/scheduler/internal/testmetrics"
 )
 
 // partitionEngine starts, on its own pool, the engine of partition p leading the term of
@@ -256,6 +258,26 @@ func TestTermEndDropsItsDefinitions(t *testing.T) {
 	awaitSignal(t, &en.testSignals.stopped, "the term's end")
 	assert.Nil(t, en.entry(job), "the ended term's definitions are dropped")
 	assert.Empty(t, en.CatchUpWindows())
+}
+
+// A job's pause gauge goes with its partition: the replica the partition left must not keep
+// reporting the pause it saw last, which (the alert taking the largest value over the
+// replicas) would silence SchedulerJobStuck after the job was resumed elsewhere. Another
+// engine's job keeps its gauge.
+func TestTermEndForgetsItsJobsPauseGauges(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	e := &Engine{conf: Config{Metrics: m}, runtime: map[string]*entry{"team-a/report": {}}}
+	m.SetJobPaused("team-a/report", true)
+	m.SetJobPaused("team-b/other", true)
+
+	e.dropDefinitions()
+	scraped := testmetrics.Scrape(t, m)
+	assert.Nil(t, testmetrics.Series(scraped, "scheduler_job_paused", map[string]string{"job_name": "team-a/report"}),
+		"the ended term's job reports no pause here")
+	other := testmetrics.Series(scraped, "scheduler_job_paused", map[string]string{"job_name": "team-b/other"})
+	require.NotNil(t, other)
+	assert.Equal(t, 1.0, other.GetGauge().GetValue())
 }
 
 // An engine of a partition other than 0 refuses the built-in jobs (they are the

@@ -68,6 +68,20 @@ func (m *Metrics) SetJobPaused(job string, paused bool) {
 	}
 }
 
+// JobsLeft removes the pause gauges of jobs whose term ended on this replica (a partition
+// that moved to another): the SchedulerJobStuck alert takes the largest value over the
+// replicas, so a pause this replica saw last would silence the alert for good after the job
+// was resumed under the next holder. The coordinator's step-down clears them all
+// (SteppedDown).
+func (m *Metrics) JobsLeft(jobs []string) {
+	if m == nil {
+		return
+	}
+	for _, job := range jobs {
+		m.jobPaused.DeleteLabelValues(job, jobns.Of(job))
+	}
+}
+
 // SlotsUnrecorded counts due slots of the job that have no row (the slot audit's finding).
 func (m *Metrics) SlotsUnrecorded(job string, n int) {
 	if m == nil {

@@ -19,12 +19,8 @@ import (
 // engine, running beside the coordinator, steps no backfill itself (two steppers of one
 // backfill would race each other's transactions for every slot).
 func TestCoordinatorStepsAnotherPartitionsBackfill(t *testing.T) {
-	db, url := newDB(t)
+	db, url, got, job := clusterWithJob(t, 2, "0 * * * *")
 	ctx := context.Background()
-	storetest.Cluster(ctx, t, db.Pool, 3)
-	got, srv := callsServer(t)
-	job := jobsOf(t, db, 3, 2, 1)[0]
-	defineJob(t, db, srv, job, "0 * * * *", 2)
 	hour := time.Now().UTC().Truncate(time.Hour)
 	slots := []time.Time{hour.Add(-3 * time.Hour), hour.Add(-2 * time.Hour), hour.Add(-time.Hour)}
 

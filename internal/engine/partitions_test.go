@@ -79,6 +79,18 @@ func jobsOf(t *testing.T, db *testdb.DB, partitions, p, n int) []string {
 	return names
 }
 
+// clusterWithJob makes a cluster of 3 partitions with one runtime job of partition p on
+// spec, calling got's server.
+func clusterWithJob(t *testing.T, p int, spec string) (db *testdb.DB, url string, got *calls, job string) {
+	t.Helper()
+	db, url = newDB(t)
+	storetest.Cluster(context.Background(), t, db.Pool, 3)
+	got, srv := callsServer(t)
+	job = jobsOf(t, db, 3, p, 1)[0]
+	defineJob(t, db, srv, job, spec, p)
+	return db, url, got, job
+}
+
 // calls is a target that counts its calls by path (the job's name).
 type calls struct {
 	mu sync.Mutex
@@ -159,12 +171,8 @@ func TestPartitionEnginesRunOnlyTheirOwnJobs(t *testing.T) {
 // still believes it leads partition 1 starts no queued run of it once another replica was
 // elected there, and its fence is refused.
 func TestPartitionTermReplacedWritesNothing(t *testing.T) {
-	db, url := newDB(t)
+	db, url, got, job := clusterWithJob(t, 1, "0 0 1 1 *")
 	ctx := context.Background()
-	storetest.Cluster(ctx, t, db.Pool, 3)
-	got, srv := callsServer(t)
-	job := jobsOf(t, db, 3, 1, 1)[0]
-	defineJob(t, db, srv, job, "0 0 1 1 *", 1)
 	old := storetest.ElectPartition(ctx, t, db.Pool, 1, "e1")
 	en := partitionEngine(t, url, "e1", old, runtimeFor(t, "127.0.0.1/32"))
 	awaitSignal(t, &en.testSignals.leading, "partition 1 led")
@@ -244,12 +252,8 @@ func TestPartitionEngineIgnoresOtherPartitionsDefinitions(t *testing.T) {
 // first replica of a cluster leads them all until the others join). The next term loads
 // them again.
 func TestTermEndDropsItsDefinitions(t *testing.T) {
-	db, url := newDB(t)
+	db, url, _, job := clusterWithJob(t, 1, "0 0 1 1 *")
 	ctx := context.Background()
-	storetest.Cluster(ctx, t, db.Pool, 3)
-	_, srv := callsServer(t)
-	job := jobsOf(t, db, 3, 1, 1)[0]
-	defineJob(t, db, srv, job, "0 0 1 1 *", 1)
 	en, endTerm := partitionEngineTerm(t, url, "e1", storetest.ElectPartition(ctx, t, db.Pool, 1, "e1"), runtimeFor(t, "127.0.0.1/32"))
 	awaitSignal(t, &en.testSignals.leading, "partition 1 led")
 	require.NotNil(t, en.entry(job), "the term loaded its job")

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/schedulerhq/scheduler/internal/backoff"
 )
 
 // A scripted run (Config.Script) strikes chosen replicas in a fixed order instead of the
@@ -53,8 +56,8 @@ func (r *runner) runScript(ctx context.Context, res *Result) error {
 		return err
 	}
 	for i, s := range r.cfg.Script {
-		if err := sleep(ctx, s.After); err != nil {
-			return err
+		if !backoff.Sleep(ctx, s.After) {
+			return ctx.Err()
 		}
 		if i == 0 {
 			// The runs between the settling and the first strike: each replica's share.
@@ -72,7 +75,10 @@ func (r *runner) runScript(ctx context.Context, res *Result) error {
 		res.Takeovers = append(res.Takeovers, t)
 		r.cfg.Log.Info("scripted strike", "fault", s.Fault, "replica", s.Replica, "partitions", t.Partitions, "taken_over_within", t.Within)
 	}
-	return sleep(ctx, scriptTail)
+	if !backoff.Sleep(ctx, scriptTail) {
+		return ctx.Err()
+	}
+	return nil
 }
 
 // awaitFairShares waits until every partition is held and each live replica holds
@@ -92,7 +98,7 @@ func (r *runner) awaitFairShares(ctx context.Context) (map[string]int, error) {
 				return holdings, nil
 			}
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if !backoff.Sleep(ctx, 50*time.Millisecond) {
 			return nil, fmt.Errorf("the replicas did not settle at their shares within %s (last: %v, %d of %d held, read error %v)",
 				settleTimeout, holdings, held, n, err)
 		}
@@ -102,27 +108,17 @@ func (r *runner) awaitFairShares(ctx context.Context) (map[string]int, error) {
 // holdings counts the partitions each replica holds, the coordinator's among them, and
 // the partitions held in all.
 func (r *runner) holdings(ctx context.Context) (map[string]int, int, error) {
-	rows, err := r.pool.Query(ctx, `
+	out, err := queryMap[string, int](ctx, r.pool, `
 SELECT holder, count(*)::int FROM (
     SELECT holder FROM scheduler_partitions WHERE holder IS NOT NULL AND epoch > 0
     UNION ALL
     SELECT instance_id FROM scheduler_leader WHERE id = 1 AND instance_id IS NOT NULL) h
 GROUP BY holder`)
-	if err != nil {
-		return nil, 0, err
+	held := 0
+	for _, n := range out {
+		held += n
 	}
-	defer rows.Close()
-	out, held := map[string]int{}, 0
-	for rows.Next() {
-		var holder string
-		var count int
-		if err := rows.Scan(&holder, &count); err != nil {
-			return nil, 0, err
-		}
-		out[holder] = count
-		held += count
-	}
-	return out, held, rows.Err()
+	return out, held, err
 }
 
 // strikeAndAwaitTakeover strikes s's replica and waits until every partition it held has
@@ -150,8 +146,8 @@ func (r *runner) strikeAndAwaitTakeover(ctx context.Context, s Strike) (Takeover
 		if time.Now().After(deadline) {
 			return t, fmt.Errorf("the partitions of %s, struck by %s, had no new holder within 15 s (last error: %v)", rep.id, s.Fault, err)
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return t, err
+		if !backoff.Sleep(ctx, 20*time.Millisecond) {
+			return t, ctx.Err()
 		}
 	}
 	if s.Fault == FaultPause {
@@ -162,21 +158,10 @@ func (r *runner) strikeAndAwaitTakeover(ctx context.Context, s Strike) (Takeover
 
 // termsOf returns the epoch of each partition holder holds (0: the coordinator's).
 func (r *runner) termsOf(ctx context.Context, holder string) (map[int]int64, error) {
-	rows, err := r.pool.Query(ctx, `
+	return queryMap[int, int64](ctx, r.pool, `
 SELECT partition_id, epoch FROM scheduler_partitions WHERE holder = $1 AND epoch > 0
 UNION ALL
 SELECT 0, epoch FROM scheduler_leader WHERE id = 1 AND instance_id = $1`, holder)
-	if err != nil {
-		return nil, err
-	}
-	terms := map[int]int64{}
-	var p int
-	var epoch int64
-	_, err = pgx.ForEachRow(rows, []any{&p, &epoch}, func() error {
-		terms[p] = epoch
-		return nil
-	})
-	return terms, err
 }
 
 // newTerms reports whether every partition of terms has a newer term, and the latest since
@@ -205,30 +190,23 @@ JOIN now_held h ON h.partition_id = o.partition_id AND h.epoch > o.epoch`, ps, e
 
 // runtimeRunsByInstance counts the runtime jobs' runs each replica started so far.
 func (r *runner) runtimeRunsByInstance(ctx context.Context) (map[string]int64, error) {
-	rows, err := r.pool.Query(ctx, `
+	return queryMap[string, int64](ctx, r.pool, `
 SELECT instance_id, count(*) FROM job_runs
 WHERE job LIKE 'chaos-rt-%' AND instance_id IS NOT NULL GROUP BY 1`)
+}
+
+// queryMap reads a query of two columns into a map from the first to the second.
+func queryMap[K comparable, V any](ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (map[K]V, error) {
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
-	var id string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
-		out[id] = n
+	out := map[K]V{}
+	var k K
+	var v V
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+		out[k] = v
 		return nil
 	})
 	return out, err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

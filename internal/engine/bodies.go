@@ -25,7 +25,9 @@ import (
 //
 // A waiting run whose context ends (its term ended), or that leaves (its cancel was
 // requested), leaves the queue at once and runs outside the bound: its body sees the end
-// and does not begin (execution.execute), so it costs no place.
+// and does not begin (execution.execute), so it costs no place. The gate watches each
+// context of waiting runs once, not once a run: a slot's runs share their term's context,
+// and a watch a run (context.AfterFunc) held 6 MB of a replica's heap at a 100 000-job slot.
 type Gate struct {
 	limit, share int
 	metrics      *metrics.Metrics
@@ -39,6 +41,14 @@ type Gate struct {
 	// one served first when a place frees.
 	ring []string
 	next int
+	// watches are the contexts of the waiting runs, each watched for its end once.
+	watches map[context.Context]*watch
+}
+
+// watch is one context's watch for its end, and how many waiting runs it serves.
+type watch struct {
+	bodies int
+	stop   func() bool
 }
 
 // queue is one namespace's waiting runs, oldest first. A run whose context ended while it
@@ -54,9 +64,10 @@ type body struct {
 	g      *Gate
 	ns     string
 	run    func()
-	queued bool        // in its namespace's queue (under Gate.mu)
-	freed  bool        // holds no place: released, or run outside the bound (under Gate.mu)
-	stop   func() bool // stops the wake-up on its context's end
+	queued bool // in its namespace's queue (under Gate.mu)
+	freed  bool // holds no place: released, or run outside the bound (under Gate.mu)
+	// ctx is the context whose end takes the body out of its queue while it waits.
+	ctx context.Context
 }
 
 // NewGate returns a gate of limit places (0: config.RunConcurrencyDefault), of which one
@@ -65,7 +76,8 @@ func NewGate(limit int, m *metrics.Metrics) *Gate {
 	if limit <= 0 {
 		limit = config.RunConcurrencyDefault
 	}
-	g := &Gate{limit: limit, share: max(limit/2, 1), metrics: m, inUse: map[string]int{}, queues: map[string]*queue{}}
+	g := &Gate{limit: limit, share: max(limit/2, 1), metrics: m, inUse: map[string]int{}, queues: map[string]*queue{},
+		watches: map[context.Context]*watch{}}
 	g.metrics.RunBodies(0, 0, limit)
 	return g
 }
@@ -93,7 +105,7 @@ func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) (lea
 		go g.work(b)
 		return nil
 	}
-	b.queued = true
+	b.queued, b.ctx = true, ctx
 	q := g.queues[ns]
 	if q == nil {
 		q = &queue{}
@@ -104,10 +116,22 @@ func (g *Gate) Go(ctx context.Context, ns string, run func(release func())) (lea
 	q.live++
 	g.waiting++
 	g.observeLocked()
-	// Registered under mu, so the body cannot be admitted before stop is set.
-	b.stop = context.AfterFunc(ctx, func() { g.abandon(b) })
+	g.watchLocked(ctx)
 	g.mu.Unlock()
 	return func() { g.abandon(b) }
+}
+
+// watchLocked counts one more waiting body whose context is ctx, and starts watching ctx
+// for its end if none did.
+func (g *Gate) watchLocked(ctx context.Context) {
+	w := g.watches[ctx]
+	if w == nil {
+		w = &watch{}
+		g.watches[ctx] = w
+		// Registered under mu, so that no body of ctx is admitted before stop is set.
+		w.stop = context.AfterFunc(ctx, func() { g.abandonAll(ctx) })
+	}
+	w.bodies++
 }
 
 // work runs b and, while waiting bodies may take the place b frees, the next one.
@@ -144,7 +168,6 @@ func (g *Gate) free(b *body) *body {
 		return nil
 	}
 	g.admitLocked(next)
-	next.stop() // admitted: its context's end is the body's business now
 	return next
 }
 
@@ -191,6 +214,13 @@ func (q *queue) pop() *body {
 func (g *Gate) unqueueLocked(q *queue, b *body) {
 	b.queued = false
 	g.waiting--
+	// Out of the queue, its context's end is the body's business now.
+	w := g.watches[b.ctx]
+	if w.bodies--; w.bodies == 0 {
+		w.stop()
+		delete(g.watches, b.ctx)
+	}
+	b.ctx = nil
 	if q.live--; q.live > 0 {
 		return
 	}
@@ -208,20 +238,46 @@ func (g *Gate) admitLocked(b *body) {
 	g.observeLocked()
 }
 
-// abandon takes b out of its queue when its context ended while it waited, or it left,
-// and runs it outside the bound so that it records its end without waiting for a place.
+// abandon takes b out of its queue when it left, and runs it outside the bound so that it
+// records its end without waiting for a place.
 func (g *Gate) abandon(b *body) {
 	g.mu.Lock()
 	if !b.queued {
 		g.mu.Unlock()
 		return
 	}
-	g.unqueueLocked(g.queues[b.ns], b)
-	b.freed = true // it never held a place
+	g.abandonLocked(b)
 	g.observeLocked()
 	g.mu.Unlock()
-	b.stop() // when it left: its context's end has nothing more to do
 	b.run()
+}
+
+// abandonAll does what abandon does for every body that waits with ctx, which ended, each
+// in a goroutine of its own. It reads every queue once: a context ends for all its bodies
+// at once (a term's end), not one body at a time.
+func (g *Gate) abandonAll(ctx context.Context) {
+	g.mu.Lock()
+	var left []*body
+	for _, q := range g.queues {
+		for _, b := range q.bodies {
+			if b != nil && b.queued && b.ctx == ctx {
+				left = append(left, b)
+			}
+		}
+	}
+	for _, b := range left {
+		g.abandonLocked(b)
+	}
+	g.observeLocked()
+	g.mu.Unlock()
+	for _, b := range left {
+		go b.run() // each records its end, which may wait for a batch
+	}
+}
+
+func (g *Gate) abandonLocked(b *body) {
+	g.unqueueLocked(g.queues[b.ns], b)
+	b.freed = true // it never held a place
 }
 
 // observeLocked reports the gate's state to the metrics; g.mu is held, so the gauges

@@ -167,6 +167,61 @@ func TestGateUnderConcurrentSubmitsAndCancels(t *testing.T) {
 	assert.Empty(t, g.ring)
 	assert.Empty(t, g.queues)
 	assert.Empty(t, g.inUse)
+	assert.Empty(t, g.watches)
+}
+
+// A slot's waiting runs share their term's context, and the gate watches it once, not once
+// a run. Its end calls every run waiting with it, and only those; the watch goes with the
+// last of its runs, whether they were admitted or abandoned.
+func TestGateWatchesEachContextOnce(t *testing.T) {
+	g := NewGate(1, nil)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	g.Go(context.Background(), "x", func(func()) { close(started); <-release })
+	<-started
+
+	term, endTerm := context.WithCancel(context.Background())
+	defer endTerm()
+	other, endOther := context.WithCancel(context.Background())
+	defer endOther()
+	var abandoned, ranOther sync.WaitGroup
+	abandoned.Add(1000)
+	for i := range 1000 {
+		g.Go(term, fmt.Sprint("ns-", i%3), func(func()) {
+			assert.Error(t, term.Err(), "called only once the term ended")
+			abandoned.Done()
+		})
+	}
+	ranOther.Add(10)
+	for range 10 {
+		g.Go(other, "ns-0", func(func()) {
+			assert.NoError(t, other.Err(), "a run of the other context is not abandoned")
+			ranOther.Done()
+		})
+	}
+	g.mu.Lock()
+	require.Len(t, g.watches, 2, "one watch for each context")
+	assert.Equal(t, 1000, g.watches[term].bodies)
+	g.mu.Unlock()
+
+	endTerm()
+	done := make(chan struct{})
+	go func() { abandoned.Wait(); close(done) }()
+	awaitClosed(t, done, "the term's waiting runs")
+	running, waiting := g.counts()
+	assert.Equal(t, 1, running, "the place is still held")
+	assert.Equal(t, 10, waiting, "the other context's runs still wait")
+	g.mu.Lock()
+	assert.NotContains(t, g.watches, context.Context(term), "the ended context's watch went with its runs")
+	g.mu.Unlock()
+
+	close(release)
+	done = make(chan struct{})
+	go func() { ranOther.Wait(); close(done) }()
+	awaitClosed(t, done, "the other context's runs")
+	g.mu.Lock()
+	assert.Empty(t, g.watches, "the watch went with its last run admitted")
+	g.mu.Unlock()
 }
 
 // The gate's cost per run against a goroutine per run, for a slot of 10 000 runs whose

@@ -32,10 +32,15 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // New parses specs, each one of Parse's forms, as one schedule: the union of their slots,
 // an instant named twice (by two specs, or one spec twice) being one slot. Every spec is in
 // one time zone, so that the job's wall-clock times, its DST policy and its warnings are
-// about one clock. One spec without options is exactly what Parse returns.
+// about one clock. One spec without options is exactly what Parse returns. Equal inputs
+// share one Schedule (intern.go).
 func New(specs []string, o Options) (*Schedule, error) {
 	if len(specs) == 0 {
 		return nil, errors.New("no schedule: give a cron expression, or a list of them")
+	}
+	key := keyOf(specs, o)
+	if s := sharedSchedule(key); s != nil {
+		return s, nil
 	}
 	parts := make([]*Schedule, len(specs))
 	for i, spec := range specs {
@@ -69,7 +74,7 @@ func New(specs []string, o Options) (*Schedule, error) {
 		// the date); it needs a slot before its end all the same.
 		return nil, fmt.Errorf("the schedule names no slot up to %s", rfc3339(s.until))
 	}
-	return s, nil
+	return share(key, s), nil
 }
 
 // Specs are the schedule's specs: one, or those of its list, as given.

@@ -104,12 +104,15 @@ func (r *runner) hostileRuns(ctx context.Context) (int64, error) {
 }
 
 // hostileOverstays counts the hostile loop's runs recorded later than its timeout + 5 s,
-// and the hostile login's backends alive longer than that now.
+// and the hostile login's backends alive longer than that now. An abandoned run is not
+// counted: it ended when the next leader took over from a holder killed or paused, not when
+// its statements stopped, and a statement that outlived it is a backend counted here.
 func (r *runner) hostileOverstays(ctx context.Context) (int64, error) {
 	limit := (hostileTimeout + 5*time.Second).Seconds()
 	var n int64
 	err := r.pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM job_runs WHERE job = 'hostile-loop' AND finished_at - started_at > make_interval(secs => $1))
+		SELECT (SELECT count(*) FROM job_runs WHERE job = 'hostile-loop' AND finished_at - started_at > make_interval(secs => $1)
+		                                      AND status <> 'abandoned')
 		     + (SELECT count(*) FROM pg_stat_activity WHERE usename LIKE 'chaos\_hostile\_%'
 		                                             AND backend_start < now() - make_interval(secs => $1))`, limit).Scan(&n)
 	return n, err

@@ -84,16 +84,34 @@ func (r *runner) startRuntimeJobs(ctx context.Context) (stop func(), err error) 
 		return nil, err
 	}
 	c := client.New("http://" + rep.addr)
+	// A few at a time: the jobs defined first already run while the others are defined, and
+	// on a loaded machine one definition at a time took the run's whole deadline at 400.
+	errs := make([]error, r.cfg.RuntimeJobs)
+	places := make(chan struct{}, definersAtOnce)
+	var wg sync.WaitGroup
 	for i := range r.cfg.RuntimeJobs {
-		name := fmt.Sprintf("chaos-rt-%04d", i)
-		def := map[string]any{"name": name, "schedule": "@every 1s", "http": map[string]any{"url": srv.URL + "/hook"}}
-		if err := defineJob(ctx, c, name, def); err != nil {
+		places <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-places }()
+			name := fmt.Sprintf("chaos-rt-%04d", i)
+			def := map[string]any{"name": name, "schedule": "@every 1s", "http": map[string]any{"url": srv.URL + "/hook"}}
+			if err := defineJob(ctx, c, name, def); err != nil {
+				errs[i] = fmt.Errorf("define runtime job %d through %s: %w", i, rep.addr, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil { // the first: after one, the others usually failed for the same reason
 			srv.Close()
-			return nil, fmt.Errorf("define runtime job %d through %s: %w", i, rep.addr, err)
+			return nil, err
 		}
 	}
 	return srv.Close, nil
 }
+
+// definersAtOnce is how many runtime jobs the run defines at once.
+const definersAtOnce = 8
 
 // defineRetries bounds the retries of one definition that the API answered 503 (its
 // database call failed; the answer says to retry after a second).

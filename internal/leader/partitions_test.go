@@ -248,8 +248,9 @@ func TestPartitionsOfAPausedHolderAreTakenOver(t *testing.T) {
 		if n == 16 {
 			break
 		}
-		select {
+		select { // either survivor's tick may be the one that takes the last partition
 		case <-rs[0].p.testSignals.partitionTick.C():
+		case <-rs[2].p.testSignals.partitionTick.C():
 		case <-deadline:
 			t.Fatalf("the paused holder's partitions not taken within the lease and 3 s: %d of 16 led by the others", n)
 		}

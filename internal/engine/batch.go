@@ -9,12 +9,6 @@ import (
 // request is sent on a channel and answered on its own done channel; a loop takes every
 // request waiting and handles them in one transaction.
 
-// requestQueue is the buffer of a claimer's or finisher's channel. A batch is not bounded by
-// it: the loop keeps taking from senders blocked on a full channel, up to its limit. Each
-// partition engine has a finisher whether it leads or not, and a buffer of a batch's
-// 10 000 requests held 5 MB a replica for the 64 partitions of a cluster.
-const requestQueue = 1024
-
 // submit sends r on requests and waits for its answer, both until ctx ends.
 func submit[R any](ctx context.Context, requests chan<- R, r R, done <-chan error) error {
 	select {

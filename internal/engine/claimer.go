@@ -48,7 +48,7 @@ const (
 )
 
 func newClaimer(e *Engine, term leader.Term) *claimer {
-	return &claimer{e: e, term: term, requests: make(chan *claimRequest, requestQueue)}
+	return &claimer{e: e, term: term, requests: make(chan *claimRequest, maxClaimBatch)}
 }
 
 // claim claims one slot with the others that are due with it and starts its run if it won.

@@ -52,7 +52,7 @@ type finishRequest struct {
 }
 
 func newFinisher(db *store.DB, callsQueued func() bool, instance string, paused func([]runend.Paused)) *finisher {
-	return &finisher{db: db, requests: make(chan *finishRequest, requestQueue), callsQueued: callsQueued,
+	return &finisher{db: db, requests: make(chan *finishRequest, maxClaimBatch), callsQueued: callsQueued,
 		instance: instance, paused: paused}
 }
 

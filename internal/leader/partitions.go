@@ -66,6 +66,7 @@ type Partitions struct {
 	pausedAt  map[string]time.Time    // replica → when a survey last found its renewals lapsed
 	seen      map[int]store.LeaderRow // partition → the newest term row this replica knows of
 	drained   bool
+	looked    bool // a survey was planned on: the first only looks (shares.go)
 
 	testSignals testSignals
 	beforeTick  func() // test hook: blocks the loops as a paused process would

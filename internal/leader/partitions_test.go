@@ -24,6 +24,7 @@ import (
 type partReplica struct {
 	id     string
 	db     *testdb.DB
+	n      *pglisten.Notifier
 	e      *Elector
 	p      *Partitions
 	cancel context.CancelFunc
@@ -33,6 +34,15 @@ type partReplica struct {
 const partLease = 2 * time.Second
 
 func startPartReplica(t *testing.T, url, id string, count int, setup func(*Partitions)) *partReplica {
+	t.Helper()
+	r := newPartReplica(t, url, id, count, setup)
+	r.start(t)
+	return r
+}
+
+// newPartReplica makes a replica without starting it (start), so that several can start
+// together.
+func newPartReplica(t *testing.T, url, id string, count int, setup func(*Partitions)) *partReplica {
 	t.Helper()
 	db := testdb.Connect(t, url, store.Options{InstanceID: id, LeaseTimeout: partLease})
 	require.NoError(t, db.EnsureCluster(context.Background(), count))
@@ -48,16 +58,20 @@ func startPartReplica(t *testing.T, url, id string, count int, setup func(*Parti
 	if setup != nil {
 		setup(p)
 	}
-	r := &partReplica{id: id, db: db, e: e, p: p, done: make(chan struct{})}
+	return &partReplica{id: id, db: db, n: n, e: e, p: p, done: make(chan struct{})}
+}
+
+// start runs r until the test ends.
+func (r *partReplica) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
 		defer close(r.done)
 		var wg sync.WaitGroup
 		wg.Add(3)
-		go func() { defer wg.Done(); n.Run(ctx) }()
-		go func() { defer wg.Done(); e.Run(ctx) }()
-		go func() { defer wg.Done(); p.Run(ctx) }()
+		go func() { defer wg.Done(); r.n.Run(ctx) }()
+		go func() { defer wg.Done(); r.e.Run(ctx) }()
+		go func() { defer wg.Done(); r.p.Run(ctx) }()
 		wg.Wait()
 	}()
 	t.Cleanup(func() {
@@ -65,10 +79,9 @@ func startPartReplica(t *testing.T, url, id string, count int, setup func(*Parti
 		select {
 		case <-r.done:
 		case <-time.After(waitTimeout):
-			t.Errorf("replica %s did not stop within %s", id, waitTimeout)
+			t.Errorf("replica %s did not stop within %s", r.id, waitTimeout)
 		}
 	})
-	return r
 }
 
 // holds is what r leads: its partitions, and 0 when it is the coordinator.
@@ -151,6 +164,28 @@ func TestPartitionSharesAndAJoiningReplicaMovesOnlyWhatItMust(t *testing.T) {
 		moved += len(before[r.id]) - len(after[r.id])
 	}
 	assert.Equal(t, 16, moved, "exactly the newcomer's share moved")
+}
+
+// Replicas that start together share the partitions without moving any: a replica's first
+// survey only looks, so the first to start does not take every partition before the others
+// are counted, only to give two thirds of them up (and, in an engine, to load and unload
+// their jobs) a heartbeat later.
+func TestReplicasStartingTogetherMoveNoPartition(t *testing.T) {
+	t.Parallel()
+	url := testdb.New(t)
+	var rs []*partReplica
+	for i := range 3 {
+		rs = append(rs, newPartReplica(t, url, fmt.Sprintf("r%d", i), 64, nil))
+	}
+	for _, r := range rs {
+		r.start(t)
+	}
+	awaitSettled(t, rs, 64, 21, 22, waitTimeout)
+	var handovers, elections int
+	require.NoError(t, testdb.Pool(t, url).QueryRow(context.Background(),
+		`SELECT coalesce(sum(handovers), 0), coalesce(sum(epoch), 0) FROM scheduler_partitions`).Scan(&handovers, &elections))
+	assert.Equal(t, 0, handovers, "partitions that changed holders while the replicas started")
+	assert.Equal(t, 63, elections, "elections of the 63 partitions: one each")
 }
 
 // A replica whose lock connection is cut (its backend terminated, as a network or a proxy

@@ -18,6 +18,13 @@ import (
 // free. So 64 partitions on 3 replicas settle at 22, 21, 21, and a fourth joining takes 16
 // partitions released by the others, no more.
 //
+// A replica's first survey only looks: it takes nothing until the next heartbeat. Replicas
+// started together (a cluster's first start, a deployment scaled from zero) write their
+// instance rows within moments of each other, but the first to survey would count itself
+// alone and take every partition, and with them load every job, only to give two thirds up
+// a heartbeat later (18 hand-overs as a 100 000-job bench's three replicas started). One
+// heartbeat later, all of them are counted.
+//
 // A replica counted live that takes nothing (its loop stuck while its instance row stays
 // fresh) would leave its share unheld for ever; so a partition found free for a whole lease
 // is an orphan, taken by any replica whatever its share, and the shares even out once that
@@ -79,6 +86,10 @@ func (p *Partitions) plan(s store.PartitionSurvey) share {
 		if o != me && counts[o] < floor {
 			otherBelowFloor = true
 		}
+	}
+	if !p.looked {
+		p.looked = true
+		return share{}
 	}
 	switch {
 	case mine > ceil:

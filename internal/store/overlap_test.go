@@ -95,6 +95,22 @@ func TestDatabaseRefusesActiveRunsPastTheBound(t *testing.T) {
 	storetest.Runs(ctx, t, db.Pool, queued("bulk", hundred...)...)
 	_, err = storetest.InsertRuns(ctx, db.Pool, queued("other", append(hundred, 7)...)...)
 	require.True(t, isBoundViolation(err), "a bulk insert with two runs of one job: %v", err)
+	// In a statement of many rows, a job of max_concurrent 3 takes three, not a fourth, and
+	// its runs written into a partition not its definition's still count against it there.
+	defineOverlap(t, db, "wide", "", 3)
+	wide := func(n, partition int) []storetest.RunOpts {
+		runs := queued("filler", hundred...)
+		for range n {
+			runs = append(runs, storetest.RunOpts{Job: "wide", Status: store.StatusQueued, Partition: partition})
+		}
+		return runs
+	}
+	_, err = storetest.InsertRuns(ctx, db.Pool, wide(4, 0)...)
+	require.True(t, isBoundViolation(err), "four runs of a job of three in one statement: %v", err)
+	storetest.Runs(ctx, t, db.Pool, wide(3, 0)...)
+	_, err = storetest.InsertRuns(ctx, db.Pool, append(queued("filler2", hundred...),
+		storetest.RunOpts{Job: "wide", Status: store.StatusQueued, Partition: 5})...)
+	require.True(t, isBoundViolation(err), "a fourth, written into another partition: %v", err)
 
 	// A skip, queue-one or replace job has one, whatever a stray max_concurrent says.
 	storetest.Definition(ctx, t, db.Pool, storetest.DefinitionOpts{Name: "sneaky",

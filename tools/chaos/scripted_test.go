@@ -15,10 +15,11 @@ import (
 
 // TestPartitionedClusterLosesAReplicaAndAPausedOne is the partitioned cluster's check at
 // this machine's size: three real replicas share 64 partitions and 200 runtime HTTP jobs
-// due every second (400 until the machine slowed: the commit before this comment failed at
-// 400 too, its replicas' database reads timing out under the load). Once settled, each holds 21 or 22 partitions and starts a third of the
-// runs (± 10 points). Then one is SIGKILLed, and another SIGSTOPped past its lease and
-// SIGCONTinued: each struck replica's partitions have a new holder within the lease + 3 s,
+// due every second (it ran 400 until this machine slowed; then the code of 165dd17
+// failed at 400 as well, its replicas' database reads timing out under the load). Once
+// settled, each holds 21 or 22 partitions and starts a third of the runs (± 10 points).
+// Then one is SIGKILLed, and another SIGSTOPped past its lease and SIGCONTinued: each
+// struck replica's partitions have a new holder within the lease + 3 s,
 // and every invariant holds (every slot one row, no key called twice without cause, nothing
 // committed under a replaced term, no partition unheld past the lease + 3 s).
 func TestPartitionedClusterLosesAReplicaAndAPausedOne(t *testing.T) {

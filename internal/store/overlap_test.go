@@ -55,8 +55,11 @@ func TestDatabaseRefusesActiveRunsPastTheBound(t *testing.T) {
 	db, _ := testdb.Open(t, store.Options{})
 	ctx := context.Background()
 	defineOverlap(t, db, "fan", "", 3)
+	// One instant for every slot: with the clock read at each insert, two inserts a second
+	// apart in ago but straddling a second's turn named the same slot, and the second failed
+	// on the slot's unique key instead of the bound (1 run in 100).
+	now := time.Now()
 	insert := func(job string, ago time.Duration) error {
-		now := time.Now()
 		_, err := storetest.InsertRuns(ctx, db.Pool, storetest.RunOpts{Job: job, Status: store.StatusRunning,
 			ScheduledAt: now.Truncate(time.Second).Add(-ago), StartedAt: now})
 		return err
